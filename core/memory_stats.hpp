@@ -1,0 +1,24 @@
+#pragma once
+// Bytes held by shardtrain's own tensors (current and peak) and the process's peak RSS.
+#include <cstddef>
+#include <cstdint>
+
+namespace st {
+
+struct TensorMemory {
+  int64_t current_bytes;
+  int64_t peak_bytes;
+};
+
+TensorMemory tensor_memory();
+// Starts a new peak window at the current level (for "bytes allocated during X" checks).
+void reset_tensor_memory_peak();
+void note_tensor_alloc(int64_t bytes);
+void note_tensor_free(int64_t bytes);
+
+// Peak resident set size of this process in MiB (from getrusage).
+double peak_rss_mib();
+// Current resident set size in MiB (from /proc/self/statm).
+double current_rss_mib();
+
+}  // namespace st

@@ -1,0 +1,302 @@
+#include "core/model/gpt.hpp"
+
+#include <cmath>
+#include <algorithm>
+
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/elementwise.hpp"
+#include "core/ops/embedding.hpp"
+#include "core/ops/gelu.hpp"
+#include "core/ops/layernorm.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/matmul.hpp"
+
+namespace st {
+namespace {
+
+// Offsets of each block's parameters within its group of twelve.
+enum BlockParam {
+  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB,
+  kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB
+};
+
+}  // namespace
+
+// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch.
+struct GPT::Activations {
+  int64_t B, T;
+  AttentionShape att;
+  std::vector<Tensor> x;               // L+1 residual streams, FP32 [B,T,C]
+  std::vector<Tensor> x_mid;           // L, after attention, FP32 [B,T,C]
+  std::vector<Tensor> ln1, ln2;        // L, dtype [B,T,C]
+  std::vector<Tensor> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // L, FP32 [B*T]
+  std::vector<Tensor> qkv;             // L, dtype [B,T,3C]
+  std::vector<Tensor> q, k, v;         // L, dtype [B,H,T,hs]
+  std::vector<Tensor> probs;           // L, dtype [B,H,T,T]
+  std::vector<Tensor> att_y;           // L, dtype [B,T,C]
+  std::vector<Tensor> fc, fc_gelu;     // L, dtype [B,T,4C]
+  Tensor lnf, lnf_mean, lnf_rstd;      // dtype [B,T,C]; FP32 [B*T]
+  Tensor logits;                       // FP32 [B*T, V] (gradient in place in backward)
+  Tensor losses;                       // FP32 [B*T]
+  // Scratch shared by all layers.
+  Tensor proj_out;                     // dtype [B,T,C]
+  Tensor dx;                           // FP32 [B,T,C] gradient of the residual stream
+  Tensor d_small;                      // FP32 [B,T,C]
+  Tensor d_qkv;                        // FP32 [B,T,3C]
+  Tensor d_big;                        // FP32 [B,T,4C]
+  Tensor cast_scratch;                 // dtype [B*T, max(4C, V)]
+  Tensor att_scores, att_dq, att_dk, att_dv, att_dy, att_ds;
+
+  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_) : B(B_), T(T_) {
+    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
+    att = {B, T, H, C / H};
+    auto f32 = [](const char* name, Shape s) { return Tensor::empty(name, std::move(s), DType::f32); };
+    auto act = [&](const char* name, Shape s) { return Tensor::empty(name, std::move(s), dt); };
+    for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
+    for (int64_t l = 0; l < L; ++l) {
+      x_mid.push_back(f32("x_mid", {B, T, C}));
+      ln1.push_back(act("ln_1.out", {B, T, C}));
+      ln2.push_back(act("ln_2.out", {B, T, C}));
+      ln1_mean.push_back(f32("ln_1.mean", {B * T}));
+      ln1_rstd.push_back(f32("ln_1.rstd", {B * T}));
+      ln2_mean.push_back(f32("ln_2.mean", {B * T}));
+      ln2_rstd.push_back(f32("ln_2.rstd", {B * T}));
+      qkv.push_back(act("attn.qkv", {B, T, 3 * C}));
+      q.push_back(act("attn.q", {B, H, T, C / H}));
+      k.push_back(act("attn.k", {B, H, T, C / H}));
+      v.push_back(act("attn.v", {B, H, T, C / H}));
+      probs.push_back(act("attn.probs", {B, H, T, T}));
+      att_y.push_back(act("attn.y", {B, T, C}));
+      fc.push_back(act("mlp.fc", {B, T, 4 * C}));
+      fc_gelu.push_back(act("mlp.gelu", {B, T, 4 * C}));
+    }
+    lnf = act("ln_f.out", {B, T, C});
+    lnf_mean = f32("ln_f.mean", {B * T});
+    lnf_rstd = f32("ln_f.rstd", {B * T});
+    logits = f32("logits", {B * T, V});
+    losses = f32("losses", {B * T});
+    proj_out = act("proj_out", {B, T, C});
+    dx = f32("d_x", {B, T, C});
+    d_small = f32("d_small", {B, T, C});
+    d_qkv = f32("d_qkv", {B, T, 3 * C});
+    d_big = f32("d_big", {B, T, 4 * C});
+    cast_scratch = act("grad_cast", {B * T, std::max(4 * C, V)});
+    att_scores = f32("attn.scores", {B, H, T, T});
+    att_dq = f32("attn.d_q", {B, H, T, C / H});
+    att_dk = f32("attn.d_k", {B, H, T, C / H});
+    att_dv = f32("attn.d_v", {B, H, T, C / H});
+    att_dy = act("attn.d_y", {B, H, T, C / H});
+    att_ds = act("attn.d_s", {B, H, T, T});
+  }
+
+  AttentionSaved saved(int64_t l) const {
+    return {q[l].raw(), k[l].raw(), v[l].raw(), probs[l].raw()};
+  }
+  AttentionScratch scratch() const {
+    return {att_scores.data<float>(), att_dq.data<float>(), att_dk.data<float>(),
+            att_dv.data<float>(),     att_dy.raw(),         att_ds.raw()};
+  }
+};
+
+GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
+  const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
+  if (C % cfg.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", C, cfg.n_head);
+  const float std = 0.02f;
+  const float proj_std = 0.02f / std::sqrt(2.0f * float(L));
+  auto add = [&](std::string name, Shape shape, InitKind init, float init_std, bool decay,
+                 int unit) {
+    specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
+  };
+  add("transformer.wte.weight", {V, C}, InitKind::normal, std, false, 0);
+  add("transformer.wpe.weight", {cfg.block_size, C}, InitKind::normal, std, false, 0);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "transformer.h." + std::to_string(l) + ".";
+    const int unit = int(l) + 1;
+    add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, unit);
+    add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, unit);
+    add(p + "attn.c_attn.weight", {C, 3 * C}, InitKind::normal, std, true, unit);
+    add(p + "attn.c_attn.bias", {3 * C}, InitKind::zeros, 0, false, unit);
+    add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, proj_std, true, unit);
+    add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+    add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, unit);
+    add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, unit);
+    add(p + "mlp.c_fc.weight", {C, 4 * C}, InitKind::normal, std, true, unit);
+    add(p + "mlp.c_fc.bias", {4 * C}, InitKind::zeros, 0, false, unit);
+    add(p + "mlp.c_proj.weight", {4 * C, C}, InitKind::normal, proj_std, true, unit);
+    add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+  }
+  add("transformer.ln_f.weight", {C}, InitKind::ones, 0, false, 0);
+  add("transformer.ln_f.bias", {C}, InitKind::zeros, 0, false, 0);
+}
+
+GPT::~GPT() = default;
+
+GPT::Activations& GPT::activations_for(int64_t B, int64_t T) {
+  if (!acts_ || acts_->B != B || acts_->T != T) {
+    acts_.reset();  // free the old set before allocating the new one
+    acts_ = std::make_unique<Activations>(config_, dtype_, B, T);
+  }
+  return *acts_;
+}
+
+const float* GPT::last_logits() const {
+  if (!acts_) fail("GPT::last_logits called before any forward");
+  return acts_->logits.data<float>();
+}
+
+double GPT::flops_per_token() const {
+  // 2 FLOPs per multiply-add, x3 for forward + backward (two matmuls per forward matmul).
+  const double C = double(config_.n_embd), L = double(config_.n_layer);
+  const double V = double(config_.vocab_size);
+  const double per_block_weights = 12.0 * C * C;
+  // Attention scores and values over the causal window, counted PaLM-style (full T).
+  const double attention = 2.0 * double(config_.block_size) * C;
+  const double forward = 2.0 * (L * (per_block_weights + attention) + V * C);
+  return 3.0 * forward;
+}
+
+void GPT::check_batch(const Batch& batch) const {
+  if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
+    fail("GPT batch: inputs {} and targets {} must both be [B, T]",
+         shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
+  if (batch.T() > config_.block_size)
+    fail_input("sequence length {} exceeds model.block_size = {}", batch.T(), config_.block_size);
+}
+
+void GPT::embed_forward(Activations& a, const Batch& batch) {
+  const auto& c = config_;
+  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(),
+                    param(0).value.raw(), param(1).value.raw(), a.B, a.T, c.n_embd,
+                    c.vocab_size, dtype_);
+}
+
+void GPT::block_forward(Activations& a, int64_t l) {
+  const int64_t M = a.B * a.T, C = config_.n_embd;
+  auto w = [&](int which) { return param(block_param(l, which)).value.raw(); };
+  layernorm_forward(a.ln1[l].raw(), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(),
+                    a.x[l].data<float>(), w(kLn1W), w(kLn1B), M, C, dtype_);
+  linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(kAttnW), w(kAttnB), M, C, 3 * C, dtype_);
+  attention_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
+  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(kAttnProjW), w(kAttnProjB), M, C, C,
+                 dtype_);
+  float* x_mid = a.x_mid[l].data<float>();
+  std::copy_n(a.x[l].data<float>(), M * C, x_mid);
+  residual_add(x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
+
+  layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
+                    x_mid, w(kLn2W), w(kLn2B), M, C, dtype_);
+  linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(kFcW), w(kFcB), M, C, 4 * C, dtype_);
+  gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
+  linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(kMlpProjW), w(kMlpProjB), M, 4 * C, C,
+                 dtype_);
+  float* x_next = a.x[l + 1].data<float>();
+  std::copy_n(x_mid, M * C, x_next);
+  residual_add(x_next, a.proj_out.raw(), dtype_, size_t(M * C));
+}
+
+double GPT::head_forward(Activations& a, const Batch& batch) {
+  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
+  const size_t lnf = ln_f_weight();
+  layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
+                    a.x[config_.n_layer].data<float>(), param(lnf).value.raw(),
+                    param(lnf + 1).value.raw(), M, C, dtype_);
+  // logits = ln_f(x) · wteᵀ (weights tied with the token embedding), produced in FP32.
+  gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
+       MatView::row_major(param(0).value.raw(), dtype_, V, C).t(),
+       MatView::row_major(a.logits.data<float>(), DType::f32, M, V));
+  float* losses = a.losses.data<float>();
+  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M, V);
+  double sum = 0;
+  for (int64_t i = 0; i < M; ++i) sum += losses[i];
+  return sum;
+}
+
+void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
+  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
+  float* d_logits = a.logits.data<float>();  // overwritten in place
+  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M, V);
+  // logits = lnf · wteᵀ: d_lnf = d_logits · wte, d_wte += d_logitsᵀ · lnf.
+  const void* g = d_logits;
+  if (dtype_ != DType::f32) {
+    cast(d_logits, DType::f32, a.cast_scratch.raw(), dtype_, size_t(M * V));
+    g = a.cast_scratch.raw();
+  }
+  gemm(1, MatView::row_major(g, dtype_, M, V), MatView::row_major(param(0).value.raw(), dtype_, V, C),
+       MatView::row_major(a.d_small.data<float>(), DType::f32, M, C));
+  GemmOptions accumulate;
+  accumulate.accumulate = true;
+  gemm(1, MatView::row_major(g, dtype_, M, V).t(), MatView::row_major(a.lnf.raw(), dtype_, M, C),
+       MatView::row_major(param(0).grad.data<float>(), DType::f32, V, C), accumulate);
+  a.dx.zero_();
+  const size_t lnf = ln_f_weight();
+  layernorm_backward(a.dx.data<float>(), param(lnf).grad.data<float>(),
+                     param(lnf + 1).grad.data<float>(), a.d_small.data<float>(),
+                     a.x[config_.n_layer].data<float>(), param(lnf).value.raw(),
+                     a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
+}
+
+void GPT::block_backward(Activations& a, int64_t l) {
+  const int64_t M = a.B * a.T, C = config_.n_embd;
+  auto w = [&](int which) { return param(block_param(l, which)).value.raw(); };
+  auto g = [&](int which) { return param(block_param(l, which)).grad.data<float>(); };
+  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
+  float* d_big = a.d_big.data<float>();
+  float* d_small = a.d_small.data<float>();
+  void* scratch = a.cast_scratch.raw();
+
+  // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
+  linear_backward(d_big, g(kMlpProjW), g(kMlpProjB), dx, scratch, a.fc_gelu[l].raw(),
+                  w(kMlpProjW), M, 4 * C, C, dtype_);
+  gelu_backward(d_big, d_big, a.fc[l].raw(), size_t(M * 4 * C), dtype_);
+  linear_backward(d_small, g(kFcW), g(kFcB), d_big, scratch, a.ln2[l].raw(), w(kFcW), M, C,
+                  4 * C, dtype_);
+  layernorm_backward(dx, g(kLn2W), g(kLn2B), d_small, a.x_mid[l].data<float>(), w(kLn2W),
+                     a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M, C, dtype_);
+
+  // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
+  linear_backward(d_small, g(kAttnProjW), g(kAttnProjB), dx, scratch, a.att_y[l].raw(),
+                  w(kAttnProjW), M, C, C, dtype_);
+  attention_backward(a.d_qkv.data<float>(), d_small, a.saved(l), a.scratch(), a.att, dtype_);
+  linear_backward(d_small, g(kAttnW), g(kAttnB), a.d_qkv.data<float>(), scratch, a.ln1[l].raw(),
+                  w(kAttnW), M, C, 3 * C, dtype_);
+  layernorm_backward(dx, g(kLn1W), g(kLn1B), d_small, a.x[l].data<float>(), w(kLn1W),
+                     a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M, C, dtype_);
+}
+
+void GPT::embed_backward(Activations& a, const Batch& batch) {
+  embedding_backward(param(0).grad.data<float>(), param(1).grad.data<float>(),
+                     a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
+}
+
+double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {
+  check_batch(batch);
+  Activations& a = activations_for(batch.B(), batch.T());
+  hooks.before_forward(0);
+  embed_forward(a, batch);
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    hooks.before_forward(int(l) + 1);
+    block_forward(a, l);
+    hooks.after_forward(int(l) + 1);
+  }
+  const double loss = head_forward(a, batch);
+  hooks.after_forward(0);
+  return loss;
+}
+
+double GPT::forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) {
+  const double loss = forward_loss(batch, hooks);
+  Activations& a = *acts_;
+  hooks.before_backward(0);
+  head_backward(a, batch, grad_scale);
+  for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
+    hooks.before_backward(int(l) + 1);
+    block_backward(a, l);
+    hooks.after_backward(int(l) + 1);
+  }
+  embed_backward(a, batch);
+  hooks.after_backward(0);
+  return loss;
+}
+
+}  // namespace st

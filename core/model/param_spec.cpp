@@ -1,0 +1,40 @@
+#include "core/model/param_spec.hpp"
+
+#include <algorithm>
+
+#include "core/rng.hpp"
+
+namespace st {
+
+void init_param_elements(const ParamSpec& spec, uint64_t seed, uint64_t param_index,
+                         uint64_t first, size_t n, float* dst) {
+  switch (spec.init) {
+    case InitKind::zeros: std::fill(dst, dst + n, 0.f); return;
+    case InitKind::ones: std::fill(dst, dst + n, 1.f); return;
+    case InitKind::normal: fill_normal(dst, n, seed, param_index, first, 0.f, spec.init_std); return;
+  }
+}
+
+void Model::bind(size_t index, Tensor value, Tensor grad) {
+  const auto& specs = param_specs();
+  ST_CHECK(index < specs.size(), "parameter index {} out of range", index);
+  const ParamSpec& spec = specs[index];
+  if (value.shape() != spec.shape || value.dtype() != compute_dtype())
+    fail("binding parameter '{}': expected {} {} but got {} {}", spec.name,
+         dtype_name(compute_dtype()), shape_string(spec.shape), dtype_name(value.dtype()),
+         shape_string(value.shape()));
+  if (grad.shape() != spec.shape || grad.dtype() != DType::f32)
+    fail("binding gradient of '{}': expected fp32 {} but got {} {}", spec.name,
+         shape_string(spec.shape), dtype_name(grad.dtype()), shape_string(grad.shape()));
+  if (bound_.size() < specs.size()) bound_.resize(specs.size());
+  bound_[index] = {std::move(value), std::move(grad)};
+}
+
+const BoundParam& Model::param(size_t index) const {
+  if (index >= bound_.size() || !bound_[index].value.defined())
+    fail("parameter '{}' is used before it was bound to memory",
+         index < param_specs().size() ? param_specs()[index].name : std::to_string(index));
+  return bound_[index];
+}
+
+}  // namespace st

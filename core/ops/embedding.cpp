@@ -1,0 +1,48 @@
+#include "core/ops/embedding.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/ops/elementwise.hpp"
+
+namespace st {
+
+void embedding_forward(float* out, const int32_t* tokens, const void* wte, const void* wpe,
+                       int64_t B, int64_t T, int64_t C, int64_t V, DType dtype) {
+  for (int64_t i = 0; i < B * T; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      fail("embedding: token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, V);
+  dispatch_float(dtype, [&]<class X>(X) {
+    const X* te = static_cast<const X*>(wte);
+    const X* pe = static_cast<const X*>(wpe);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < B * T; ++i) {
+      const X* a = te + int64_t(tokens[i]) * C;
+      const X* p = pe + (i % T) * C;
+      float* o = out + i * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = to_f32(a[c]) + to_f32(p[c]);
+    }
+  });
+}
+
+void embedding_backward(float* d_wte, float* d_wpe, const float* d_out, const int32_t* tokens,
+                        int64_t B, int64_t T, int64_t C) {
+  // Threads own bands of channels, so rows sharing a token never race.
+  constexpr int64_t kBand = 32;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < C; c0 += kBand) {
+    const int64_t c1 = std::min(C, c0 + kBand);
+    for (int64_t i = 0; i < B * T; ++i) {
+      const float* g = d_out + i * C;
+      float* te = d_wte + int64_t(tokens[i]) * C;
+      float* pe = d_wpe + (i % T) * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        te[c] += g[c];
+        pe[c] += g[c];
+      }
+    }
+  }
+}
+
+}  // namespace st

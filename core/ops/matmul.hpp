@@ -1,0 +1,42 @@
+#pragma once
+// Matrix multiplication through oneDNN. Primitives are created once per distinct problem
+// (shapes, strides, dtypes, bias, accumulate) and cached for the life of the process.
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace st {
+
+// A (batch of) row-major-or-strided matrices: element (b, i, j) is at
+// data + b * batch_stride + i * row_stride + j * col_stride (in elements).
+struct MatView {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0, col_stride = 1, batch_stride = 0;
+
+  static MatView row_major(const void* data, DType dtype, int64_t rows, int64_t cols) {
+    return {data, dtype, rows, cols, cols, 1, rows * cols};
+  }
+  // The same memory read as its transpose.
+  MatView t() const { return {data, dtype, cols, rows, col_stride, row_stride, batch_stride}; }
+};
+
+struct GemmOptions {
+  const void* bias = nullptr;  // [N], broadcast over rows
+  DType bias_dtype = DType::f32;
+  float alpha = 1.0f;       // scales the product (not the bias)
+  bool accumulate = false;  // C += alpha * A·B instead of C = ...
+};
+
+// C[b] = alpha * A[b] · B[b] (+ bias) (+ C[b] when accumulating), for b < batch.
+// A is [M, K], B is [K, N], C is [M, N]; inputs of any float dtype, accumulation in FP32.
+void gemm(int64_t batch, const MatView& a, const MatView& b, const MatView& c,
+          const GemmOptions& options = {});
+
+// The oneDNN implementation chosen for a BF16 2048x2048x2048 matmul (e.g. "brg:avx512_core_bf16").
+std::string onednn_bf16_matmul_impl();
+std::string onednn_version();
+
+}  // namespace st

@@ -1,0 +1,8 @@
+#pragma once
+#include <map>
+#include <string>
+
+namespace st {
+// name -> TOML text of launch/configs/NAME.toml, compiled in so the binary works anywhere.
+const std::map<std::string, std::string>& bundled_configs();
+}  // namespace st

@@ -1,0 +1,372 @@
+#include "launch/config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <toml++/toml.h>
+#include <variant>
+
+#include "core/error.hpp"
+#include "launch/bundled_configs.hpp"
+
+namespace st {
+namespace {
+
+using Value = std::variant<int64_t, double, std::string, bool>;
+enum class Kind { integer, number, string, boolean };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer: return "an integer";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+  }
+  return "?";
+}
+
+struct KeySpec {
+  Kind kind;
+  std::function<void(Config&, const Value&, const std::string& key)> set;
+  std::function<std::string(const Config&)> show;
+};
+
+template <class T>
+KeySpec int_key(T Config::*section, int64_t T::*field) {
+  return {Kind::integer,
+          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<int64_t>(v); },
+          [=](const Config& c) { return std::to_string(c.*section.*field); }};
+}
+template <class T>
+KeySpec num_key(T Config::*section, double T::*field) {
+  return {Kind::number,
+          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<double>(v); },
+          [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
+}
+template <class T>
+KeySpec float_key(T Config::*section, float T::*field) {
+  return {Kind::number,
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = float(std::get<double>(v));
+          },
+          [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
+}
+template <class T>
+KeySpec str_key(T Config::*section, std::string T::*field) {
+  return {Kind::string,
+          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<std::string>(v); },
+          [=](const Config& c) { return fmt::format("\"{}\"", c.*section.*field); }};
+}
+template <class T>
+KeySpec bool_key(T Config::*section, bool T::*field) {
+  return {Kind::boolean,
+          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<bool>(v); },
+          [=](const Config& c) { return std::string(c.*section.*field ? "true" : "false"); }};
+}
+template <class T>
+KeySpec dtype_key(T Config::*section, DType T::*field) {
+  return {Kind::string,
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = parse_float_dtype(std::get<std::string>(v), key);
+          },
+          [=](const Config& c) { return fmt::format("\"{}\"", dtype_name(c.*section.*field)); }};
+}
+
+using Model = GPTConfig;
+using Data = decltype(Config::data);
+using Training = decltype(Config::training);
+using Schedule = decltype(Config::schedule);
+using Precision = decltype(Config::precision);
+using Sharding = decltype(Config::sharding);
+using Checkpoint = decltype(Config::checkpoint);
+using Metrics = decltype(Config::metrics);
+
+const std::map<std::string, KeySpec>& registry() {
+  static const std::map<std::string, KeySpec> keys = {
+      {"model.n_layer", int_key(&Config::model, &Model::n_layer)},
+      {"model.n_embd", int_key(&Config::model, &Model::n_embd)},
+      {"model.n_head", int_key(&Config::model, &Model::n_head)},
+      {"model.block_size", int_key(&Config::model, &Model::block_size)},
+      {"model.vocab_size", int_key(&Config::model, &Model::vocab_size)},
+      {"data.path", str_key(&Config::data, &Data::path)},
+      {"data.val_fraction", num_key(&Config::data, &Data::val_fraction)},
+      {"training.max_steps", int_key(&Config::training, &Training::max_steps)},
+      {"training.global_batch", int_key(&Config::training, &Training::global_batch)},
+      {"training.micro_batches", int_key(&Config::training, &Training::micro_batches)},
+      {"training.seq_len", int_key(&Config::training, &Training::seq_len)},
+      {"training.seed", int_key(&Config::training, &Training::seed)},
+      {"training.grad_clip", num_key(&Config::training, &Training::grad_clip)},
+      {"training.threads", int_key(&Config::training, &Training::threads)},
+      {"training.init_from", str_key(&Config::training, &Training::init_from)},
+      {"optimizer.name", str_key(&Config::optimizer, &OptimizerConfig::name)},
+      {"optimizer.lr", num_key(&Config::schedule, &Schedule::lr)},
+      {"optimizer.beta1", float_key(&Config::optimizer, &OptimizerConfig::beta1)},
+      {"optimizer.beta2", float_key(&Config::optimizer, &OptimizerConfig::beta2)},
+      {"optimizer.eps", float_key(&Config::optimizer, &OptimizerConfig::eps)},
+      {"optimizer.weight_decay", float_key(&Config::optimizer, &OptimizerConfig::weight_decay)},
+      {"optimizer.warmup_steps", int_key(&Config::schedule, &Schedule::warmup_steps)},
+      {"optimizer.min_lr", num_key(&Config::schedule, &Schedule::min_lr)},
+      {"precision.param_dtype", dtype_key(&Config::precision, &Precision::param_dtype)},
+      {"precision.reduce_dtype", dtype_key(&Config::precision, &Precision::reduce_dtype)},
+      {"precision.output_dtype", dtype_key(&Config::precision, &Precision::output_dtype)},
+      {"sharding.reshard_after_forward",
+       bool_key(&Config::sharding, &Sharding::reshard_after_forward)},
+      {"sharding.prefetch", int_key(&Config::sharding, &Sharding::prefetch)},
+      {"sharding.accumulation", str_key(&Config::sharding, &Sharding::accumulation)},
+      {"checkpoint.dir", str_key(&Config::checkpoint, &Checkpoint::dir)},
+      {"checkpoint.every", int_key(&Config::checkpoint, &Checkpoint::every)},
+      {"checkpoint.keep", int_key(&Config::checkpoint, &Checkpoint::keep)},
+      {"checkpoint.resume", str_key(&Config::checkpoint, &Checkpoint::resume)},
+      {"metrics.file", str_key(&Config::metrics, &Metrics::file)},
+      {"metrics.trace", str_key(&Config::metrics, &Metrics::trace)},
+      {"metrics.trace_steps", str_key(&Config::metrics, &Metrics::trace_steps)},
+  };
+  return keys;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+const KeySpec& find_key(const std::string& key, const std::string& where) {
+  auto it = registry().find(key);
+  if (it != registry().end()) return it->second;
+  const std::string suggestion = closest_key(key);
+  fail_input("{}: unknown config key '{}'{}", where, key,
+             suggestion.empty() ? std::string("; see the README for every key")
+                                : fmt::format("; did you mean '{}'?", suggestion));
+}
+
+[[noreturn]] void wrong_type(const std::string& where, const std::string& key, Kind kind,
+                             const std::string& got) {
+  fail_input("{}: '{}' must be {}, got {}", where, key, kind_name(kind), got);
+}
+
+Value value_from_toml(const toml::node& node, const std::string& key, Kind kind,
+                      const std::string& where) {
+  switch (kind) {
+    case Kind::integer:
+      if (auto v = node.value_exact<int64_t>()) return *v;
+      break;
+    case Kind::number:
+      if (auto v = node.value_exact<double>()) return *v;
+      if (auto v = node.value_exact<int64_t>()) return double(*v);
+      break;
+    case Kind::string:
+      if (auto v = node.value_exact<std::string>()) return *v;
+      break;
+    case Kind::boolean:
+      if (auto v = node.value_exact<bool>()) return *v;
+      break;
+  }
+  std::ostringstream type;
+  type << node.type();
+  wrong_type(where, key, kind, "a " + type.str());
+}
+
+Value value_from_text(const std::string& text, const std::string& key, Kind kind) {
+  const std::string where = "command line";
+  switch (kind) {
+    case Kind::integer: {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size()) wrong_type(where, key, kind, "'" + text + "'");
+      return v;
+    }
+    case Kind::number: {
+      try {
+        size_t used = 0;
+        const double v = std::stod(text, &used);
+        if (used == text.size()) return v;
+      } catch (const std::exception&) {
+      }
+      wrong_type(where, key, kind, "'" + text + "'");
+    }
+    case Kind::string:
+      if (text.size() >= 2 && text.front() == '"' && text.back() == '"') return text.substr(1, text.size() - 2);
+      return text;
+    case Kind::boolean:
+      if (text == "true" || text == "1") return true;
+      if (text == "false" || text == "0") return false;
+      wrong_type(where, key, kind, "'" + text + "'");
+  }
+  return text;
+}
+
+void apply_toml(Config& config, const toml::table& root, const std::string& where) {
+  for (const auto& [section_name, section_node] : root) {
+    const std::string section(section_name.str());
+    const toml::table* table = section_node.as_table();
+    if (!table) {
+      const std::string suggestion = closest_key(section);
+      fail_input("{}: '{}' is not a config section [model], [data], [training], [optimizer], "
+                 "[precision], [sharding], [checkpoint] or [metrics]{}",
+                 where, section, suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
+    }
+    for (const auto& [key_name, node] : *table) {
+      const std::string key = section + "." + std::string(key_name.str());
+      const KeySpec& spec = find_key(key, where);
+      spec.set(config, value_from_toml(node, key, spec.kind, where), key);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [k, _] : registry()) keys.push_back(k);
+  return keys;
+}
+
+std::string closest_key(const std::string& key) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& [candidate, _] : registry()) {
+    // Compare against the whole name and, for a bare key, against the part after the dot.
+    size_t d = edit_distance(key, candidate);
+    const std::string tail = candidate.substr(candidate.find('.') + 1);
+    if (key.find('.') == std::string::npos) d = std::min(d, edit_distance(key, tail));
+    else d = std::min(d, edit_distance(key.substr(key.find('.') + 1), tail) + 1);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  return best_distance <= std::max<size_t>(3, key.size() / 3) ? best : std::string();
+}
+
+std::vector<std::string> bundled_config_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : bundled_configs()) names.push_back(name);
+  return names;
+}
+
+Config load_config(const std::string& source_in, const std::vector<std::string>& overrides) {
+  Config config;
+  const std::string source = source_in.empty() ? "tiny" : source_in;
+  std::string text, where;
+  const auto& bundled = bundled_configs();
+  if (auto it = bundled.find(source); it != bundled.end() && !std::filesystem::exists(source)) {
+    text = it->second;
+    where = "bundled config '" + source + "'";
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(source, ec))
+      fail_input("--config: '{}' is neither a readable file nor a bundled config ({})", source,
+                 fmt::join(bundled_config_names(), ", "));
+    where = source;
+  }
+  try {
+    toml::table table = text.empty() ? toml::parse_file(source) : toml::parse(text, where);
+    apply_toml(config, table, where);
+  } catch (const toml::parse_error& e) {
+    fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
+               e.description());
+  }
+  for (const std::string& item : overrides) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail_input("command line: '{}' is not a section.key=value override", item);
+    const std::string key = item.substr(0, eq);
+    const KeySpec& spec = find_key(key, "command line");
+    spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
+  }
+  validate_config(config, 1);
+  return config;
+}
+
+void validate_config(const Config& c, int world_size) {
+  auto positive = [](int64_t v, const char* key) {
+    if (v < 1) fail_input("{} = {} must be at least 1", key, v);
+  };
+  positive(c.model.n_layer, "model.n_layer");
+  positive(c.model.n_embd, "model.n_embd");
+  positive(c.model.n_head, "model.n_head");
+  positive(c.model.block_size, "model.block_size");
+  if (c.model.n_embd % c.model.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.model.n_embd,
+               c.model.n_head);
+  if (c.model.vocab_size < 256)
+    fail_input("model.vocab_size = {} is too small for byte tokens; it must be at least 256",
+               c.model.vocab_size);
+  if (!(c.data.val_fraction >= 0 && c.data.val_fraction < 1))
+    fail_input("data.val_fraction = {} must be in [0, 1)", c.data.val_fraction);
+  if (c.training.max_steps < 0)
+    fail_input("training.max_steps = {} must not be negative", c.training.max_steps);
+  positive(c.training.global_batch, "training.global_batch");
+  positive(c.training.micro_batches, "training.micro_batches");
+  positive(c.training.seq_len, "training.seq_len");
+  if (c.training.seq_len > c.model.block_size)
+    fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
+               c.training.seq_len, c.model.block_size);
+  const int64_t divisor = int64_t(world_size) * c.training.micro_batches;
+  if (c.training.global_batch % divisor != 0)
+    fail_input(
+        "training.global_batch = {} cannot be split evenly over {} rank(s) x "
+        "training.micro_batches = {}; make it a multiple of {}",
+        c.training.global_batch, world_size, c.training.micro_batches, divisor);
+  if (c.training.grad_clip < 0)
+    fail_input("training.grad_clip = {} must be >= 0 (0 disables clipping)", c.training.grad_clip);
+  if (c.training.threads < 0)
+    fail_input("training.threads = {} must be >= 0 (0: cores / ranks on the node)",
+               c.training.threads);
+  if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
+  if (c.optimizer.name != "adamw" && c.optimizer.name != "sgd")
+    fail_input("optimizer.name = '{}' is not an optimizer; expected adamw or sgd", c.optimizer.name);
+  if (!(c.schedule.lr > 0)) fail_input("optimizer.lr = {} must be > 0", c.schedule.lr);
+  if (!(c.schedule.min_lr >= 0 && c.schedule.min_lr <= c.schedule.lr))
+    fail_input("optimizer.min_lr = {} must be in [0, optimizer.lr = {}]", c.schedule.min_lr,
+               c.schedule.lr);
+  if (!(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1))
+    fail_input("optimizer.beta1 = {} must be in [0, 1)", c.optimizer.beta1);
+  if (!(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1))
+    fail_input("optimizer.beta2 = {} must be in [0, 1)", c.optimizer.beta2);
+  if (!(c.optimizer.eps > 0)) fail_input("optimizer.eps = {} must be > 0", c.optimizer.eps);
+  if (!(c.optimizer.weight_decay >= 0))
+    fail_input("optimizer.weight_decay = {} must be >= 0", c.optimizer.weight_decay);
+  if (c.schedule.warmup_steps < 0)
+    fail_input("optimizer.warmup_steps = {} must not be negative", c.schedule.warmup_steps);
+  if (c.precision.param_dtype == DType::f32 && c.precision.reduce_dtype == DType::bf16)
+    fail_input(
+        "precision.reduce_dtype = bf16 is less precise than precision.param_dtype = fp32; "
+        "gradients would be reduced in less precision than the parameters they update. Use "
+        "reduce_dtype = fp32");
+  if (c.precision.reduce_dtype != DType::f32)
+    fail_input("precision.reduce_dtype = {}: only fp32 is supported (gradients are reduced and "
+               "kept in FP32)",
+               dtype_name(c.precision.reduce_dtype));
+  if (c.precision.output_dtype != DType::f32)
+    fail_input("precision.output_dtype = {}: only fp32 is supported (logits feed the FP32 "
+               "cross-entropy)",
+               dtype_name(c.precision.output_dtype));
+  if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
+    fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
+  if (c.sharding.accumulation != "reduce_each" && c.sharding.accumulation != "reduce_last")
+    fail_input("sharding.accumulation = '{}' must be reduce_each or reduce_last",
+               c.sharding.accumulation);
+  if (c.checkpoint.every < 0)
+    fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
+  if (c.checkpoint.keep < 1) fail_input("checkpoint.keep = {} must be at least 1", c.checkpoint.keep);
+}
+
+std::vector<std::string> describe_config(const Config& config) {
+  std::vector<std::string> lines;
+  for (const auto& [key, spec] : registry()) lines.push_back(key + " = " + spec.show(config));
+  return lines;
+}
+
+}  // namespace st

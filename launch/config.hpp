@@ -1,0 +1,75 @@
+#pragma once
+// The configuration of a run: TOML file + `section.key=value` overrides, validated up front.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/model/gpt.hpp"
+#include "optim/optimizer.hpp"
+
+namespace st {
+
+struct Config {
+  GPTConfig model;
+  struct {
+    std::string path;  // empty: the built-in corpus
+    double val_fraction = 0.05;
+  } data;
+  struct {
+    int64_t max_steps = 200;
+    int64_t global_batch = 8;
+    int64_t micro_batches = 1;
+    int64_t seq_len = 256;
+    int64_t seed = 1337;
+    double grad_clip = 1.0;
+    int64_t threads = 0;  // 0: cores / ranks on this node
+    std::string init_from;
+  } training;
+  OptimizerConfig optimizer;
+  struct {
+    double lr = 1e-3;
+    int64_t warmup_steps = 0;
+    double min_lr = 1e-4;
+  } schedule;  // [optimizer] lr, warmup_steps, min_lr
+  struct {
+    DType param_dtype = DType::bf16;
+    DType reduce_dtype = DType::f32;
+    DType output_dtype = DType::f32;
+  } precision;
+  struct {
+    bool reshard_after_forward = true;
+    int64_t prefetch = 1;
+    std::string accumulation = "reduce_each";
+  } sharding;
+  struct {
+    std::string dir;
+    int64_t every = 0;
+    int64_t keep = 2;
+    std::string resume = "auto";
+  } checkpoint;
+  struct {
+    std::string file;
+    std::string trace;
+    std::string trace_steps;
+  } metrics;
+};
+
+// Names of the bundled configs (launch/configs/NAME.toml, compiled into the binary).
+std::vector<std::string> bundled_config_names();
+
+// Loads `source` (a path, or the name of a bundled config; empty: "tiny"), then applies
+// overrides. Unknown keys, wrong types and bad values are InputErrors naming the key.
+Config load_config(const std::string& source, const std::vector<std::string>& overrides);
+
+// Range and consistency checks that need the world size (e.g. global_batch divisibility).
+void validate_config(const Config& config, int world_size);
+
+// Every key as `section.key = value`, for the start-up summary.
+std::vector<std::string> describe_config(const Config& config);
+
+// All valid keys ("section.key"), and the closest one to `key` (empty when none is close).
+std::vector<std::string> config_keys();
+std::string closest_key(const std::string& key);
+
+}  // namespace st

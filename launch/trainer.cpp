@@ -1,0 +1,83 @@
+#include "launch/trainer.hpp"
+
+#include <cmath>
+
+#include "core/timer.hpp"
+
+namespace st {
+namespace {
+
+// Notes when the forward of the whole model ends (the root unit's after_forward).
+class PhaseClock : public UnitHooks {
+ public:
+  void after_forward(int unit) override {
+    if (unit == 0) forward_end_ms = clock.ms();
+  }
+  Timer clock;
+  double forward_end_ms = 0;
+};
+
+}  // namespace
+
+LocalTrainer::LocalTrainer(const Config& config, const TextDataset& data)
+    : config_(config), data_(data) {
+  model_ = std::make_unique<GPT>(config.model, config.precision.param_dtype);
+  params_ = std::make_unique<LocalParams>(*model_, uint64_t(config.training.seed));
+  optimizer_ = make_optimizer(params_->optim_params(), config.optimizer);
+  schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
+               config.schedule.warmup_steps, config.training.max_steps};
+}
+
+StepStats LocalTrainer::step(int64_t step) {
+  StepStats s;
+  s.step = step;
+  s.lr = schedule_.at(step);
+  const auto& t = config_.training;
+  const int64_t rows_per_micro = t.global_batch / t.micro_batches;
+  s.tokens = t.global_batch * t.seq_len;
+  const float grad_scale = 1.0f / float(s.tokens);
+
+  Timer step_clock;
+  params_->cast_for_compute();
+  params_->zero_grads();
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < t.micro_batches; ++micro) {
+    Batch batch = training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch,
+                                 micro * rows_per_micro, (micro + 1) * rows_per_micro, t.seq_len);
+    PhaseClock phases;
+    loss_sum += model_->forward_backward(batch, grad_scale, phases);
+    s.forward_ms += phases.forward_end_ms;
+    s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
+  }
+  Timer opt_clock;
+  const auto& params = optimizer_->params();
+  s.grad_norm = std::sqrt(grad_sum_of_squares(params));
+  const float factor = clip_factor(s.grad_norm, t.grad_clip);
+  if (factor != 1.0f) scale_grads(params, factor);
+  optimizer_->step(s.lr);
+  s.optimizer_ms = opt_clock.ms();
+  s.step_ms = step_clock.ms();
+  s.loss = loss_sum / double(s.tokens);
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
+    fail("step {}: the loss ({}) or gradient norm ({}) is not finite; lower optimizer.lr or "
+         "check the data",
+         step, s.loss, s.grad_norm);
+  return s;
+}
+
+double LocalTrainer::evaluate(int64_t max_windows) {
+  const int64_t T = config_.training.seq_len;
+  const int64_t windows = std::min(max_windows, window_count(data_.val(), T));
+  if (windows == 0) return NAN;
+  params_->cast_for_compute();
+  UnitHooks none;
+  double sum = 0;
+  const int64_t rows = config_.training.global_batch;
+  for (int64_t first = 0; first < windows; first += rows) {
+    Batch batch = window_batch(data_.val(), first, std::min(rows, windows - first), T);
+    sum += model_->forward_loss(batch, none);
+  }
+  return sum / double(windows * T);
+}
+
+}  // namespace st

@@ -1,0 +1,29 @@
+#pragma once
+// One span an optimizer updates: an FP32 master (a whole parameter or this rank's shard of it)
+// and its FP32 gradient. Anything else is rejected when the span is made, naming the parameter.
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace st {
+
+struct OptimParam {
+  std::string name;
+  Tensor master;  // FP32, updated in place
+  Tensor grad;    // FP32, same element count
+  bool weight_decay = false;
+};
+
+// Validates dtypes, devices and sizes; throws an Error naming the parameter and what it holds.
+OptimParam make_optim_param(std::string name, Tensor master, Tensor grad, bool weight_decay);
+
+// Sum over all spans of grad^2 (in double), this process's part of the global norm.
+double grad_sum_of_squares(const std::vector<OptimParam>& params);
+// Multiplies every gradient by `factor`.
+void scale_grads(const std::vector<OptimParam>& params, float factor);
+
+// Clip factor for a global norm: min(1, max_norm / (norm + 1e-6)); max_norm <= 0 disables it.
+float clip_factor(double global_norm, double max_norm);
+
+}  // namespace st

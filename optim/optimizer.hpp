@@ -1,0 +1,63 @@
+#pragma once
+// Optimizers over FP32 (master, grad) spans: AdamW and SGD with momentum.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/optim_param.hpp"
+
+namespace st {
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | sgd
+  float beta1 = 0.9f;          // AdamW beta1; SGD momentum
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update with learning rate `lr`; every gradient must already be final (clipped).
+  virtual void step(float lr) = 0;
+  // Named FP32 state buffers (e.g. "exp_avg" of each span), for checkpoints.
+  virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
+  int64_t steps_taken() const { return steps_; }
+  const std::vector<OptimParam>& params() const { return params_; }
+
+ protected:
+  explicit Optimizer(std::vector<OptimParam> params) : params_(std::move(params)) {}
+  std::vector<OptimParam> params_;
+  int64_t steps_ = 0;
+};
+
+// Decoupled weight decay (as torch.optim.AdamW), bias-corrected moments; spans with
+// weight_decay = false are not decayed. One fused pass over master, grad, m and v.
+class AdamW final : public Optimizer {
+ public:
+  AdamW(std::vector<OptimParam> params, const OptimizerConfig& config);
+  void step(float lr) override;
+  std::vector<std::pair<std::string, Tensor>> state() override;
+
+ private:
+  OptimizerConfig config_;
+  std::vector<Tensor> m_, v_;
+};
+
+// SGD with momentum (beta1) and decoupled weight decay.
+class SGD final : public Optimizer {
+ public:
+  SGD(std::vector<OptimParam> params, const OptimizerConfig& config);
+  void step(float lr) override;
+  std::vector<std::pair<std::string, Tensor>> state() override;
+
+ private:
+  OptimizerConfig config_;
+  std::vector<Tensor> momentum_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(std::vector<OptimParam> params,
+                                          const OptimizerConfig& config);
+
+}  // namespace st
