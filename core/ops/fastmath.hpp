@@ -9,7 +9,8 @@ namespace st {
 inline float fast_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   // x = n ln2 + r, |r| <= ln2 / 2, then e^x = 2^n e^r with e^r from a degree-6 polynomial.
-  const float n = __builtin_roundevenf(x * 1.4426950408889634f);
+  // Round to nearest with the 1.5 * 2^23 trick (vectorizes, unlike roundeven).
+  const float n = (x * 1.4426950408889634f + 12582912.0f) - 12582912.0f;
   const float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;

@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "launch/config.hpp"
+
+namespace st {
+namespace {
+
+std::string error_of(const std::string& source, const std::vector<std::string>& overrides) {
+  try {
+    load_config(source, overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, BundledConfigsLoad) {
+  const Config tiny = load_config("tiny", {});
+  EXPECT_EQ(tiny.model.n_layer, 4);
+  EXPECT_EQ(tiny.model.n_embd, 256);
+  EXPECT_EQ(tiny.training.global_batch, 8);
+  EXPECT_EQ(tiny.precision.param_dtype, DType::bf16);
+  const Config small = load_config("small", {});
+  EXPECT_EQ(small.model.n_layer, 6);
+  EXPECT_EQ(small.model.n_embd, 512);
+  EXPECT_EQ(small.model.n_head, 8);
+  EXPECT_EQ(load_config("", {}).model.n_embd, 256);  // the default job is tiny
+}
+
+TEST(Config, OverridesApplyWithTypes) {
+  const Config c = load_config("tiny", {"optimizer.lr=0.01", "training.max_steps=7",
+                                        "precision.param_dtype=fp32", "data.path=x.txt",
+                                        "sharding.reshard_after_forward=false"});
+  EXPECT_DOUBLE_EQ(c.schedule.lr, 0.01);
+  EXPECT_EQ(c.training.max_steps, 7);
+  EXPECT_EQ(c.precision.param_dtype, DType::f32);
+  EXPECT_EQ(c.data.path, "x.txt");
+  EXPECT_FALSE(c.sharding.reshard_after_forward);
+}
+
+TEST(Config, UnknownKeySuggestsClosest) {
+  EXPECT_NE(error_of("tiny", {"optimizer.lr_max=1"}).find("did you mean 'optimizer.lr"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"training.seqlen=8"}).find("did you mean 'training.seq_len'"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"modle.n_head=2"}).find("did you mean 'model.n_head'"), std::string::npos);
+  EXPECT_EQ(closest_key("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"), "");
+}
+
+TEST(Config, WrongTypesAndRangesNameTheKey) {
+  EXPECT_NE(error_of("tiny", {"training.seq_len=abc"}).find("'training.seq_len' must be an integer"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=maybe"}).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"optimizer.beta1=1.5"}).find("optimizer.beta1"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"model.n_head=3"}).find("model.n_embd = 256 is not divisible by model.n_head = 3"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"precision.param_dtype=fp16"}).find("precision.param_dtype: 'fp16'"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"optimizer.name=lamb"}).find("optimizer.name"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"sharding.accumulation=sometimes"}).find("sharding.accumulation"), std::string::npos);
+}
+
+TEST(Config, ContradictionsNameBothKeys) {
+  const std::string precision = error_of("tiny", {"precision.param_dtype=fp32", "precision.reduce_dtype=bf16"});
+  EXPECT_NE(precision.find("precision.reduce_dtype"), std::string::npos);
+  EXPECT_NE(precision.find("precision.param_dtype"), std::string::npos);
+  const std::string context = error_of("tiny", {"training.seq_len=300"});
+  EXPECT_NE(context.find("training.seq_len"), std::string::npos);
+  EXPECT_NE(context.find("model.block_size"), std::string::npos);
+  Config c = load_config("tiny", {});
+  try {
+    validate_config(c, 3);
+    FAIL() << "8 sequences cannot split over 3 ranks";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("training.global_batch = 8"), std::string::npos);
+  }
+}
+
+TEST(Config, FileErrorsNameTheFile) {
+  const std::string path = ::testing::TempDir() + "/typo.toml";
+  std::ofstream(path) << "[optimizer]\nlearning_rate = 0.1\n";
+  const std::string msg = error_of(path, {});
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("optimizer.learning_rate"), std::string::npos) << msg;
+  std::ofstream(path) << "[training]\nmax_steps = \"ten\"\n";
+  EXPECT_NE(error_of(path, {}).find("must be an integer"), std::string::npos);
+  EXPECT_NE(error_of("/no/such/file.toml", {}).find("/no/such/file.toml"), std::string::npos);
+}
+
+TEST(Config, DescribeListsEveryKey) {
+  const auto lines = describe_config(load_config("tiny", {}));
+  EXPECT_EQ(lines.size(), config_keys().size());
+}
+
+}  // namespace
+}  // namespace st

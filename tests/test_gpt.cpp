@@ -1,0 +1,169 @@
+// The whole GPT: parameter layout, gradients against finite differences (FP32), and the BF16
+// path against the FP32 path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/model/gpt.hpp"
+#include "core/model/mlp.hpp"
+#include "launch/local_params.hpp"
+#include "tests/grad_check.hpp"
+
+namespace st {
+namespace {
+
+GPTConfig tiny_config() { return {2, 16, 2, 8, 256}; }
+
+Batch random_batch(int64_t B, int64_t T, uint64_t seed) {
+  Batch b{Tensor::empty("in", {B, T}, DType::i32), Tensor::empty("tg", {B, T}, DType::i32)};
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.inputs.data<int32_t>()[i] = int32_t(uniform_int_at(seed, 1, uint64_t(i), 256));
+    b.targets.data<int32_t>()[i] = int32_t(uniform_int_at(seed, 2, uint64_t(i), 256));
+  }
+  return b;
+}
+
+// Moves every master away from its init (so layer norms and biases are not trivial).
+void perturb(LocalParams& params, size_t count, float scale) {
+  for (size_t i = 0; i < count; ++i) {
+    Tensor m = params.master(i);
+    auto noise = testing::randn(size_t(m.numel()), 100 + i, scale);
+    for (int64_t j = 0; j < m.numel(); ++j) m.data<float>()[j] += noise[size_t(j)];
+  }
+  params.cast_for_compute();
+}
+
+TEST(GPT, ParameterNamesAndShapesFollowHuggingFace) {
+  GPT gpt(GPTConfig{3, 32, 4, 16, 256}, DType::f32);
+  const auto& s = gpt.param_specs();
+  ASSERT_EQ(s.size(), 4u + 12u * 3u);
+  EXPECT_EQ(s[0].name, "transformer.wte.weight");
+  EXPECT_EQ(s[0].shape, (Shape{256, 32}));
+  EXPECT_EQ(s[1].name, "transformer.wpe.weight");
+  EXPECT_EQ(s[1].shape, (Shape{16, 32}));
+  EXPECT_EQ(s[4].name, "transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(s[4].shape, (Shape{32, 96}));  // Conv1D layout [in, out]
+  EXPECT_EQ(s[12].name, "transformer.h.0.mlp.c_proj.weight");
+  EXPECT_EQ(s[12].shape, (Shape{128, 32}));
+  EXPECT_EQ(s[12].init_std, 0.02f / std::sqrt(6.0f));
+  EXPECT_EQ(s.back().name, "transformer.ln_f.bias");
+  EXPECT_EQ(s[0].unit, 0);
+  EXPECT_EQ(s[2].unit, 1);
+  EXPECT_EQ(s.back().unit, 0);
+  EXPECT_EQ(gpt.num_units(), 4);
+  int decayed = 0;
+  for (const auto& p : s) decayed += p.weight_decay;
+  EXPECT_EQ(decayed, 4 * 3);  // only the four matmul weights of each block
+}
+
+TEST(GPT, InitialWeightsFollowTheInitRules) {
+  GPTConfig cfg{2, 64, 2, 32, 256};
+  GPT gpt(cfg, DType::f32);
+  LocalParams params(gpt, 5);
+  auto stddev = [&](size_t i) {
+    Tensor t = params.master(i);
+    double s = 0;
+    for (int64_t j = 0; j < t.numel(); ++j) s += double(t.data<float>()[j]) * t.data<float>()[j];
+    return std::sqrt(s / double(t.numel()));
+  };
+  EXPECT_NEAR(stddev(0), 0.02, 0.001);                    // wte
+  EXPECT_NEAR(stddev(4), 0.02, 0.001);                    // c_attn
+  EXPECT_NEAR(stddev(6), 0.02 / std::sqrt(4.0), 0.001);   // attn.c_proj
+  EXPECT_EQ(params.master(2).data<float>()[7], 1.0f);     // ln_1.weight
+  EXPECT_EQ(params.master(3).data<float>()[7], 0.0f);     // ln_1.bias
+}
+
+TEST(GPT, GradientsMatchFiniteDifferencesInFP32) {
+  GPT gpt(tiny_config(), DType::f32);
+  LocalParams params(gpt, 11);
+  const size_t n_params = gpt.param_specs().size();
+  perturb(params, n_params, 0.1f);
+  const Batch batch = random_batch(2, 8, 3);
+  const double tokens = 16;
+  UnitHooks hooks;
+  params.zero_grads();
+  gpt.forward_backward(batch, float(1.0 / tokens), hooks);
+  std::vector<std::vector<float>> analytic;
+  for (size_t i = 0; i < n_params; ++i) {
+    Tensor g = params.grad(i);
+    analytic.emplace_back(g.data<float>(), g.data<float>() + g.numel());
+  }
+  for (size_t i = 0; i < n_params; ++i) {
+    Tensor m = params.master(i);
+    std::vector<float> x(m.data<float>(), m.data<float>() + m.numel());
+    auto loss = [&] {
+      std::copy(x.begin(), x.end(), m.data<float>());
+      return gpt.forward_loss(batch, hooks) / tokens;
+    };
+    // About 12 elements of each parameter; wte only has gradients in the rows used.
+    const size_t stride = std::max<size_t>(1, x.size() / 12);
+    testing::expect_gradient(gpt.param_specs()[i].name, x, analytic[i], loss, 1e-2f, 5e-4, 3e-2,
+                             stride);
+    std::copy(x.begin(), x.end(), m.data<float>());
+  }
+}
+
+TEST(GPT, Bf16PathStaysCloseToFp32Path) {
+  // Same FP32 masters, two compute dtypes. BF16 keeps 8 mantissa bits (relative rounding
+  // 2^-9 = 0.2% per rounding); through ~10 roundings on the way to the loss we allow 1% on the
+  // loss and ask the gradients to point the same way (cosine > 0.99).
+  GPTConfig cfg{2, 64, 4, 32, 256};
+  GPT g32(cfg, DType::f32), g16(cfg, DType::bf16);
+  LocalParams p32(g32, 9), p16(g16, 9);
+  perturb(p32, g32.param_specs().size(), 0.05f);
+  perturb(p16, g16.param_specs().size(), 0.05f);
+  const Batch batch = random_batch(4, 32, 8);
+  UnitHooks hooks;
+  p32.zero_grads();
+  p16.zero_grads();
+  const double l32 = g32.forward_backward(batch, 1.0f / 128, hooks);
+  const double l16 = g16.forward_backward(batch, 1.0f / 128, hooks);
+  EXPECT_NEAR(l16 / l32, 1.0, 0.01);
+  double dot = 0, n32 = 0, n16 = 0;
+  for (size_t i = 0; i < g32.param_specs().size(); ++i) {
+    const float* a = p32.grad(i).data<float>();
+    const float* b = p16.grad(i).data<float>();
+    for (int64_t j = 0; j < p32.grad(i).numel(); ++j) {
+      dot += double(a[j]) * b[j];
+      n32 += double(a[j]) * a[j];
+      n16 += double(b[j]) * b[j];
+    }
+  }
+  EXPECT_GT(dot / std::sqrt(n32 * n16), 0.99);
+  EXPECT_NEAR(std::sqrt(n16 / n32), 1.0, 0.02);
+}
+
+TEST(GPT, SequenceLongerThanContextIsRejected) {
+  GPT gpt(tiny_config(), DType::f32);
+  LocalParams params(gpt, 1);
+  UnitHooks hooks;
+  EXPECT_THROW(gpt.forward_loss(random_batch(1, 9, 1), hooks), InputError);
+}
+
+TEST(MLP, GradientsMatchFiniteDifferences) {
+  MLP mlp(MLPConfig{}, DType::f32);
+  LocalParams params(mlp, 3);
+  perturb(params, mlp.param_specs().size(), 0.1f);
+  Batch batch{Tensor::empty("in", {2, 5}, DType::i32), Tensor::empty("tg", {2, 5}, DType::i32)};
+  for (int i = 0; i < 10; ++i) {
+    batch.inputs.data<int32_t>()[i] = (i * 7) % 16;
+    batch.targets.data<int32_t>()[i] = (i * 3 + 1) % 16;
+  }
+  UnitHooks hooks;
+  params.zero_grads();
+  mlp.forward_backward(batch, 0.1f, hooks);
+  for (size_t i = 0; i < mlp.param_specs().size(); ++i) {
+    Tensor m = params.master(i);
+    std::vector<float> x(m.data<float>(), m.data<float>() + m.numel());
+    std::vector<float> g(params.grad(i).data<float>(), params.grad(i).data<float>() + m.numel());
+    auto loss = [&] {
+      std::copy(x.begin(), x.end(), m.data<float>());
+      return mlp.forward_loss(batch, hooks) * 0.1;
+    };
+    testing::expect_gradient(mlp.param_specs()[i].name, x, g, loss);
+    std::copy(x.begin(), x.end(), m.data<float>());
+  }
+}
+
+}  // namespace
+}  // namespace st

@@ -1,0 +1,169 @@
+// Every op's backward against central finite differences of its forward (FP32 path), and the
+// matmul against a naive loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/ops/attention.hpp"
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/embedding.hpp"
+#include "core/ops/gelu.hpp"
+#include "core/ops/layernorm.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/matmul.hpp"
+#include "tests/grad_check.hpp"
+
+namespace st {
+namespace {
+
+using testing::dot;
+using testing::expect_gradient;
+using testing::randn;
+constexpr DType f32 = DType::f32;
+
+TEST(Matmul, TransposedAndBatchedViewsMatchNaiveLoop) {
+  const int64_t batch = 3, M = 5, K = 7, N = 4;
+  auto a = randn(size_t(batch * K * M), 1);  // stored transposed: [batch, K, M]
+  auto b = randn(size_t(batch * K * N), 2);
+  std::vector<float> c(size_t(batch * M * N), 1.0f);
+  MatView av{a.data(), f32, K, M, M, 1, K * M};
+  GemmOptions opt;
+  opt.alpha = 0.5f;
+  opt.accumulate = true;
+  gemm(batch, av.t(), MatView{b.data(), f32, K, N, N, 1, K * N},
+       MatView{c.data(), f32, M, N, N, 1, M * N}, opt);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a[p * K * M + k * M + i] * b[p * K * N + k * N + j];
+        EXPECT_NEAR(c[p * M * N + i * N + j], 1.0 + 0.5 * s, 1e-4);
+      }
+}
+
+TEST(Grad, Linear) {
+  const int64_t M = 6, K = 5, N = 7;
+  auto x = randn(size_t(M * K), 1), w = randn(size_t(K * N), 2), b = randn(size_t(N), 3);
+  auto r = randn(size_t(M * N), 4);
+  std::vector<float> out(size_t(M * N));
+  auto loss = [&] {
+    linear_forward(out.data(), x.data(), w.data(), b.data(), M, K, N, f32);
+    return dot(out.data(), r);
+  };
+  std::vector<float> dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
+  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  expect_gradient("linear d_in", x, dx, loss);
+  expect_gradient("linear d_weight", w, dw, loss);
+  expect_gradient("linear d_bias", b, db, loss);
+  // Weight and bias gradients accumulate.
+  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  std::vector<float> dw1(w.size(), 0.f), db1(b.size(), 0.f);
+  linear_backward(dx.data(), dw1.data(), db1.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  for (size_t i = 0; i < dw.size(); ++i) EXPECT_FLOAT_EQ(dw[i], 2 * dw1[i]);
+}
+
+TEST(Grad, LayerNorm) {
+  const int64_t M = 4, C = 9;
+  auto x = randn(size_t(M * C), 1), w = randn(size_t(C), 2), b = randn(size_t(C), 3);
+  auto r = randn(size_t(M * C), 4);
+  std::vector<float> out(x.size()), mean(static_cast<size_t>(M)), rstd(static_cast<size_t>(M));
+  auto loss = [&] {
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, C, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  std::vector<float> dx(x.size(), 0.f), dw(w.size(), 0.f), db(b.size(), 0.f);
+  layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), M, C, f32);
+  expect_gradient("layernorm d_x", x, dx, loss, 1e-2f, 3e-3, 3e-2);
+  expect_gradient("layernorm d_weight", w, dw, loss);
+  expect_gradient("layernorm d_bias", b, db, loss);
+}
+
+TEST(Grad, Gelu) {
+  auto x = randn(64, 1, 2.0f), r = randn(64, 2);
+  std::vector<float> out(64);
+  auto loss = [&] {
+    gelu_forward(out.data(), x.data(), x.size(), f32);
+    return dot(out.data(), r);
+  };
+  std::vector<float> dx(64);
+  gelu_backward(dx.data(), r.data(), x.data(), 64, f32);
+  expect_gradient("gelu", x, dx, loss, 1e-3f, 1e-3, 1e-2);
+  // The tanh form at known points.
+  std::vector<float> pts = {0.f, 1.f, -1.f, 3.f}, y(4);
+  gelu_forward(y.data(), pts.data(), 4, f32);
+  EXPECT_NEAR(y[0], 0.0, 1e-7);
+  EXPECT_NEAR(y[1], 0.8411920, 1e-6);
+  EXPECT_NEAR(y[2], -0.1588080, 1e-6);
+  EXPECT_NEAR(y[3], 2.9963627, 1e-6);
+}
+
+TEST(Grad, CausalAttention) {
+  const AttentionShape s{2, 5, 2, 3};
+  const int64_t C = s.C(), n_qkv = s.B * s.T * 3 * C, n_heads = s.B * s.H * s.T * s.head_size;
+  const int64_t n_tt = s.B * s.H * s.T * s.T;
+  auto qkv = randn(size_t(n_qkv), 1), r = randn(size_t(s.B * s.T * C), 2);
+  std::vector<float> q(n_heads), k(n_heads), v(n_heads), probs(n_tt), scores(n_tt), dq(n_heads),
+      dk(n_heads), dv(n_heads), dy(n_heads), ds(n_tt), out(size_t(s.B * s.T * C));
+  AttentionSaved saved{q.data(), k.data(), v.data(), probs.data()};
+  AttentionScratch scratch{scores.data(), dq.data(), dk.data(), dv.data(), dy.data(), ds.data()};
+  auto loss = [&] {
+    attention_forward(out.data(), qkv.data(), saved, scratch, s, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  // Causality: the first token's output is its own value vector.
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t d = 0; d < s.head_size; ++d)
+      EXPECT_NEAR(out[h * s.head_size + d], qkv[2 * C + h * s.head_size + d], 1e-6);
+  std::vector<float> dqkv(n_qkv);
+  attention_backward(dqkv.data(), r.data(), saved, scratch, s, f32);
+  expect_gradient("attention d_qkv", qkv, dqkv, loss);
+}
+
+TEST(Grad, CrossEntropy) {
+  const int64_t M = 3, V = 11;
+  auto logits = randn(size_t(M * V), 1, 2.0f);
+  std::vector<int32_t> targets = {0, 7, 10};
+  std::vector<float> losses(static_cast<size_t>(M));
+  const float scale = 0.25f;
+  auto loss = [&] {
+    cross_entropy_forward(losses.data(), logits.data(), targets.data(), M, V);
+    double s = 0;
+    for (float l : losses) s += l;
+    return s * scale;
+  };
+  loss();
+  // Against log-softmax computed directly in double.
+  for (int64_t i = 0; i < M; ++i) {
+    double mx = -1e30, sum = 0;
+    for (int64_t j = 0; j < V; ++j) mx = std::max(mx, double(logits[i * V + j]));
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(double(logits[i * V + j]) - mx);
+    EXPECT_NEAR(losses[i], std::log(sum) + mx - logits[i * V + targets[i]], 1e-5);
+  }
+  std::vector<float> d(logits.size());
+  cross_entropy_backward(d.data(), logits.data(), targets.data(), scale, M, V);
+  expect_gradient("cross-entropy d_logits", logits, d, loss, 1e-2f, 1e-3, 1e-2);
+  std::vector<int32_t> bad = {0, 11, 1};
+  EXPECT_THROW(cross_entropy_forward(losses.data(), logits.data(), bad.data(), M, V), Error);
+}
+
+TEST(Grad, Embedding) {
+  const int64_t B = 2, T = 3, C = 4, V = 5;
+  auto wte = randn(size_t(V * C), 1), wpe = randn(size_t(T * C), 2), r = randn(size_t(B * T * C), 3);
+  std::vector<int32_t> tokens = {1, 4, 1, 0, 1, 3};  // repeated tokens accumulate
+  std::vector<float> out(size_t(B * T * C));
+  auto loss = [&] {
+    embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, V, f32);
+    return dot(out.data(), r);
+  };
+  std::vector<float> dwte(wte.size(), 0.f), dwpe(wpe.size(), 0.f);
+  embedding_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
+  expect_gradient("embedding d_wte", wte, dwte, loss);
+  expect_gradient("embedding d_wpe", wpe, dwpe, loss);
+}
+
+}  // namespace
+}  // namespace st

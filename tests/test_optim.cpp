@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
+
+namespace st {
+namespace {
+
+TEST(AdamW, MatchesHandComputedSteps) {
+  Tensor w = Tensor::empty("w", {2}, DType::f32), g = Tensor::empty("w.grad", {2}, DType::f32);
+  w.data<float>()[0] = 1.0f;
+  w.data<float>()[1] = -2.0f;
+  OptimizerConfig cfg{"adamw", 0.9f, 0.99f, 1e-8f, 0.1f};
+  AdamW opt({make_optim_param("w", w, g, true)}, cfg);
+  double ref_w[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
+  const double grads[3][2] = {{0.5, -1.0}, {0.25, 2.0}, {-0.5, 0.1}};
+  const double lr = 0.01;
+  for (int t = 1; t <= 3; ++t) {
+    for (int i = 0; i < 2; ++i) {
+      g.data<float>()[i] = float(grads[t - 1][i]);
+      m[i] = 0.9 * m[i] + 0.1 * grads[t - 1][i];
+      v[i] = 0.99 * v[i] + 0.01 * grads[t - 1][i] * grads[t - 1][i];
+      const double mhat = m[i] / (1 - std::pow(0.9, t)), vhat = v[i] / (1 - std::pow(0.99, t));
+      ref_w[i] = ref_w[i] * (1 - lr * 0.1) - lr * mhat / (std::sqrt(vhat) + 1e-8);
+    }
+    opt.step(float(lr));
+    for (int i = 0; i < 2; ++i) EXPECT_NEAR(w.data<float>()[i], ref_w[i], 1e-6) << "step " << t;
+  }
+  EXPECT_EQ(opt.state().size(), 2u);
+}
+
+TEST(AdamW, NoDecaySpansAreNotDecayed) {
+  Tensor w = Tensor::empty("b", {1}, DType::f32), g = Tensor::zeros("b.grad", {1}, DType::f32);
+  w.data<float>()[0] = 3.0f;
+  AdamW opt({make_optim_param("b", w, g, false)}, OptimizerConfig{"adamw", 0.9f, 0.95f, 1e-8f, 0.5f});
+  opt.step(0.1f);
+  EXPECT_EQ(w.data<float>()[0], 3.0f);
+}
+
+TEST(SGD, MomentumAndDecay) {
+  Tensor w = Tensor::empty("w", {1}, DType::f32), g = Tensor::empty("w.grad", {1}, DType::f32);
+  w.data<float>()[0] = 1.0f;
+  g.data<float>()[0] = 2.0f;
+  SGD opt({make_optim_param("w", w, g, true)}, OptimizerConfig{"sgd", 0.5f, 0.f, 0.f, 0.1f});
+  opt.step(0.1f);  // buf = 2, w = 1 * 0.99 - 0.2
+  EXPECT_NEAR(w.data<float>()[0], 0.79, 1e-6);
+  opt.step(0.1f);  // buf = 3, w = 0.79 * 0.99 - 0.3
+  EXPECT_NEAR(w.data<float>()[0], 0.79 * 0.99 - 0.3, 1e-6);
+}
+
+TEST(Optimizer, RejectsNonFp32ParametersByName) {
+  Tensor w = Tensor::zeros("transformer.h.3.mlp.c_fc.weight", {4}, DType::bf16);
+  Tensor g = Tensor::zeros("grad", {4}, DType::f32);
+  try {
+    make_optim_param("transformer.h.3.mlp.c_fc.weight", w, g, true);
+    FAIL() << "a BF16 master must be rejected";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("transformer.h.3.mlp.c_fc.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+  }
+  Tensor w32 = Tensor::zeros("w", {4}, DType::f32);
+  Tensor g16 = Tensor::zeros("g", {4}, DType::bf16);
+  EXPECT_THROW(make_optim_param("w", w32, g16, true), Error);
+  EXPECT_THROW(make_optim_param("w", w32, Tensor::zeros("g", {3}, DType::f32), true), Error);
+  EXPECT_THROW(make_optim_param("w", Tensor::empty("m", {4}, DType::f32, Device::meta), w32, true),
+               Error);
+}
+
+TEST(Clipping, GlobalNormAndFactor) {
+  Tensor a = Tensor::empty("a", {2}, DType::f32), b = Tensor::empty("b", {1}, DType::f32);
+  a.data<float>()[0] = 3;
+  a.data<float>()[1] = 0;
+  b.data<float>()[0] = 4;
+  Tensor ma = Tensor::zeros("ma", {2}, DType::f32), mb = Tensor::zeros("mb", {1}, DType::f32);
+  std::vector<OptimParam> ps{make_optim_param("a", ma, a, true), make_optim_param("b", mb, b, true)};
+  const double norm = std::sqrt(grad_sum_of_squares(ps));
+  EXPECT_DOUBLE_EQ(norm, 5.0);
+  EXPECT_EQ(clip_factor(norm, 10.0), 1.0f);
+  EXPECT_EQ(clip_factor(norm, 0.0), 1.0f);
+  const float f = clip_factor(norm, 1.0);
+  scale_grads(ps, f);
+  EXPECT_NEAR(std::sqrt(grad_sum_of_squares(ps)), 1.0, 1e-5);
+}
+
+TEST(Schedule, WarmupThenCosine) {
+  LrSchedule s{1.0f, 0.1f, 10, 110};
+  EXPECT_FLOAT_EQ(s.at(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.at(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.at(10), 1.0f);
+  EXPECT_NEAR(s.at(60), 0.55f, 1e-6);
+  EXPECT_FLOAT_EQ(s.at(110), 0.1f);
+  EXPECT_FLOAT_EQ(s.at(500), 0.1f);
+}
+
+}  // namespace
+}  // namespace st

@@ -1,0 +1,70 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/memory_stats.hpp"
+#include "core/tensor.hpp"
+
+namespace st {
+namespace {
+
+TEST(Tensor, StorageIs64ByteAligned) {
+  for (int64_t n : {1, 3, 17, 1000}) {
+    Tensor t = Tensor::empty("t", {n}, DType::bf16);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u);
+  }
+}
+
+TEST(Tensor, MetaTensorHasNoDataAndSaysWhich) {
+  Tensor t = Tensor::empty("transformer.wte.weight", {256, 64}, DType::f32, Device::meta);
+  EXPECT_EQ(t.numel(), 256 * 64);
+  EXPECT_TRUE(t.is_meta());
+  try {
+    t.data<float>();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.wte.weight"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("meta"), std::string::npos);
+  }
+}
+
+TEST(Tensor, MetaTensorsAllocateNothing) {
+  const auto before = tensor_memory().current_bytes;
+  Tensor t = Tensor::empty("huge", {1 << 20, 1 << 12}, DType::f32, Device::meta);  // 16 GiB
+  EXPECT_EQ(tensor_memory().current_bytes, before);
+}
+
+TEST(Tensor, WrongDtypeAccessNamesTensor) {
+  Tensor t = Tensor::zeros("h.0.ln_1.weight", {4}, DType::bf16);
+  try {
+    t.data<float>();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'h.0.ln_1.weight' holds bf16"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor t = Tensor::zeros("t", {4, 3}, DType::f32);
+  Tensor rows = t.slice(1, 3);
+  EXPECT_EQ(rows.shape(), (Shape{2, 3}));
+  rows.data<float>()[0] = 5.f;
+  EXPECT_EQ(t.data<float>()[3], 5.f);
+  Tensor flat = t.view({12});
+  EXPECT_EQ(flat.data<float>()[3], 5.f);
+  EXPECT_THROW(t.view({5}), Error);
+  EXPECT_THROW(t.slice(2, 5), Error);
+}
+
+TEST(Tensor, MemoryStatisticsTrackAllocations) {
+  const auto before = tensor_memory().current_bytes;
+  {
+    Tensor t = Tensor::empty("t", {1000}, DType::f32);
+    EXPECT_EQ(tensor_memory().current_bytes, before + 4000);
+  }
+  EXPECT_EQ(tensor_memory().current_bytes, before);
+}
+
+}  // namespace
+}  // namespace st
