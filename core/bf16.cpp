@@ -35,9 +35,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx
         _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, exponent_mask), _mm512_setzero_si512()) &
         _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, mantissa_mask), _mm512_setzero_si512());
     if (subnormal) {
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-      h = _mm256_mask_mov_epi16(h, subnormal, _mm512_cvtepi32_epi16(rounded));
+      // maskz/mask forms with explicit sources: the unmasked intrinsics trip GCC 12's
+      // -Wmaybe-uninitialized on _mm512_undefined_*().
+      const __mmask16 all = 0xffff;
+      const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), one);
+      const __m512i rounded =
+          _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+      h = _mm512_mask_cvtepi32_epi16(h, subnormal, rounded);
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
   }
@@ -63,13 +67,18 @@ void set_bf16_kernel(Bf16Kernel kernel) {
   requested_kernel = kernel;
 }
 
-Bf16Kernel active_bf16_kernel() { return resolve(requested_kernel.load()); }
+Bf16Kernel active_bf16_kernel() {
+  return resolve(requested_kernel.load());
+}
 
 const char* bf16_kernel_name(Bf16Kernel kernel) {
   switch (kernel) {
-    case Bf16Kernel::automatic: return "automatic";
-    case Bf16Kernel::portable: return "portable";
-    case Bf16Kernel::avx512_bf16: return "avx512-bf16";
+    case Bf16Kernel::automatic:
+      return "automatic";
+    case Bf16Kernel::portable:
+      return "portable";
+    case Bf16Kernel::avx512_bf16:
+      return "avx512-bf16";
   }
   return "?";
 }

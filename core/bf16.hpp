@@ -29,10 +29,14 @@ inline bf16 f32_to_bf16(float x) {
   return bf16((u + rounding_bias) >> 16);
 }
 
-inline float bf16_to_f32(bf16 h) { return f32_from_bits(uint32_t(h) << 16); }
+inline float bf16_to_f32(bf16 h) {
+  return f32_from_bits(uint32_t(h) << 16);
+}
 
 // Rounds an FP32 value through BF16 and back.
-inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+inline float round_to_bf16(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
 
 enum class Bf16Kernel { automatic, portable, avx512_bf16 };
 

@@ -31,9 +31,9 @@ template <class... Args>
 }  // namespace st
 
 // Internal invariant check: a failure is a bug in shardtrain, reported with its location.
-#define ST_CHECK(cond, ...)                                                            \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
-      ::st::fail("{}:{}: check '{}' failed: {}", __FILE__, __LINE__, #cond,            \
-                 ::fmt::format(__VA_ARGS__));                                          \
+#define ST_CHECK(cond, ...)                                                 \
+  do {                                                                      \
+    if (!(cond))                                                            \
+      ::st::fail("{}:{}: check '{}' failed: {}", __FILE__, __LINE__, #cond, \
+                 ::fmt::format(__VA_ARGS__));                               \
   } while (0)

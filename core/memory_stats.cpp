@@ -12,9 +12,13 @@ std::atomic<int64_t> current{0};
 std::atomic<int64_t> peak{0};
 }  // namespace
 
-TensorMemory tensor_memory() { return {current.load(), peak.load()}; }
+TensorMemory tensor_memory() {
+  return {current.load(), peak.load()};
+}
 
-void reset_tensor_memory_peak() { peak = current.load(); }
+void reset_tensor_memory_peak() {
+  peak = current.load();
+}
 
 void note_tensor_alloc(int64_t bytes) {
   const int64_t now = current.fetch_add(bytes) + bytes;
@@ -23,7 +27,9 @@ void note_tensor_alloc(int64_t bytes) {
   }
 }
 
-void note_tensor_free(int64_t bytes) { current.fetch_sub(bytes); }
+void note_tensor_free(int64_t bytes) {
+  current.fetch_sub(bytes);
+}
 
 double peak_rss_mib() {
   rusage usage{};

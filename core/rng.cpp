@@ -20,9 +20,9 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint
 }
 
 std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t stream, uint64_t block) {
-  return philox4x32_10({uint32_t(block), uint32_t(block >> 32), uint32_t(stream),
-                        uint32_t(stream >> 32)},
-                       {uint32_t(seed), uint32_t(seed >> 32)});
+  return philox4x32_10(
+      {uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)},
+      {uint32_t(seed), uint32_t(seed >> 32)});
 }
 
 namespace {

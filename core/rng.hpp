@@ -8,14 +8,15 @@
 namespace st {
 
 // One Philox-4x32-10 block: counter (c0..c3) under key (k0, k1).
-std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
-                                      std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 // 128 random bits for block `block` of `stream` under `seed`.
 std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t stream, uint64_t block);
 
 // Uniform in (0, 1] from 32 random bits.
-inline double uniform_open0(uint32_t bits) { return (double(bits) + 1.0) * 0x1p-32; }
+inline double uniform_open0(uint32_t bits) {
+  return (double(bits) + 1.0) * 0x1p-32;
+}
 
 // A standard normal sample for element `index` (Box-Muller; 4 samples per Philox block).
 float normal_at(uint64_t seed, uint64_t stream, uint64_t index);

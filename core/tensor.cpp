@@ -10,7 +10,9 @@
 
 namespace st {
 
-std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
@@ -101,6 +103,8 @@ Tensor Tensor::renamed(std::string name) const {
   return t;
 }
 
-void Tensor::zero_() { std::memset(raw(), 0, nbytes()); }
+void Tensor::zero_() {
+  std::memset(raw(), 0, nbytes());
+}
 
 }  // namespace st

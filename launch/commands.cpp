@@ -46,8 +46,9 @@ void print_banner(const Config& config, int threads, const TextDataset& data) {
   fmt::print("oneDNN {} | bf16 matmul: {} | bf16 conversion: {}\n", onednn_version(),
              onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()));
   if (!cpu.avx512_bf16 && config.precision.param_dtype == DType::bf16)
-    fmt::print("note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "
-               "(correct, slower)\n");
+    fmt::print(
+        "note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "
+        "(correct, slower)\n");
   fmt::print("model: L={} C={} H={} T={} V={} | precision: param {} reduce {} output {}\n",
              config.model.n_layer, config.model.n_embd, config.model.n_head,
              config.model.block_size, config.model.vocab_size,
@@ -79,8 +80,8 @@ int run_train(const CommonOptions& options) {
   const double peak = measure_matmul_peak_gflops(config.precision.param_dtype, 2048, 3);
   const double flops_per_token = trainer.model().flops_per_token();
   if (!options.json)
-    fmt::print("parameters: {} | matmul peak ({}): {:.0f} GFLOP/s\n",
-               count_params(trainer.model()), dtype_name(config.precision.param_dtype), peak);
+    fmt::print("parameters: {} | matmul peak ({}): {:.0f} GFLOP/s\n", count_params(trainer.model()),
+               dtype_name(config.precision.param_dtype), peak);
 
   for (int64_t step = 0; step < config.training.max_steps; ++step) {
     const StepStats s = trainer.step(step);
@@ -99,10 +100,11 @@ int run_train(const CommonOptions& options) {
     if (options.json) {
       fmt::print("{}\n", line.dump());
     } else {
-      fmt::print("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | "
-                 "mfu {:4.1f}% | {:.1f} ms\n",
-                 s.step + 1, config.training.max_steps, s.loss, s.lr, s.grad_norm, tokens_per_s,
-                 100 * mfu, s.step_ms);
+      fmt::print(
+          "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | "
+          "mfu {:4.1f}% | {:.1f} ms\n",
+          s.step + 1, config.training.max_steps, s.loss, s.lr, s.grad_norm, tokens_per_s, 100 * mfu,
+          s.step_ms);
     }
     std::fflush(stdout);
   }
@@ -154,12 +156,14 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
   } else {
     fmt::print("bench step | config {} | {} | {} rank x {} threads | medians of {} steps\n",
                options.config, dtype_name(config.precision.param_dtype), 1, threads, bench.steps);
-    fmt::print("  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
-               "  step      {:8.2f} ms\n",
-               median(fwd), median(bwd), median(opt), step_ms);
-    fmt::print("  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
-               "(MFU {:.1f}%)\n",
-               tokens_per_s, gflops, peak, 100 * gflops / peak);
+    fmt::print(
+        "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
+        "  step      {:8.2f} ms\n",
+        median(fwd), median(bwd), median(opt), step_ms);
+    fmt::print(
+        "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
+        "(MFU {:.1f}%)\n",
+        tokens_per_s, gflops, peak, 100 * gflops / peak);
   }
   return 0;
 }

@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
-#include <toml++/toml.h>
 #include <variant>
 
 #include "core/error.hpp"
@@ -22,10 +22,14 @@ enum class Kind { integer, number, string, boolean };
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::integer: return "an integer";
-    case Kind::number: return "a number";
-    case Kind::string: return "a string";
-    case Kind::boolean: return "true or false";
+    case Kind::integer:
+      return "an integer";
+    case Kind::number:
+      return "a number";
+    case Kind::string:
+      return "a string";
+    case Kind::boolean:
+      return "true or false";
   }
   return "?";
 }
@@ -39,13 +43,17 @@ struct KeySpec {
 template <class T>
 KeySpec int_key(T Config::*section, int64_t T::*field) {
   return {Kind::integer,
-          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<int64_t>(v); },
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = std::get<int64_t>(v);
+          },
           [=](const Config& c) { return std::to_string(c.*section.*field); }};
 }
 template <class T>
 KeySpec num_key(T Config::*section, double T::*field) {
   return {Kind::number,
-          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<double>(v); },
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = std::get<double>(v);
+          },
           [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
 }
 template <class T>
@@ -59,14 +67,17 @@ KeySpec float_key(T Config::*section, float T::*field) {
 template <class T>
 KeySpec str_key(T Config::*section, std::string T::*field) {
   return {Kind::string,
-          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<std::string>(v); },
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = std::get<std::string>(v);
+          },
           [=](const Config& c) { return fmt::format("\"{}\"", c.*section.*field); }};
 }
 template <class T>
 KeySpec bool_key(T Config::*section, bool T::*field) {
-  return {Kind::boolean,
-          [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<bool>(v); },
-          [=](const Config& c) { return std::string(c.*section.*field ? "true" : "false"); }};
+  return {
+      Kind::boolean,
+      [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<bool>(v); },
+      [=](const Config& c) { return std::string(c.*section.*field ? "true" : "false"); }};
 }
 template <class T>
 KeySpec dtype_key(T Config::*section, DType T::*field) {
@@ -186,7 +197,8 @@ Value value_from_text(const std::string& text, const std::string& key, Kind kind
     case Kind::integer: {
       int64_t v = 0;
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec != std::errc() || end != text.data() + text.size()) wrong_type(where, key, kind, "'" + text + "'");
+      if (ec != std::errc() || end != text.data() + text.size())
+        wrong_type(where, key, kind, "'" + text + "'");
       return v;
     }
     case Kind::number: {
@@ -199,7 +211,8 @@ Value value_from_text(const std::string& text, const std::string& key, Kind kind
       wrong_type(where, key, kind, "'" + text + "'");
     }
     case Kind::string:
-      if (text.size() >= 2 && text.front() == '"' && text.back() == '"') return text.substr(1, text.size() - 2);
+      if (text.size() >= 2 && text.front() == '"' && text.back() == '"')
+        return text.substr(1, text.size() - 2);
       return text;
     case Kind::boolean:
       if (text == "true" || text == "1") return true;
@@ -215,9 +228,11 @@ void apply_toml(Config& config, const toml::table& root, const std::string& wher
     const toml::table* table = section_node.as_table();
     if (!table) {
       const std::string suggestion = closest_key(section);
-      fail_input("{}: '{}' is not a config section [model], [data], [training], [optimizer], "
-                 "[precision], [sharding], [checkpoint] or [metrics]{}",
-                 where, section, suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
+      fail_input(
+          "{}: '{}' is not a config section [model], [data], [training], [optimizer], "
+          "[precision], [sharding], [checkpoint] or [metrics]{}",
+          where, section,
+          suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
     }
     for (const auto& [key_name, node] : *table) {
       const std::string key = section + "." + std::string(key_name.str());
@@ -242,8 +257,10 @@ std::string closest_key(const std::string& key) {
     // Compare against the whole name and, for a bare key, against the part after the dot.
     size_t d = edit_distance(key, candidate);
     const std::string tail = candidate.substr(candidate.find('.') + 1);
-    if (key.find('.') == std::string::npos) d = std::min(d, edit_distance(key, tail));
-    else d = std::min(d, edit_distance(key.substr(key.find('.') + 1), tail) + 1);
+    if (key.find('.') == std::string::npos)
+      d = std::min(d, edit_distance(key, tail));
+    else
+      d = std::min(d, edit_distance(key.substr(key.find('.') + 1), tail) + 1);
     if (d < best_distance) best_distance = d, best = candidate;
   }
   return best_distance <= std::max<size_t>(3, key.size() / 3) ? best : std::string();
@@ -326,7 +343,8 @@ void validate_config(const Config& c, int world_size) {
                c.training.threads);
   if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
   if (c.optimizer.name != "adamw" && c.optimizer.name != "sgd")
-    fail_input("optimizer.name = '{}' is not an optimizer; expected adamw or sgd", c.optimizer.name);
+    fail_input("optimizer.name = '{}' is not an optimizer; expected adamw or sgd",
+               c.optimizer.name);
   if (!(c.schedule.lr > 0)) fail_input("optimizer.lr = {} must be > 0", c.schedule.lr);
   if (!(c.schedule.min_lr >= 0 && c.schedule.min_lr <= c.schedule.lr))
     fail_input("optimizer.min_lr = {} must be in [0, optimizer.lr = {}]", c.schedule.min_lr,
@@ -346,13 +364,15 @@ void validate_config(const Config& c, int world_size) {
         "gradients would be reduced in less precision than the parameters they update. Use "
         "reduce_dtype = fp32");
   if (c.precision.reduce_dtype != DType::f32)
-    fail_input("precision.reduce_dtype = {}: only fp32 is supported (gradients are reduced and "
-               "kept in FP32)",
-               dtype_name(c.precision.reduce_dtype));
+    fail_input(
+        "precision.reduce_dtype = {}: only fp32 is supported (gradients are reduced and "
+        "kept in FP32)",
+        dtype_name(c.precision.reduce_dtype));
   if (c.precision.output_dtype != DType::f32)
-    fail_input("precision.output_dtype = {}: only fp32 is supported (logits feed the FP32 "
-               "cross-entropy)",
-               dtype_name(c.precision.output_dtype));
+    fail_input(
+        "precision.output_dtype = {}: only fp32 is supported (logits feed the FP32 "
+        "cross-entropy)",
+        dtype_name(c.precision.output_dtype));
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
   if (c.sharding.accumulation != "reduce_each" && c.sharding.accumulation != "reduce_last")
@@ -360,7 +380,8 @@ void validate_config(const Config& c, int world_size) {
                c.sharding.accumulation);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
-  if (c.checkpoint.keep < 1) fail_input("checkpoint.keep = {} must be at least 1", c.checkpoint.keep);
+  if (c.checkpoint.keep < 1)
+    fail_input("checkpoint.keep = {} must be at least 1", c.checkpoint.keep);
 }
 
 std::vector<std::string> describe_config(const Config& config) {

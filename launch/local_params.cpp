@@ -11,15 +11,18 @@ LocalParams::LocalParams(Model& model, uint64_t seed) : model_(model) {
   const DType dtype = model.compute_dtype();
   master_flat_ = Tensor::empty("params.master", {total}, DType::f32);
   grad_flat_ = Tensor::zeros("params.grad", {total}, DType::f32);
-  compute_flat_ = dtype == DType::f32 ? master_flat_
-                                      : Tensor::empty("params.compute", {total}, dtype);
+  compute_flat_ =
+      dtype == DType::f32 ? master_flat_ : Tensor::empty("params.compute", {total}, dtype);
   int64_t offset = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     const int64_t n = specs[i].numel();
-    Tensor master = master_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name);
+    Tensor master =
+        master_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name);
     init_param_elements(specs[i], seed, i, 0, size_t(n), master.data<float>());
-    Tensor grad = grad_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name + ".grad");
-    Tensor value = compute_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name);
+    Tensor grad =
+        grad_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name + ".grad");
+    Tensor value =
+        compute_flat_.slice(offset, offset + n).view(specs[i].shape).renamed(specs[i].name);
     model.bind(i, value, grad);
     masters_.push_back(master);
     grads_.push_back(grad);
@@ -33,7 +36,9 @@ void LocalParams::cast_for_compute() {
        size_t(master_flat_.numel()));
 }
 
-void LocalParams::zero_grads() { grad_flat_.zero_(); }
+void LocalParams::zero_grads() {
+  grad_flat_.zero_();
+}
 
 std::vector<OptimParam> LocalParams::optim_params() const {
   std::vector<OptimParam> out;

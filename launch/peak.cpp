@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/ops/elementwise.hpp"
 #include "core/ops/matmul.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
-#include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
 
 namespace st {

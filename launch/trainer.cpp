@@ -59,9 +59,10 @@ StepStats LocalTrainer::step(int64_t step) {
   s.step_ms = step_clock.ms();
   s.loss = loss_sum / double(s.tokens);
   if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
-    fail("step {}: the loss ({}) or gradient norm ({}) is not finite; lower optimizer.lr or "
-         "check the data",
-         step, s.loss, s.grad_norm);
+    fail(
+        "step {}: the loss ({}) or gradient norm ({}) is not finite; lower optimizer.lr or "
+        "check the data",
+        step, s.loss, s.grad_norm);
   return s;
 }
 

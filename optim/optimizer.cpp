@@ -6,7 +6,7 @@ namespace st {
 namespace {
 // Spans shorter than this are updated by the calling thread alone.
 constexpr int64_t kParallelThreshold = 1 << 15;
-}
+}  // namespace
 
 AdamW::AdamW(std::vector<OptimParam> params, const OptimizerConfig& config)
     : Optimizer(std::move(params)), config_(config) {

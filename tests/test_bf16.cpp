@@ -77,7 +77,7 @@ TEST(Bf16, NanStaysNanAndZeroKeepsSign) {
   EXPECT_TRUE(std::isnan(round_to_bf16(NAN)));
   EXPECT_TRUE(std::isnan(round_to_bf16(f32_from_bits(0x7f800001))));  // would truncate to inf
   EXPECT_TRUE(std::signbit(round_to_bf16(-0.0f)));
-  EXPECT_EQ(round_to_bf16(1.0f + 0x1p-8f), 1.0f);              // tie goes to even (down)
+  EXPECT_EQ(round_to_bf16(1.0f + 0x1p-8f), 1.0f);                // tie goes to even (down)
   EXPECT_EQ(round_to_bf16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);  // tie goes to even (up)
 }
 

@@ -30,9 +30,9 @@ TEST(Config, BundledConfigsLoad) {
 }
 
 TEST(Config, OverridesApplyWithTypes) {
-  const Config c = load_config("tiny", {"optimizer.lr=0.01", "training.max_steps=7",
-                                        "precision.param_dtype=fp32", "data.path=x.txt",
-                                        "sharding.reshard_after_forward=false"});
+  const Config c = load_config(
+      "tiny", {"optimizer.lr=0.01", "training.max_steps=7", "precision.param_dtype=fp32",
+               "data.path=x.txt", "sharding.reshard_after_forward=false"});
   EXPECT_DOUBLE_EQ(c.schedule.lr, 0.01);
   EXPECT_EQ(c.training.max_steps, 7);
   EXPECT_EQ(c.precision.param_dtype, DType::f32);
@@ -41,24 +41,35 @@ TEST(Config, OverridesApplyWithTypes) {
 }
 
 TEST(Config, UnknownKeySuggestsClosest) {
-  EXPECT_NE(error_of("tiny", {"optimizer.lr_max=1"}).find("did you mean 'optimizer.lr"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"training.seqlen=8"}).find("did you mean 'training.seq_len'"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"modle.n_head=2"}).find("did you mean 'model.n_head'"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"optimizer.lr_max=1"}).find("did you mean 'optimizer.lr"),
+            std::string::npos);
+  EXPECT_NE(error_of("tiny", {"training.seqlen=8"}).find("did you mean 'training.seq_len'"),
+            std::string::npos);
+  EXPECT_NE(error_of("tiny", {"modle.n_head=2"}).find("did you mean 'model.n_head'"),
+            std::string::npos);
   EXPECT_EQ(closest_key("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"), "");
 }
 
 TEST(Config, WrongTypesAndRangesNameTheKey) {
-  EXPECT_NE(error_of("tiny", {"training.seq_len=abc"}).find("'training.seq_len' must be an integer"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=maybe"}).find("true or false"), std::string::npos);
+  EXPECT_NE(
+      error_of("tiny", {"training.seq_len=abc"}).find("'training.seq_len' must be an integer"),
+      std::string::npos);
+  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=maybe"}).find("true or false"),
+            std::string::npos);
   EXPECT_NE(error_of("tiny", {"optimizer.beta1=1.5"}).find("optimizer.beta1"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"model.n_head=3"}).find("model.n_embd = 256 is not divisible by model.n_head = 3"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"precision.param_dtype=fp16"}).find("precision.param_dtype: 'fp16'"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"model.n_head=3"})
+                .find("model.n_embd = 256 is not divisible by model.n_head = 3"),
+            std::string::npos);
+  EXPECT_NE(error_of("tiny", {"precision.param_dtype=fp16"}).find("precision.param_dtype: 'fp16'"),
+            std::string::npos);
   EXPECT_NE(error_of("tiny", {"optimizer.name=lamb"}).find("optimizer.name"), std::string::npos);
-  EXPECT_NE(error_of("tiny", {"sharding.accumulation=sometimes"}).find("sharding.accumulation"), std::string::npos);
+  EXPECT_NE(error_of("tiny", {"sharding.accumulation=sometimes"}).find("sharding.accumulation"),
+            std::string::npos);
 }
 
 TEST(Config, ContradictionsNameBothKeys) {
-  const std::string precision = error_of("tiny", {"precision.param_dtype=fp32", "precision.reduce_dtype=bf16"});
+  const std::string precision =
+      error_of("tiny", {"precision.param_dtype=fp32", "precision.reduce_dtype=bf16"});
   EXPECT_NE(precision.find("precision.reduce_dtype"), std::string::npos);
   EXPECT_NE(precision.find("precision.param_dtype"), std::string::npos);
   const std::string context = error_of("tiny", {"training.seq_len=300"});

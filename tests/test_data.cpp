@@ -32,7 +32,8 @@ TEST(Sampler, GlobalBatchDoesNotDependOnHowRowsAreSplit) {
       const Batch piece = training_batch(data.train(), 7, 5, 8, p * rows, (p + 1) * rows, 32);
       for (int64_t i = 0; i < rows * 32; ++i) {
         ASSERT_EQ(piece.inputs.data<int32_t>()[i], whole.inputs.data<int32_t>()[p * rows * 32 + i]);
-        ASSERT_EQ(piece.targets.data<int32_t>()[i], whole.targets.data<int32_t>()[p * rows * 32 + i]);
+        ASSERT_EQ(piece.targets.data<int32_t>()[i],
+                  whole.targets.data<int32_t>()[p * rows * 32 + i]);
       }
     }
   }

@@ -12,7 +12,9 @@
 namespace st {
 namespace {
 
-GPTConfig tiny_config() { return {2, 16, 2, 8, 256}; }
+GPTConfig tiny_config() {
+  return {2, 16, 2, 8, 256};
+}
 
 Batch random_batch(int64_t B, int64_t T, uint64_t seed) {
   Batch b{Tensor::empty("in", {B, T}, DType::i32), Tensor::empty("tg", {B, T}, DType::i32)};
@@ -66,11 +68,11 @@ TEST(GPT, InitialWeightsFollowTheInitRules) {
     for (int64_t j = 0; j < t.numel(); ++j) s += double(t.data<float>()[j]) * t.data<float>()[j];
     return std::sqrt(s / double(t.numel()));
   };
-  EXPECT_NEAR(stddev(0), 0.02, 0.001);                    // wte
-  EXPECT_NEAR(stddev(4), 0.02, 0.001);                    // c_attn
-  EXPECT_NEAR(stddev(6), 0.02 / std::sqrt(4.0), 0.001);   // attn.c_proj
-  EXPECT_EQ(params.master(2).data<float>()[7], 1.0f);     // ln_1.weight
-  EXPECT_EQ(params.master(3).data<float>()[7], 0.0f);     // ln_1.bias
+  EXPECT_NEAR(stddev(0), 0.02, 0.001);                   // wte
+  EXPECT_NEAR(stddev(4), 0.02, 0.001);                   // c_attn
+  EXPECT_NEAR(stddev(6), 0.02 / std::sqrt(4.0), 0.001);  // attn.c_proj
+  EXPECT_EQ(params.master(2).data<float>()[7], 1.0f);    // ln_1.weight
+  EXPECT_EQ(params.master(3).data<float>()[7], 0.0f);    // ln_1.bias
 }
 
 TEST(GPT, GradientsMatchFiniteDifferencesInFP32) {

@@ -52,14 +52,17 @@ TEST(Grad, Linear) {
     return dot(out.data(), r);
   };
   std::vector<float> dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f);
-  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N,
+                  f32);
   expect_gradient("linear d_in", x, dx, loss);
   expect_gradient("linear d_weight", w, dw, loss);
   expect_gradient("linear d_bias", b, db, loss);
   // Weight and bias gradients accumulate.
-  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  linear_backward(dx.data(), dw.data(), db.data(), r.data(), nullptr, x.data(), w.data(), M, K, N,
+                  f32);
   std::vector<float> dw1(w.size(), 0.f), db1(b.size(), 0.f);
-  linear_backward(dx.data(), dw1.data(), db1.data(), r.data(), nullptr, x.data(), w.data(), M, K, N, f32);
+  linear_backward(dx.data(), dw1.data(), db1.data(), r.data(), nullptr, x.data(), w.data(), M, K, N,
+                  f32);
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_FLOAT_EQ(dw[i], 2 * dw1[i]);
 }
 
@@ -69,7 +72,8 @@ TEST(Grad, LayerNorm) {
   auto r = randn(size_t(M * C), 4);
   std::vector<float> out(x.size()), mean(static_cast<size_t>(M)), rstd(static_cast<size_t>(M));
   auto loss = [&] {
-    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, C, f32);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), M, C,
+                      f32);
     return dot(out.data(), r);
   };
   loss();
@@ -152,7 +156,8 @@ TEST(Grad, CrossEntropy) {
 
 TEST(Grad, Embedding) {
   const int64_t B = 2, T = 3, C = 4, V = 5;
-  auto wte = randn(size_t(V * C), 1), wpe = randn(size_t(T * C), 2), r = randn(size_t(B * T * C), 3);
+  auto wte = randn(size_t(V * C), 1), wpe = randn(size_t(T * C), 2),
+       r = randn(size_t(B * T * C), 3);
   std::vector<int32_t> tokens = {1, 4, 1, 0, 1, 3};  // repeated tokens accumulate
   std::vector<float> out(size_t(B * T * C));
   auto loss = [&] {

@@ -34,7 +34,8 @@ TEST(AdamW, MatchesHandComputedSteps) {
 TEST(AdamW, NoDecaySpansAreNotDecayed) {
   Tensor w = Tensor::empty("b", {1}, DType::f32), g = Tensor::zeros("b.grad", {1}, DType::f32);
   w.data<float>()[0] = 3.0f;
-  AdamW opt({make_optim_param("b", w, g, false)}, OptimizerConfig{"adamw", 0.9f, 0.95f, 1e-8f, 0.5f});
+  AdamW opt({make_optim_param("b", w, g, false)},
+            OptimizerConfig{"adamw", 0.9f, 0.95f, 1e-8f, 0.5f});
   opt.step(0.1f);
   EXPECT_EQ(w.data<float>()[0], 3.0f);
 }
@@ -75,7 +76,8 @@ TEST(Clipping, GlobalNormAndFactor) {
   a.data<float>()[1] = 0;
   b.data<float>()[0] = 4;
   Tensor ma = Tensor::zeros("ma", {2}, DType::f32), mb = Tensor::zeros("mb", {1}, DType::f32);
-  std::vector<OptimParam> ps{make_optim_param("a", ma, a, true), make_optim_param("b", mb, b, true)};
+  std::vector<OptimParam> ps{make_optim_param("a", ma, a, true),
+                             make_optim_param("b", mb, b, true)};
   const double norm = std::sqrt(grad_sum_of_squares(ps));
   EXPECT_DOUBLE_EQ(norm, 5.0);
   EXPECT_EQ(clip_factor(norm, 10.0), 1.0f);

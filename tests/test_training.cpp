@@ -12,10 +12,11 @@ TEST(Training, TinyModelLearnsShakespeare) {
   const std::string path = std::string(SHARDTRAIN_SHARED_DATA) + "/tinyshakespeare.txt";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "skipped: " << path << " is absent";
   // 200 steps at lr 1e-3 reach about 2.42 validation loss here (measured; ~25 s on 2 cores).
-  Config config = load_config("tiny", {"data.path=" + path, "training.max_steps=200",
-                                       "optimizer.lr=1e-3", "optimizer.warmup_steps=10",
-                                       "optimizer.min_lr=1e-4"});
-  const TextDataset data = TextDataset::from_file(path, config.data.val_fraction, config.training.seq_len);
+  Config config =
+      load_config("tiny", {"data.path=" + path, "training.max_steps=200", "optimizer.lr=1e-3",
+                           "optimizer.warmup_steps=10", "optimizer.min_lr=1e-4"});
+  const TextDataset data =
+      TextDataset::from_file(path, config.data.val_fraction, config.training.seq_len);
   LocalTrainer trainer(config, data);
   double first = 0, last = 0;
   for (int64_t s = 0; s < config.training.max_steps; ++s) {

@@ -9,20 +9,21 @@ namespace st {
 namespace {
 
 constexpr std::array<std::string_view, 16> kSubjects = {
-    "the king", "a sailor", "the old queen", "my brother", "the merchant", "a young maid",
-    "the captain", "our neighbour", "the miller", "a stranger", "the poet", "his daughter",
-    "the soldier", "a fisherman", "the bishop", "her cousin"};
+    "the king",    "a sailor",      "the old queen", "my brother", "the merchant", "a young maid",
+    "the captain", "our neighbour", "the miller",    "a stranger", "the poet",     "his daughter",
+    "the soldier", "a fisherman",   "the bishop",    "her cousin"};
 constexpr std::array<std::string_view, 16> kVerbs = {
     "loves", "watches", "follows", "remembers", "forgives", "answers", "carries", "praises",
-    "fears", "visits", "greets", "doubts", "leaves", "finds", "teaches", "calls"};
+    "fears", "visits",  "greets",  "doubts",    "leaves",   "finds",   "teaches", "calls"};
 constexpr std::array<std::string_view, 16> kObjects = {
-    "the river", "a silver cup", "the northern road", "an empty house", "the bright sea",
-    "a quiet garden", "the tall ship", "a letter", "the winter field", "an old song",
-    "the city gate", "a golden ring", "the dark forest", "a small boat", "the market", "the sky"};
+    "the river",        "a silver cup",   "the northern road", "an empty house",
+    "the bright sea",   "a quiet garden", "the tall ship",     "a letter",
+    "the winter field", "an old song",    "the city gate",     "a golden ring",
+    "the dark forest",  "a small boat",   "the market",        "the sky"};
 constexpr std::array<std::string_view, 8> kClauses = {
-    "when the bells ring", "before the night falls", "because the wind is cold",
-    "while the children sleep", "after the long rain", "as the sun goes down",
-    "though nobody asks", "until the morning comes"};
+    "when the bells ring",      "before the night falls", "because the wind is cold",
+    "while the children sleep", "after the long rain",    "as the sun goes down",
+    "though nobody asks",       "until the morning comes"};
 constexpr std::array<std::string_view, 4> kSpeakers = {"KING", "SAILOR", "QUEEN", "POET"};
 
 constexpr uint64_t kCorpusSeed = 0x5348415244ull;  // fixed: the corpus never changes

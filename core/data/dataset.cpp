@@ -15,8 +15,8 @@ namespace {
 constexpr uint64_t kDataStream = 0xda7a;
 }
 
-TextDataset TextDataset::from_text(std::string source, const std::string& text,
-                                   double val_fraction, int64_t seq_len) {
+TextDataset TextDataset::from_text(std::string source, const std::string& text, double val_fraction,
+                                   int64_t seq_len) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     fail_input("data.val_fraction = {} must be in [0, 1)", val_fraction);
   if (text.empty()) fail_input("data.path: '{}' is empty; it needs text to train on", source);
@@ -80,7 +80,8 @@ Batch window_batch(const std::vector<int32_t>& tokens, int64_t first, int64_t ro
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t at = (first + r) * seq_len;
     ST_CHECK(at + seq_len + 1 <= int64_t(tokens.size()), "window {} out of range", first + r);
-    std::memcpy(batch.inputs.data<int32_t>() + r * seq_len, tokens.data() + at, size_t(seq_len) * 4);
+    std::memcpy(batch.inputs.data<int32_t>() + r * seq_len, tokens.data() + at,
+                size_t(seq_len) * 4);
     std::memcpy(batch.targets.data<int32_t>() + r * seq_len, tokens.data() + at + 1,
                 size_t(seq_len) * 4);
   }

@@ -1,7 +1,7 @@
 #include "core/model/gpt.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 
 #include "core/ops/cross_entropy.hpp"
 #include "core/ops/elementwise.hpp"
@@ -16,8 +16,18 @@ namespace {
 
 // Offsets of each block's parameters within its group of twelve.
 enum BlockParam {
-  kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB,
-  kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB
+  kLn1W,
+  kLn1B,
+  kAttnW,
+  kAttnB,
+  kAttnProjW,
+  kAttnProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kMlpProjW,
+  kMlpProjB
 };
 
 }  // namespace
@@ -26,31 +36,33 @@ enum BlockParam {
 struct GPT::Activations {
   int64_t B, T;
   AttentionShape att;
-  std::vector<Tensor> x;               // L+1 residual streams, FP32 [B,T,C]
-  std::vector<Tensor> x_mid;           // L, after attention, FP32 [B,T,C]
-  std::vector<Tensor> ln1, ln2;        // L, dtype [B,T,C]
+  std::vector<Tensor> x;                                       // L+1 residual streams, FP32 [B,T,C]
+  std::vector<Tensor> x_mid;                                   // L, after attention, FP32 [B,T,C]
+  std::vector<Tensor> ln1, ln2;                                // L, dtype [B,T,C]
   std::vector<Tensor> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // L, FP32 [B*T]
-  std::vector<Tensor> qkv;             // L, dtype [B,T,3C]
-  std::vector<Tensor> q, k, v;         // L, dtype [B,H,T,hs]
-  std::vector<Tensor> probs;           // L, dtype [B,H,T,T]
-  std::vector<Tensor> att_y;           // L, dtype [B,T,C]
-  std::vector<Tensor> fc, fc_gelu;     // L, dtype [B,T,4C]
-  Tensor lnf, lnf_mean, lnf_rstd;      // dtype [B,T,C]; FP32 [B*T]
-  Tensor logits;                       // FP32 [B*T, V] (gradient in place in backward)
-  Tensor losses;                       // FP32 [B*T]
+  std::vector<Tensor> qkv;                                     // L, dtype [B,T,3C]
+  std::vector<Tensor> q, k, v;                                 // L, dtype [B,H,T,hs]
+  std::vector<Tensor> probs;                                   // L, dtype [B,H,T,T]
+  std::vector<Tensor> att_y;                                   // L, dtype [B,T,C]
+  std::vector<Tensor> fc, fc_gelu;                             // L, dtype [B,T,4C]
+  Tensor lnf, lnf_mean, lnf_rstd;                              // dtype [B,T,C]; FP32 [B*T]
+  Tensor logits;  // FP32 [B*T, V] (gradient in place in backward)
+  Tensor losses;  // FP32 [B*T]
   // Scratch shared by all layers.
-  Tensor proj_out;                     // dtype [B,T,C]
-  Tensor dx;                           // FP32 [B,T,C] gradient of the residual stream
-  Tensor d_small;                      // FP32 [B,T,C]
-  Tensor d_qkv;                        // FP32 [B,T,3C]
-  Tensor d_big;                        // FP32 [B,T,4C]
-  Tensor cast_scratch;                 // dtype [B*T, max(4C, V)]
+  Tensor proj_out;      // dtype [B,T,C]
+  Tensor dx;            // FP32 [B,T,C] gradient of the residual stream
+  Tensor d_small;       // FP32 [B,T,C]
+  Tensor d_qkv;         // FP32 [B,T,3C]
+  Tensor d_big;         // FP32 [B,T,4C]
+  Tensor cast_scratch;  // dtype [B*T, max(4C, V)]
   Tensor att_scores, att_dq, att_dk, att_dv, att_dy, att_ds;
 
   Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_) : B(B_), T(T_) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
     att = {B, T, H, C / H};
-    auto f32 = [](const char* name, Shape s) { return Tensor::empty(name, std::move(s), DType::f32); };
+    auto f32 = [](const char* name, Shape s) {
+      return Tensor::empty(name, std::move(s), DType::f32);
+    };
     auto act = [&](const char* name, Shape s) { return Tensor::empty(name, std::move(s), dt); };
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     for (int64_t l = 0; l < L; ++l) {
@@ -166,9 +178,8 @@ void GPT::check_batch(const Batch& batch) const {
 
 void GPT::embed_forward(Activations& a, const Batch& batch) {
   const auto& c = config_;
-  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(),
-                    param(0).value.raw(), param(1).value.raw(), a.B, a.T, c.n_embd,
-                    c.vocab_size, dtype_);
+  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), param(0).value.raw(),
+                    param(1).value.raw(), a.B, a.T, c.n_embd, c.vocab_size, dtype_);
 }
 
 void GPT::block_forward(Activations& a, int64_t l) {
@@ -178,14 +189,13 @@ void GPT::block_forward(Activations& a, int64_t l) {
                     a.x[l].data<float>(), w(kLn1W), w(kLn1B), M, C, dtype_);
   linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(kAttnW), w(kAttnB), M, C, 3 * C, dtype_);
   attention_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
-  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(kAttnProjW), w(kAttnProjB), M, C, C,
-                 dtype_);
+  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(kAttnProjW), w(kAttnProjB), M, C, C, dtype_);
   float* x_mid = a.x_mid[l].data<float>();
   std::copy_n(a.x[l].data<float>(), M * C, x_mid);
   residual_add(x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
 
-  layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
-                    x_mid, w(kLn2W), w(kLn2B), M, C, dtype_);
+  layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), x_mid,
+                    w(kLn2W), w(kLn2B), M, C, dtype_);
   linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(kFcW), w(kFcB), M, C, 4 * C, dtype_);
   gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
   linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(kMlpProjW), w(kMlpProjB), M, 4 * C, C,
@@ -222,7 +232,8 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
     cast(d_logits, DType::f32, a.cast_scratch.raw(), dtype_, size_t(M * V));
     g = a.cast_scratch.raw();
   }
-  gemm(1, MatView::row_major(g, dtype_, M, V), MatView::row_major(param(0).value.raw(), dtype_, V, C),
+  gemm(1, MatView::row_major(g, dtype_, M, V),
+       MatView::row_major(param(0).value.raw(), dtype_, V, C),
        MatView::row_major(a.d_small.data<float>(), DType::f32, M, C));
   GemmOptions accumulate;
   accumulate.accumulate = true;
@@ -246,11 +257,11 @@ void GPT::block_backward(Activations& a, int64_t l) {
   void* scratch = a.cast_scratch.raw();
 
   // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
-  linear_backward(d_big, g(kMlpProjW), g(kMlpProjB), dx, scratch, a.fc_gelu[l].raw(),
-                  w(kMlpProjW), M, 4 * C, C, dtype_);
+  linear_backward(d_big, g(kMlpProjW), g(kMlpProjB), dx, scratch, a.fc_gelu[l].raw(), w(kMlpProjW),
+                  M, 4 * C, C, dtype_);
   gelu_backward(d_big, d_big, a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  linear_backward(d_small, g(kFcW), g(kFcB), d_big, scratch, a.ln2[l].raw(), w(kFcW), M, C,
-                  4 * C, dtype_);
+  linear_backward(d_small, g(kFcW), g(kFcB), d_big, scratch, a.ln2[l].raw(), w(kFcW), M, C, 4 * C,
+                  dtype_);
   layernorm_backward(dx, g(kLn2W), g(kLn2B), d_small, a.x_mid[l].data<float>(), w(kLn2W),
                      a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M, C, dtype_);
 
@@ -265,8 +276,8 @@ void GPT::block_backward(Activations& a, int64_t l) {
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {
-  embedding_backward(param(0).grad.data<float>(), param(1).grad.data<float>(),
-                     a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
+  embedding_backward(param(0).grad.data<float>(), param(1).grad.data<float>(), a.dx.data<float>(),
+                     batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
 }
 
 double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {

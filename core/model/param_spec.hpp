@@ -22,8 +22,8 @@ struct ParamSpec {
 
 // Elements [first, first + n) of parameter `param_index`, each a pure function of
 // (seed, param_index, element index): the same values whoever computes them, however split.
-void init_param_elements(const ParamSpec& spec, uint64_t seed, uint64_t param_index,
-                         uint64_t first, size_t n, float* dst);
+void init_param_elements(const ParamSpec& spec, uint64_t seed, uint64_t param_index, uint64_t first,
+                         size_t n, float* dst);
 
 // Called by models around each unit's work, so a sharder can gather and free parameters.
 // Root unit 0 is entered first and left last; block units are entered in order for the

@@ -9,8 +9,12 @@
 
 namespace st {
 
-inline float to_f32(float x) { return x; }
-inline float to_f32(bf16 x) { return bf16_to_f32(x); }
+inline float to_f32(float x) {
+  return x;
+}
+inline float to_f32(bf16 x) {
+  return bf16_to_f32(x);
+}
 
 template <class T>
 inline T from_f32(float x);

@@ -41,9 +41,8 @@ void gelu_forward(void* out, const void* in, size_t n, DType dtype) {
 }
 
 void gelu_backward(float* d_in, const float* d_out, const void* in, size_t n, DType dtype) {
-  dispatch_float(dtype, [&]<class T>(T) {
-    gelu_backward_kernel(d_in, d_out, static_cast<const T*>(in), n);
-  });
+  dispatch_float(
+      dtype, [&]<class T>(T) { gelu_backward_kernel(d_in, d_out, static_cast<const T*>(in), n); });
 }
 
 }  // namespace st

@@ -36,8 +36,8 @@ void add_column_sums(float* d_bias, const float* d, int64_t M, int64_t N) {
 }
 
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
-                     void* d_out_scratch, const void* in, const void* weight, int64_t M,
-                     int64_t K, int64_t N, DType dtype) {
+                     void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
+                     int64_t N, DType dtype) {
   const void* g = d_out;
   if (dtype != DType::f32) {
     cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * N));

@@ -17,8 +17,8 @@ void linear_forward(void* out, const void* in, const void* weight, const void* b
 //   d_bias[N]     += column sums of d_out   (FP32; skipped when null)
 // For BF16, d_out is rounded to BF16 into d_out_scratch [M,N] first (as autocast does).
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
-                     void* d_out_scratch, const void* in, const void* weight, int64_t M,
-                     int64_t K, int64_t N, DType dtype);
+                     void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
+                     int64_t N, DType dtype);
 
 // d_bias[N] += sum over rows of d[M,N].
 void add_column_sums(float* d_bias, const float* d, int64_t M, int64_t N);

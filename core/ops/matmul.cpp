@@ -16,9 +16,12 @@ using dnnl::memory;
 
 memory::data_type dnnl_type(DType t) {
   switch (t) {
-    case DType::f32: return memory::data_type::f32;
-    case DType::bf16: return memory::data_type::bf16;
-    case DType::i32: break;
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    case DType::i32:
+      break;
   }
   fail("matmul: {} operands are not supported", dtype_name(t));
 }
@@ -79,8 +82,8 @@ class Runtime {
     entry.b = describe(key.batch, key.b);
     entry.c = describe(key.batch, key.c);
     if (key.bias) {
-      memory::dims dims = key.batch == 1 ? memory::dims{1, key.c.cols}
-                                         : memory::dims{1, 1, key.c.cols};
+      memory::dims dims =
+          key.batch == 1 ? memory::dims{1, key.c.cols} : memory::dims{1, 1, key.c.cols};
       entry.bias = memory::desc(dims, dnnl_type(key.bias_dtype),
                                 key.batch == 1 ? memory::format_tag::ab : memory::format_tag::abc);
     }
@@ -127,7 +130,13 @@ void gemm(int64_t batch, const MatView& a, const MatView& b, const MatView& c,
     fail("matmul shapes do not chain: [{}x{}]·[{}x{}] -> [{}x{}]", a.rows, a.cols, b.rows, b.cols,
          c.rows, c.cols);
   if (batch <= 0 || a.rows == 0 || b.cols == 0) return;
-  Key key{batch, a, b, c, options.bias != nullptr, options.bias_dtype, options.alpha,
+  Key key{batch,
+          a,
+          b,
+          c,
+          options.bias != nullptr,
+          options.bias_dtype,
+          options.alpha,
           options.accumulate};
   auto& rt = runtime();
   const Cached& entry = rt.get(key);
