@@ -6,7 +6,7 @@
 namespace st {
 
 // Element types. bf16 values are stored as their raw 16 bits.
-enum class DType : uint8_t { f32, bf16, i32 };
+enum class DType : uint8_t { f32, bf16, i32, f64 };
 using bf16 = uint16_t;
 
 constexpr size_t dtype_size(DType t) {
@@ -21,6 +21,8 @@ constexpr std::string_view dtype_name(DType t) {
       return "bf16";
     case DType::i32:
       return "i32";
+    case DType::f64:
+      return "fp64";
   }
   return "?";
 }
@@ -37,6 +39,10 @@ constexpr DType dtype_of<float>() {
 template <>
 constexpr DType dtype_of<bf16>() {
   return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
 }
 template <>
 constexpr DType dtype_of<int32_t>() {

@@ -21,6 +21,7 @@ memory::data_type dnnl_type(DType t) {
     case DType::bf16:
       return memory::data_type::bf16;
     case DType::i32:
+    case DType::f64:
       break;
   }
   fail("matmul: {} operands are not supported", dtype_name(t));

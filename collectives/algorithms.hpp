@@ -1,0 +1,50 @@
+#pragma once
+// Blocking collective algorithms over one communicator. They run on the communication thread.
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace st {
+
+struct Comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+};
+
+// Largest piece one MPI call moves; larger buffers go in several calls.
+constexpr size_t kMaxPieceBytes = size_t(1) << 30;
+
+MPI_Datatype mpi_type(DType dtype);
+
+// out[size * bytes] = concat of every rank's in[bytes].
+void mpi_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
+void ring_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
+
+// out[n] = sum over ranks of in[rank * n, +n); in is FP32 or BF16, the sum is FP32.
+void mpi_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* out, size_t n);
+void ring_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* out, size_t n);
+
+// A shared-memory window over ranks of one node, grown on demand (collectively).
+class ShmArena {
+ public:
+  explicit ShmArena(const Comm& c) : comm_(c) {}
+  ~ShmArena();
+  void all_gather(const void* in, void* out, size_t bytes);
+  void reduce_scatter(const void* in, DType in_dtype, float* out, size_t n, int threads);
+
+ private:
+  void reserve(size_t bytes_per_rank);  // collective
+  void fence();                         // every rank's writes visible to every rank
+  char* slot(int rank) const { return bases_[size_t(rank)]; }
+
+  Comm comm_;
+  MPI_Win win_ = MPI_WIN_NULL;
+  size_t capacity_ = 0;
+  std::vector<char*> bases_;
+};
+
+}  // namespace st

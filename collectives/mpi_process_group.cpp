@@ -1,0 +1,181 @@
+#include "collectives/mpi_process_group.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "collectives/mpi_runtime.hpp"
+#include "core/error.hpp"
+
+namespace st {
+namespace {
+// Below this many bytes MPI's own collectives win (latency-bound); above, ring or shm.
+constexpr size_t kSmallMessageBytes = 64 * 1024;
+
+void divide(float* x, size_t n, float by) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) x[i] /= by;
+}
+}  // namespace
+
+std::unique_ptr<MpiProcessGroup> MpiProcessGroup::world() {
+  if (!mpi_is_initialized()) fail("MpiProcessGroup::world: MPI is not initialized (call mpi_init)");
+  MPI_Comm comm = MPI_COMM_NULL;
+  CommThread::instance().run("MPI_Comm_dup of the world", 60, [&] {
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  });
+  return std::unique_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, "world"));
+}
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name) : name_(std::move(name)) {
+  comm_.comm = comm;
+  CommThread::instance().run("group set-up of '" + name_ + "'", 60, [&] {
+    check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm, &comm_.rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm, &comm_.size), "MPI_Comm_size");
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm_),
+              "MPI_Comm_split_type");
+    int node_size = 0;
+    check_mpi(MPI_Comm_size(node_comm_, &node_size), "MPI_Comm_size");
+    // Every rank must agree, or some would take the shm path and others not.
+    int local = node_size == comm_.size, all = 0;
+    check_mpi(MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_LAND, comm), "MPI_Allreduce");
+    single_node_ = all;
+    if (single_node_) {
+      int node_rank = 0;
+      check_mpi(MPI_Comm_rank(node_comm_, &node_rank), "MPI_Comm_rank");
+      // Ranks order the same way in both communicators (key 0 keeps the parent order).
+      ST_CHECK(node_rank == comm_.rank, "node rank {} != group rank {}", node_rank, comm_.rank);
+      shm_ = std::make_unique<ShmArena>(Comm{node_comm_, comm_.rank, comm_.size});
+    }
+  });
+  if (const char* env = std::getenv("SHARDTRAIN_COLLECTIVE_ALGO"))
+    env_override_ = parse_algorithm(env, "SHARDTRAIN_COLLECTIVE_ALGO");
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  if (!mpi_is_initialized()) return;
+  CommThread::instance().run("group tear-down of '" + name_ + "'", 60, [&] {
+    shm_.reset();
+    if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
+    MPI_Comm_free(&comm_.comm);
+  });
+}
+
+Algorithm MpiProcessGroup::choose(const std::string& op, size_t bytes) const {
+  if (op != "all_gather" && op != "reduce_scatter") return Algorithm::mpi;
+  if (comm_.size == 1 || bytes < kSmallMessageBytes) return Algorithm::mpi;
+  return single_node_ ? Algorithm::shm : Algorithm::ring;
+}
+
+Algorithm MpiProcessGroup::resolve(Algorithm requested, const char* op, size_t bytes) const {
+  Algorithm a = requested == Algorithm::automatic ? env_override_ : requested;
+  if (a == Algorithm::automatic) a = choose(op, bytes);
+  if (a == Algorithm::shm && !single_node_)
+    fail("{} on group '{}': the shm algorithm needs every rank on one node", op, name_);
+  return a;
+}
+
+std::string MpiProcessGroup::describe(const char* op, size_t bytes, Algorithm algorithm) {
+  return fmt::format("{} #{} on group '{}' (rank {} of {}, {} bytes, {})", op, ++sequence_, name_,
+                     comm_.rank, comm_.size, bytes, algorithm_name(algorithm));
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Tensor& output,
+                                                  const CollectiveOptions& options) {
+  check_all_gather(*this, input, output);
+  const size_t bytes = input.nbytes();
+  const Algorithm a = resolve(options.algorithm, "all_gather", output.nbytes());
+  const void* in = input.raw();
+  void* out = output.raw();
+  return CommThread::instance().submit(describe("all_gather", output.nbytes(), a),
+                                       options.timeout_s, [this, a, in, out, bytes] {
+                                         if (a == Algorithm::ring)
+                                           ring_all_gather(comm_, in, out, bytes);
+                                         else if (a == Algorithm::shm)
+                                           shm_->all_gather(in, out, bytes);
+                                         else
+                                           mpi_all_gather(comm_, in, out, bytes);
+                                       });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
+                                                      const CollectiveOptions& options) {
+  check_reduce_scatter(*this, input, output);
+  if (options.op == ReduceOp::max)
+    fail("reduce_scatter on group '{}': max is not supported", name_);
+  const Algorithm a = resolve(options.algorithm, "reduce_scatter", input.nbytes());
+  const void* in = input.raw();
+  const DType dtype = input.dtype();
+  float* out = output.data<float>();
+  const size_t n = size_t(output.numel());
+  const bool average = options.op == ReduceOp::avg;
+  const int threads = options.threads;
+  return CommThread::instance().submit(describe("reduce_scatter", input.nbytes(), a),
+                                       options.timeout_s,
+                                       [this, a, in, dtype, out, n, average, threads] {
+                                         if (a == Algorithm::ring)
+                                           ring_reduce_scatter(comm_, in, dtype, out, n);
+                                         else if (a == Algorithm::shm)
+                                           shm_->reduce_scatter(in, dtype, out, n, threads);
+                                         else
+                                           mpi_reduce_scatter(comm_, in, dtype, out, n);
+                                         if (average) divide(out, n, float(comm_.size));
+                                       });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
+                                                  const CollectiveOptions& options) {
+  check_all_reduce(*this, buffer, options);
+  void* data = buffer.raw();
+  const DType dtype = buffer.dtype();
+  const size_t n = size_t(buffer.numel());
+  const ReduceOp op = options.op;
+  ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
+  return CommThread::instance().submit(
+      describe("all_reduce", buffer.nbytes(), Algorithm::mpi), options.timeout_s,
+      [this, data, dtype, n, op] {
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, int(n), mpi_type(dtype),
+                                op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_.comm),
+                  "MPI_Allreduce");
+        if (op != ReduceOp::avg) return;
+        if (dtype == DType::f32)
+          divide(static_cast<float*>(data), n, float(comm_.size));
+        else
+          for (size_t i = 0; i < n; ++i) static_cast<double*>(data)[i] /= comm_.size;
+      });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
+                                                 const CollectiveOptions& options) {
+  if (root < 0 || root >= comm_.size)
+    fail("broadcast on group '{}': root {} is not a rank of a group of {}", name_, root,
+         comm_.size);
+  char* data = static_cast<char*>(buffer.raw());
+  const size_t bytes = buffer.nbytes();
+  return CommThread::instance().submit(
+      describe("broadcast", bytes, Algorithm::mpi), options.timeout_s, [this, data, bytes, root] {
+        for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
+          check_mpi(MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)), MPI_BYTE,
+                              root, comm_.comm),
+                    "MPI_Bcast");
+      });
+}
+
+std::shared_ptr<Work> MpiProcessGroup::barrier(const CollectiveOptions& options) {
+  return CommThread::instance().submit(
+      describe("barrier", 0, Algorithm::mpi), options.timeout_s,
+      [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
+}
+
+std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  CommThread::instance().run(describe("split", 0, Algorithm::mpi), 60, [&] {
+    check_mpi(MPI_Comm_split(comm_.comm, color, key, &sub), "MPI_Comm_split");
+  });
+  return std::unique_ptr<ProcessGroup>(
+      new MpiProcessGroup(sub, fmt::format("{}/{}", name_, color)));
+}
+
+}  // namespace st

@@ -1,0 +1,51 @@
+#pragma once
+// ProcessGroup over an MPI communicator. Operations are queued to the communication thread
+// and carry a per-group sequence number; algorithm `automatic` picks by size and topology.
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/process_group.hpp"
+
+namespace st {
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // The world group (MPI must be initialized: mpi_init).
+  static std::unique_ptr<MpiProcessGroup> world();
+  ~MpiProcessGroup() override;
+
+  int rank() const override { return comm_.rank; }
+  int size() const override { return comm_.size; }
+  const std::string& name() const override { return name_; }
+  // True when every rank of the group shares this node (the shared-memory path applies).
+  bool single_node() const { return single_node_; }
+
+  std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
+                                   const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
+                                       const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& buffer,
+                                   const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
+                                  const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> barrier(const CollectiveOptions& options = {}) override;
+  std::unique_ptr<ProcessGroup> split(int color, int key) override;
+  Algorithm choose(const std::string& op, size_t bytes) const override;
+
+ private:
+  MpiProcessGroup(MPI_Comm comm, std::string name);  // takes ownership of comm
+  std::string describe(const char* op, size_t bytes, Algorithm algorithm);
+  Algorithm resolve(Algorithm requested, const char* op, size_t bytes) const;
+
+  Comm comm_;
+  std::string name_;
+  bool single_node_ = false;
+  MPI_Comm node_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ShmArena> shm_;
+  std::atomic<uint64_t> sequence_{0};
+  Algorithm env_override_ = Algorithm::automatic;  // SHARDTRAIN_COLLECTIVE_ALGO
+};
+
+}  // namespace st

@@ -1,0 +1,183 @@
+#include "collectives/mpi_runtime.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace st {
+namespace {
+int g_ranks_on_node = 1;
+}
+
+void mpi_init(int* argc, char*** argv) {
+  int already = 0;
+  MPI_Initialized(&already);
+  if (already) return;
+  int provided = 0;
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (rc != MPI_SUCCESS) {
+    std::fprintf(stderr, "shardtrain: MPI_Init_thread failed with code %d\n", rc);
+    std::exit(1);
+  }
+  if (provided < MPI_THREAD_SERIALIZED)
+    abort_job(
+        fmt::format("MPI granted thread level {} but shardtrain needs at least "
+                    "MPI_THREAD_SERIALIZED ({}) for its communication thread",
+                    provided, int(MPI_THREAD_SERIALIZED)));
+  // Errors come back as return codes, which check_mpi turns into exceptions with context.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  check_mpi(MPI_Comm_size(node, &g_ranks_on_node), "MPI_Comm_size");
+  MPI_Comm_free(&node);
+}
+
+void mpi_finalize() {
+  if (!mpi_is_initialized()) return;
+  CommThread::instance().stop();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+bool mpi_is_initialized() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+int mpi_world_rank() {
+  int r = 0;
+  if (mpi_is_initialized()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_world_size() {
+  int n = 1;
+  if (mpi_is_initialized()) MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int mpi_ranks_on_node() {
+  return g_ranks_on_node;
+}
+
+void check_mpi(int rc, std::string_view operation) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  fail("{} failed on rank {}: {}", operation, mpi_world_rank(),
+       std::string_view(text, size_t(length)));
+}
+
+void abort_job(const std::string& message, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "shardtrain: rank %d: %s\n", mpi_world_rank(), message.c_str());
+  std::fflush(stderr);
+  if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+struct CommThread::State {
+  struct Task {
+    std::shared_ptr<Work> work;
+    std::function<void()> fn;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::mutex mutex;
+  std::condition_variable wake;   // new task or stop
+  std::condition_variable watch;  // the watchdog's periodic wait
+  std::deque<Task> queue;         // front is running or next
+  bool stopping = false;
+  std::thread worker, watchdog;
+
+  void work_loop() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        task = queue.front();  // stays queued (for the watchdog) until finished
+      }
+      std::exception_ptr error;
+      try {
+        task.fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex);
+        queue.pop_front();
+      }
+      task.work->finish(error);
+    }
+  }
+
+  void watchdog_loop() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      watch.wait_for(lock, std::chrono::milliseconds(50));
+      const auto now = std::chrono::steady_clock::now();
+      for (const Task& t : queue)
+        if (now > t.deadline)
+          abort_job(
+              fmt::format("watchdog: {} did not complete within its timeout; a rank is "
+                          "missing from it, hung or dead. Aborting the job.",
+                          t.work->description()));
+    }
+  }
+};
+
+CommThread::CommThread() : state_(std::make_shared<State>()) {
+  state_->worker = std::thread([s = state_] { s->work_loop(); });
+  state_->watchdog = std::thread([s = state_] { s->watchdog_loop(); });
+}
+
+CommThread& CommThread::instance() {
+  static CommThread thread;
+  return thread;
+}
+
+std::shared_ptr<Work> CommThread::submit(std::string description, double timeout_s,
+                                         std::function<void()> fn) {
+  auto work = std::make_shared<Work>(std::move(description));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopping) fail("{}: the communication thread has stopped", work->description());
+    state_->queue.push_back({work, std::move(fn), deadline});
+  }
+  state_->wake.notify_one();
+  return work;
+}
+
+void CommThread::run(std::string description, double timeout_s, std::function<void()> fn) {
+  submit(std::move(description), timeout_s, std::move(fn))->wait();
+}
+
+void CommThread::stop() {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopping) return;
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  state_->watch.notify_all();
+  if (state_->worker.joinable()) state_->worker.join();
+  if (state_->watchdog.joinable()) state_->watchdog.join();
+}
+
+}  // namespace st

@@ -1,0 +1,32 @@
+#pragma once
+// Work: the handle of an asynchronous collective (c10d's contract): wait() blocks until it is
+// done and rethrows its failure with context; is_completed() never blocks.
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+namespace st {
+
+class Work {
+ public:
+  explicit Work(std::string description) : description_(std::move(description)) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  void wait();
+  bool is_completed() const;
+  const std::string& description() const { return description_; }
+
+  // Called once by whoever runs the operation.
+  void finish(std::exception_ptr error = nullptr);
+
+ private:
+  std::string description_;
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace st
