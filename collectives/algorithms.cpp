@@ -126,7 +126,9 @@ void ring_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* o
   auto chunk = [&](int i) { return static_cast<const char*>(in) + size_t(i) * n * esize; };
   if (c.size == 1) return load_f32(out, chunk(0), in_dtype, n);
   const int right = (c.rank + 1) % c.size, left = (c.rank - 1 + c.size) % c.size;
-  std::vector<float> send(n), recv(n);
+  // Kept between calls: fresh 32 MiB buffers cost page faults on every operation.
+  static thread_local std::vector<float> send, recv;
+  if (send.size() < n) send.resize(n), recv.resize(n);
   // Step k sends the partial sum of chunk (rank-k-1) and receives that of chunk (rank-k-2),
   // adding this rank's contribution; after size-1 steps chunk `rank` is complete.
   load_f32(send.data(), chunk((c.rank - 1 + c.size) % c.size), in_dtype, n);
@@ -191,7 +193,9 @@ void ShmArena::reduce_scatter(const void* in, DType in_dtype, float* out, size_t
   fence();
   // This rank sums its chunk over every rank's slot, in rank order, split over `threads`.
   const size_t chunk_offset = size_t(comm_.rank) * n * esize;
-#pragma omp parallel num_threads(std::max(1, threads))
+  // Starting a thread team costs more than it saves below a few MiB.
+  const int team = n * esize >= (size_t(4) << 20) ? std::max(1, threads) : 1;
+#pragma omp parallel num_threads(team)
   {
     const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
     const size_t per = (n + nt - 1) / nt;

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "bench/bench_collectives.hpp"
+#include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 
@@ -34,6 +36,14 @@ int main(int argc, char** argv) {
   add_common(bench_step, bench_options);
   bench_step->add_option("--warmup", step_options.warmup, "untimed steps first");
   bench_step->add_option("--steps", step_options.steps, "timed steps (the median is reported)");
+  bool collectives_json = false;
+  long long collectives_max_bytes = 256ll << 20;
+  int collectives_threads = 1;
+  CLI::App* bench_collectives = bench->add_subcommand(
+      "collectives", "all-gather and reduce-scatter bandwidth (under mpirun)");
+  bench_collectives->add_flag("--json", collectives_json, "print JSON lines instead of a table");
+  bench_collectives->add_option("--max-bytes", collectives_max_bytes, "largest buffer (bytes)");
+  bench_collectives->add_option("--threads", collectives_threads, "threads of the shm reduction");
 
   try {
     app.parse(argc, argv);
@@ -44,11 +54,20 @@ int main(int argc, char** argv) {
   try {
     if (train->parsed()) return st::run_train(train_options);
     if (bench_step->parsed()) return st::run_bench_step(bench_options, step_options);
+    if (bench_collectives->parsed()) {
+      st::mpi_init(&argc, &argv);
+      const int rc =
+          st::run_bench_collectives(collectives_json, collectives_max_bytes, collectives_threads);
+      st::mpi_finalize();
+      return rc;
+    }
   } catch (const st::InputError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "shardtrain: error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    // Under mpirun the other ranks may be waiting on this one: end them all.
+    if (st::mpi_is_initialized()) st::abort_job(std::string("failed: ") + e.what());
     std::fflush(stdout);
     fmt::print(stderr, "shardtrain: failed: {}\n", e.what());
     return 1;
