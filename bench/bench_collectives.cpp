@@ -39,7 +39,7 @@ double time_us(ProcessGroup& g, int repeats, Op&& op) {
 
 }  // namespace
 
-int run_bench_collectives(bool json, long long max_bytes, int threads) {
+int run_bench_collectives(bool json, long long max_bytes) {
   auto world = MpiProcessGroup::world();
   ProcessGroup& g = *world;
   const int n = g.size();
@@ -66,7 +66,6 @@ int run_bench_collectives(bool json, long long max_bytes, int threads) {
         if (a == Algorithm::shm && !world->single_node()) continue;
         CollectiveOptions o;
         o.algorithm = a;
-        o.threads = threads;
         const double us = time_us(g, repeats, [&] {
           if (dtype == DType::bf16)
             g.all_gather(shard, full, o)->wait();

@@ -7,31 +7,12 @@
 #include <vector>
 
 #include "collectives/mpi_runtime.hpp"
+#include "collectives/reduce_kernels.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 
 namespace st {
 namespace {
-
-// Adds `n` elements of `src` (FP32 or BF16) into FP32 `acc`.
-void add_into(float* acc, const void* src, DType dtype, size_t n) {
-  if (dtype == DType::f32) {
-    const float* s = static_cast<const float*>(src);
-#pragma omp simd
-    for (size_t i = 0; i < n; ++i) acc[i] += s[i];
-  } else {
-    const bf16* s = static_cast<const bf16*>(src);
-#pragma omp simd
-    for (size_t i = 0; i < n; ++i) acc[i] += bf16_to_f32(s[i]);
-  }
-}
-
-void load_f32(float* dst, const void* src, DType dtype, size_t n) {
-  if (dtype == DType::f32)
-    std::memcpy(dst, src, n * 4);
-  else
-    convert_bf16_to_f32(static_cast<const bf16*>(src), dst, n);
-}
 
 void sendrecv_bytes(const Comm& c, const void* send, int to, void* recv, int from, size_t bytes) {
   for (size_t off = 0; off < bytes; off += kMaxPieceBytes) {
@@ -139,74 +120,6 @@ void ring_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* o
     if (acc != recv.data()) std::memcpy(acc, recv.data(), n * 4);
     add_into(acc, chunk(recv_chunk), in_dtype, n);
   }
-}
-
-ShmArena::~ShmArena() {
-  if (win_ != MPI_WIN_NULL && mpi_is_initialized()) {
-    MPI_Win_unlock_all(win_);
-    MPI_Win_free(&win_);
-  }
-}
-
-void ShmArena::reserve(size_t bytes_per_rank) {
-  if (bytes_per_rank <= capacity_ && win_ != MPI_WIN_NULL) return;
-  if (win_ != MPI_WIN_NULL) {
-    MPI_Win_unlock_all(win_);
-    MPI_Win_free(&win_);
-  }
-  const size_t capacity = std::max<size_t>(bytes_per_rank, 1 << 20);
-  char* base = nullptr;
-  check_mpi(MPI_Win_allocate_shared(MPI_Aint(capacity), 1, MPI_INFO_NULL, comm_.comm, &base, &win_),
-            "MPI_Win_allocate_shared");
-  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
-  bases_.assign(size_t(comm_.size), nullptr);
-  for (int r = 0; r < comm_.size; ++r) {
-    MPI_Aint size = 0;
-    int disp = 0;
-    check_mpi(MPI_Win_shared_query(win_, r, &size, &disp, &bases_[size_t(r)]),
-              "MPI_Win_shared_query");
-  }
-  capacity_ = capacity;
-}
-
-void ShmArena::fence() {
-  check_mpi(MPI_Win_sync(win_), "MPI_Win_sync");
-  check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier");
-  check_mpi(MPI_Win_sync(win_), "MPI_Win_sync");
-}
-
-void ShmArena::all_gather(const void* in, void* out, size_t bytes) {
-  reserve(bytes);
-  std::memcpy(slot(comm_.rank), in, bytes);
-  fence();
-  for (int r = 0; r < comm_.size; ++r)
-    if (r != comm_.rank || static_cast<char*>(out) + size_t(r) * bytes != in)
-      std::memcpy(static_cast<char*>(out) + size_t(r) * bytes, slot(r), bytes);
-  fence();  // nobody refills a slot before every rank has read it
-}
-
-void ShmArena::reduce_scatter(const void* in, DType in_dtype, float* out, size_t n, int threads) {
-  const size_t esize = dtype_size(in_dtype);
-  const size_t total_bytes = n * size_t(comm_.size) * esize;
-  reserve(total_bytes);
-  std::memcpy(slot(comm_.rank), in, total_bytes);
-  fence();
-  // This rank sums its chunk over every rank's slot, in rank order, split over `threads`.
-  const size_t chunk_offset = size_t(comm_.rank) * n * esize;
-  // Starting a thread team costs more than it saves below a few MiB.
-  const int team = n * esize >= (size_t(4) << 20) ? std::max(1, threads) : 1;
-#pragma omp parallel num_threads(team)
-  {
-    const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
-    const size_t per = (n + nt - 1) / nt;
-    const size_t begin = std::min(n, t * per), end = std::min(n, begin + per);
-    if (end > begin) {
-      load_f32(out + begin, slot(0) + chunk_offset + begin * esize, in_dtype, end - begin);
-      for (int r = 1; r < comm_.size; ++r)
-        add_into(out + begin, slot(r) + chunk_offset + begin * esize, in_dtype, end - begin);
-    }
-  }
-  fence();
 }
 
 }  // namespace st

@@ -28,23 +28,4 @@ void ring_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
 void mpi_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* out, size_t n);
 void ring_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* out, size_t n);
 
-// A shared-memory window over ranks of one node, grown on demand (collectively).
-class ShmArena {
- public:
-  explicit ShmArena(const Comm& c) : comm_(c) {}
-  ~ShmArena();
-  void all_gather(const void* in, void* out, size_t bytes);
-  void reduce_scatter(const void* in, DType in_dtype, float* out, size_t n, int threads);
-
- private:
-  void reserve(size_t bytes_per_rank);  // collective
-  void fence();                         // every rank's writes visible to every rank
-  char* slot(int rank) const { return bases_[size_t(rank)]; }
-
-  Comm comm_;
-  MPI_Win win_ = MPI_WIN_NULL;
-  size_t capacity_ = 0;
-  std::vector<char*> bases_;
-};
-
 }  // namespace st

@@ -111,14 +111,12 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
   float* out = output.data<float>();
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
-  const int threads = options.threads;
   return CommThread::instance().submit(describe("reduce_scatter", input.nbytes(), a),
-                                       options.timeout_s,
-                                       [this, a, in, dtype, out, n, average, threads] {
+                                       options.timeout_s, [this, a, in, dtype, out, n, average] {
                                          if (a == Algorithm::ring)
                                            ring_reduce_scatter(comm_, in, dtype, out, n);
                                          else if (a == Algorithm::shm)
-                                           shm_->reduce_scatter(in, dtype, out, n, threads);
+                                           shm_->reduce_scatter(in, dtype, out, n);
                                          else
                                            mpi_reduce_scatter(comm_, in, dtype, out, n);
                                          if (average) divide(out, n, float(comm_.size));

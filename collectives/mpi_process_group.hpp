@@ -7,6 +7,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/process_group.hpp"
+#include "collectives/shm_arena.hpp"
 
 namespace st {
 

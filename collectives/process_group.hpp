@@ -20,7 +20,6 @@ struct CollectiveOptions {
   ReduceOp op = ReduceOp::sum;
   Algorithm algorithm = Algorithm::automatic;
   double timeout_s = 300;  // the watchdog aborts the job after this long
-  int threads = 1;         // threads the shared-memory reduction may use
 };
 
 class ProcessGroup {

@@ -38,12 +38,10 @@ int main(int argc, char** argv) {
   bench_step->add_option("--steps", step_options.steps, "timed steps (the median is reported)");
   bool collectives_json = false;
   long long collectives_max_bytes = 256ll << 20;
-  int collectives_threads = 1;
   CLI::App* bench_collectives = bench->add_subcommand(
       "collectives", "all-gather and reduce-scatter bandwidth (under mpirun)");
   bench_collectives->add_flag("--json", collectives_json, "print JSON lines instead of a table");
   bench_collectives->add_option("--max-bytes", collectives_max_bytes, "largest buffer (bytes)");
-  bench_collectives->add_option("--threads", collectives_threads, "threads of the shm reduction");
 
   try {
     app.parse(argc, argv);
@@ -56,8 +54,7 @@ int main(int argc, char** argv) {
     if (bench_step->parsed()) return st::run_bench_step(bench_options, step_options);
     if (bench_collectives->parsed()) {
       st::mpi_init(&argc, &argv);
-      const int rc =
-          st::run_bench_collectives(collectives_json, collectives_max_bytes, collectives_threads);
+      const int rc = st::run_bench_collectives(collectives_json, collectives_max_bytes);
       st::mpi_finalize();
       return rc;
     }

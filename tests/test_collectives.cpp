@@ -44,7 +44,6 @@ CollectiveOptions with(Algorithm a, ReduceOp op = ReduceOp::sum) {
   CollectiveOptions o;
   o.algorithm = a;
   o.op = op;
-  o.threads = 2;
   return o;
 }
 
