@@ -56,7 +56,7 @@ int run_bench_collectives(bool json, long long max_bytes) {
       const int64_t per_rank = total / n;
       if (per_rank == 0) continue;
       const int64_t used = per_rank * n;
-      const int repeats = int(std::clamp<long long>((64ll << 20) / bytes, 5, 50));
+      const int repeats = int(std::clamp<long long>((256ll << 20) / bytes, 11, 50));
       Tensor full = Tensor::zeros("bench.full", {used}, dtype);
       Tensor shard =
           Tensor::zeros("bench.shard", {per_rank}, dtype == DType::bf16 ? DType::bf16 : DType::f32);

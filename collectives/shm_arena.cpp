@@ -87,6 +87,8 @@ void ShmArena::all_gather(const void* in, void* out, size_t bytes) {
     const size_t off = b * kBlockBytes, len = std::min(kBlockBytes, bytes - off);
     std::memcpy(data(comm_.rank) + off, src + off, len);
     store_release(published(comm_.rank), steps_done_ + b + 1);
+    char* mine = o + size_t(comm_.rank) * bytes;
+    if (mine != src) std::memcpy(mine + off, src + off, len);  // while the block is in cache
     for (int k = 1; k < comm_.size; ++k) {
       const int r = (comm_.rank + k) % comm_.size;  // staggered, so peers read different slots
       wait_published(r, steps_done_ + b + 1);
@@ -94,8 +96,6 @@ void ShmArena::all_gather(const void* in, void* out, size_t bytes) {
     }
     store_release(consumed(comm_.rank), steps_done_ + b + 1);
   }
-  char* mine = o + size_t(comm_.rank) * bytes;
-  if (mine != src) std::memcpy(mine, src, bytes);
   steps_done_ += blocks;
 }
 

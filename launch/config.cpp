@@ -129,6 +129,8 @@ const std::map<std::string, KeySpec>& registry() {
        bool_key(&Config::sharding, &Sharding::reshard_after_forward)},
       {"sharding.prefetch", int_key(&Config::sharding, &Sharding::prefetch)},
       {"sharding.accumulation", str_key(&Config::sharding, &Sharding::accumulation)},
+      {"sharding.collective_algorithm",
+       str_key(&Config::sharding, &Sharding::collective_algorithm)},
       {"checkpoint.dir", str_key(&Config::checkpoint, &Checkpoint::dir)},
       {"checkpoint.every", int_key(&Config::checkpoint, &Checkpoint::every)},
       {"checkpoint.keep", int_key(&Config::checkpoint, &Checkpoint::keep)},
@@ -378,6 +380,9 @@ void validate_config(const Config& c, int world_size) {
   if (c.sharding.accumulation != "reduce_each" && c.sharding.accumulation != "reduce_last")
     fail_input("sharding.accumulation = '{}' must be reduce_each or reduce_last",
                c.sharding.accumulation);
+  const auto& algo = c.sharding.collective_algorithm;
+  if (algo != "auto" && algo != "mpi" && algo != "ring" && algo != "shm")
+    fail_input("sharding.collective_algorithm = '{}' must be auto, mpi, ring or shm", algo);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)

@@ -41,6 +41,7 @@ struct Config {
     bool reshard_after_forward = true;
     int64_t prefetch = 1;
     std::string accumulation = "reduce_each";
+    std::string collective_algorithm = "auto";  // auto | mpi | ring | shm
   } sharding;
   struct {
     std::string dir;

@@ -200,7 +200,8 @@ TEST(Collectives, CallingThreadComputesWhileInFlight) {
   // overlap must be seen in at least one of five attempts (every rank agrees via all_reduce).
   Tensor overlapped = Tensor::zeros("overlapped", {1}, DType::f32);
   for (int attempt = 0; attempt < 5 && overlapped.data<float>()[0] == 0.f; ++attempt) {
-    auto work = g.reduce_scatter(in.slice(0, (n / g.size()) * g.size()), out, with(Algorithm::ring));
+    auto work =
+        g.reduce_scatter(in.slice(0, (n / g.size()) * g.size()), out, with(Algorithm::ring));
     int64_t iterations = 0;
     volatile double sink = 0;
     while (!work->is_completed()) {
@@ -211,7 +212,8 @@ TEST(Collectives, CallingThreadComputesWhileInFlight) {
     overlapped.data<float>()[0] = iterations > 0 ? 1.f : 0.f;
     g.all_reduce(overlapped, with(Algorithm::automatic, ReduceOp::max))->wait();
   }
-  EXPECT_EQ(overlapped.data<float>()[0], 1.f) << "no compute ran while a reduce-scatter was in flight";
+  EXPECT_EQ(overlapped.data<float>()[0], 1.f)
+      << "no compute ran while a reduce-scatter was in flight";
 }
 
 TEST(Collectives, WrongInputFailsBeforeCommunicating) {

@@ -102,3 +102,14 @@ TEST(Config, DescribeListsEveryKey) {
 
 }  // namespace
 }  // namespace st
+
+namespace st {
+namespace {
+TEST(Config, CollectiveAlgorithmKey) {
+  EXPECT_EQ(
+      load_config("tiny", {"sharding.collective_algorithm=shm"}).sharding.collective_algorithm,
+      "shm");
+  EXPECT_THROW(load_config("tiny", {"sharding.collective_algorithm=tree"}), InputError);
+}
+}  // namespace
+}  // namespace st

@@ -1,0 +1,47 @@
+#pragma once
+// An in-process ProcessGroup for single-process tests of the layers above: `size` ranks that
+// are threads of this process. Each rank's group object is used from its own thread; every
+// operation is a rendezvous of all ranks and completes before it returns (its Work is done).
+#include <memory>
+#include <vector>
+
+#include "collectives/process_group.hpp"
+
+namespace st {
+
+class FakeProcessGroup final : public ProcessGroup {
+ public:
+  // One group object per rank, all sharing one rendezvous.
+  static std::vector<std::unique_ptr<FakeProcessGroup>> create(int size);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
+                                   const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
+                                       const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& buffer,
+                                   const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
+                                  const CollectiveOptions& options = {}) override;
+  std::shared_ptr<Work> barrier(const CollectiveOptions& options = {}) override;
+  // Not supported by the fake (a clear error).
+  std::unique_ptr<ProcessGroup> split(int color, int key) override;
+  Algorithm choose(const std::string&, size_t) const override { return Algorithm::mpi; }
+
+  struct Shared;
+
+ private:
+  FakeProcessGroup(int rank, int size, std::shared_ptr<Shared> shared);
+  // Publishes this rank's pointers, waits for all, runs `body`, waits again.
+  template <class Body>
+  std::shared_ptr<Work> rendezvous(const char* op, const void* in, void* out, Body&& body);
+
+  int rank_, size_;
+  std::string name_ = "fake";
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace st
