@@ -10,7 +10,7 @@ enum class DType : uint8_t { f32, bf16, i32, f64 };
 using bf16 = uint16_t;
 
 constexpr size_t dtype_size(DType t) {
-  return t == DType::bf16 ? 2 : 4;
+  return t == DType::bf16 ? 2 : t == DType::f64 ? 8 : 4;
 }
 
 constexpr std::string_view dtype_name(DType t) {

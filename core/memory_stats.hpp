@@ -16,8 +16,10 @@ void reset_tensor_memory_peak();
 void note_tensor_alloc(int64_t bytes);
 void note_tensor_free(int64_t bytes);
 
-// Peak resident set size of this process in MiB (from getrusage).
+// Peak resident set size of this process in MiB (VmHWM, since start or the last reset).
 double peak_rss_mib();
+// Restarts the peak RSS window at the current RSS (Linux clear_refs); false if unsupported.
+bool reset_peak_rss();
 // Current resident set size in MiB (from /proc/self/statm).
 double current_rss_mib();
 

@@ -72,6 +72,8 @@ void Tensor::check_access(DType wanted) const {
   if (device_ == Device::meta)
     fail("tensor '{}' {} is on the meta device and has no data; materialize it first", name_,
          shape_string(shape_));
+  if (data_ == nullptr && numel() != 0)
+    fail("tensor '{}' {} has no memory (it is unbound or was freed)", name_, shape_string(shape_));
   if (wanted != dtype_)
     fail("tensor '{}' holds {} but was accessed as {}", name_, dtype_name(dtype_),
          dtype_name(wanted));

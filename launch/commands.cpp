@@ -1,169 +1,138 @@
 #include "launch/commands.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
-#include "core/bf16.hpp"
-#include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
-#include "core/ops/matmul.hpp"
-#include "launch/config.hpp"
-#include "launch/peak.hpp"
-#include "launch/trainer.hpp"
+#include "launch/session.hpp"
 
 namespace st {
 namespace {
 
-// Threads for this process: training.threads, or the node's cores split over its ranks.
-int choose_threads(const Config& config, int ranks_on_node) {
-  if (config.training.threads > 0) return int(config.training.threads);
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, ranks_on_node));
-}
-
-TextDataset load_data(const Config& config) {
-  if (config.data.path.empty())
-    return TextDataset::builtin(config.data.val_fraction, config.training.seq_len);
-  return TextDataset::from_file(config.data.path, config.data.val_fraction,
-                                config.training.seq_len);
-}
-
-int64_t count_params(const Model& model) {
-  int64_t n = 0;
-  for (const auto& s : model.param_specs()) n += s.numel();
-  return n;
-}
-
-void print_banner(const Config& config, int threads, const TextDataset& data) {
-  const CpuFeatures& cpu = cpu_features();
-  fmt::print("shardtrain | cpu: {} | threads: {}\n", cpu.summary(), threads);
-  fmt::print("oneDNN {} | bf16 matmul: {} | bf16 conversion: {}\n", onednn_version(),
-             onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()));
-  if (!cpu.avx512_bf16 && config.precision.param_dtype == DType::bf16)
-    fmt::print(
-        "note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "
-        "(correct, slower)\n");
-  fmt::print("model: L={} C={} H={} T={} V={} | precision: param {} reduce {} output {}\n",
-             config.model.n_layer, config.model.n_embd, config.model.n_head,
-             config.model.block_size, config.model.vocab_size,
-             dtype_name(config.precision.param_dtype), dtype_name(config.precision.reduce_dtype),
-             dtype_name(config.precision.output_dtype));
-  fmt::print("data: {} ({} train / {} val tokens)\n", data.source(), data.train().size(),
-             data.val().size());
-}
+constexpr double kMiB = 1024.0 * 1024.0;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+nlohmann::json step_json(Session& s, const StepStats& st) {
+  const double tokens_per_s = double(st.tokens) / (st.slowest_step_ms / 1e3);
+  const double mfu = tokens_per_s * s.trainer->model().flops_per_token() / (s.peak_gflops * 1e9);
+  return {{"step", st.step},
+          {"loss", st.loss},
+          {"lr", st.lr},
+          {"grad_norm", st.grad_norm},
+          {"tokens_per_s", tokens_per_s},
+          {"mfu", mfu},
+          {"step_ms", st.slowest_step_ms},
+          {"exposed_comm_ms", st.exposed_comm_ms},
+          {"peak_rss_mib", st.max_peak_rss_mib},
+          {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
+          {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
+          {"gathered_mib", double(st.gathered_bytes) / kMiB},
+          {"scattered_mib", double(st.scattered_bytes) / kMiB},
+          {"ranks", s.ranks.size()}};
+}
+
 }  // namespace
 
 int run_train(const CommonOptions& options) {
-  const Config config = load_config(options.config, options.overrides);
-  const TextDataset data = load_data(config);
-  const int threads = choose_threads(config, 1);
-  omp_set_num_threads(threads);
+  Session s = open_session(options);
   std::ofstream metrics;
-  if (!config.metrics.file.empty()) {
-    metrics.open(config.metrics.file, std::ios::trunc);
-    if (!metrics) fail_input("metrics.file: cannot write '{}'", config.metrics.file);
-  }
-  if (!options.json) print_banner(config, threads, data);
-  LocalTrainer trainer(config, data);
-  const double peak = measure_matmul_peak_gflops(config.precision.param_dtype, 2048, 3);
-  const double flops_per_token = trainer.model().flops_per_token();
-  if (!options.json)
-    fmt::print("parameters: {} | matmul peak ({}): {:.0f} GFLOP/s\n", count_params(trainer.model()),
-               dtype_name(config.precision.param_dtype), peak);
-
-  for (int64_t step = 0; step < config.training.max_steps; ++step) {
-    const StepStats s = trainer.step(step);
-    const double tokens_per_s = double(s.tokens) / (s.step_ms / 1e3);
-    const double mfu = tokens_per_s * flops_per_token / (peak * 1e9);
-    nlohmann::json line = {{"step", s.step},
-                           {"loss", s.loss},
-                           {"lr", s.lr},
-                           {"grad_norm", s.grad_norm},
-                           {"tokens_per_s", tokens_per_s},
-                           {"mfu", mfu},
-                           {"step_ms", s.step_ms},
-                           {"exposed_comm_ms", 0.0},
-                           {"peak_rss_mib", peak_rss_mib()}};
+  agree_on_startup(*s.ranks.group, [&] {
+    if (s.lead() && !s.config.metrics.file.empty()) {
+      metrics.open(s.config.metrics.file, std::ios::trunc);
+      if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
+    }
+  });
+  if (!options.json) print_summary(s);
+  const int64_t max_steps = s.config.training.max_steps;
+  for (int64_t step = 0; step < max_steps; ++step) {
+    const StepStats st = s.trainer->step(step);
+    if (!s.lead()) continue;
+    const nlohmann::json line = step_json(s, st);
     if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
     if (options.json) {
       fmt::print("{}\n", line.dump());
     } else {
       fmt::print(
-          "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | "
-          "mfu {:4.1f}% | {:.1f} ms\n",
-          s.step + 1, config.training.max_steps, s.loss, s.lr, s.grad_norm, tokens_per_s, 100 * mfu,
-          s.step_ms);
+          "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
+          "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB\n",
+          st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
+          100 * line["mfu"].get<double>(), st.slowest_step_ms, st.exposed_comm_ms,
+          st.max_peak_rss_mib);
     }
     std::fflush(stdout);
   }
-  const double val = trainer.evaluate(64);
-  if (options.json)
-    fmt::print("{}\n", nlohmann::json{{"val_loss", val}}.dump());
-  else
-    fmt::print("validation loss: {:.4f}\n", val);
+  const double val = s.trainer->evaluate(64);
+  if (s.lead()) {
+    if (options.json)
+      fmt::print("{}\n", nlohmann::json{{"val_loss", val}}.dump());
+    else
+      fmt::print("validation loss: {:.4f}\n", val);
+  }
   return 0;
 }
 
 int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) {
   if (bench.steps < 1 || bench.warmup < 0)
     fail_input("bench step: --steps must be >= 1 and --warmup >= 0");
-  Config config = load_config(options.config, options.overrides);
-  config.training.max_steps = bench.warmup + bench.steps;
-  const TextDataset data = load_data(config);
-  const int threads = choose_threads(config, 1);
-  omp_set_num_threads(threads);
-  LocalTrainer trainer(config, data);
-  for (int i = 0; i < bench.warmup; ++i) trainer.step(i);
-  std::vector<double> fwd, bwd, opt, total;
+  Session s =
+      open_session(options, [&](Config& c) { c.training.max_steps = bench.warmup + bench.steps; });
+  for (int i = 0; i < bench.warmup; ++i) s.trainer->step(i);
+  std::vector<double> fwd, bwd, opt, total, exposed;
+  double rss = 0;
   for (int i = 0; i < bench.steps; ++i) {
-    const StepStats s = trainer.step(bench.warmup + i);
-    fwd.push_back(s.forward_ms);
-    bwd.push_back(s.backward_ms);
-    opt.push_back(s.optimizer_ms);
-    total.push_back(s.step_ms);
+    const StepStats st = s.trainer->step(bench.warmup + i);
+    fwd.push_back(st.forward_ms);
+    bwd.push_back(st.backward_ms);
+    opt.push_back(st.optimizer_ms);
+    total.push_back(st.slowest_step_ms);
+    exposed.push_back(st.exposed_comm_ms);
+    rss = std::max(rss, st.max_peak_rss_mib);
   }
-  const double peak = measure_matmul_peak_gflops(config.precision.param_dtype, 2048, 7);
+  if (!s.lead()) return 0;
+  const Config& config = s.config;
   const double step_ms = median(total);
   const double tokens = double(config.training.global_batch * config.training.seq_len);
   const double tokens_per_s = tokens / (step_ms / 1e3);
-  const double gflops = tokens_per_s * trainer.model().flops_per_token() / 1e9;
+  const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
+  const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
   nlohmann::json result = {{"config", options.config},
                            {"param_dtype", dtype_name(config.precision.param_dtype)},
-                           {"ranks", 1},
-                           {"threads", threads},
+                           {"ranks", s.ranks.size()},
+                           {"threads", s.threads},
                            {"tokens_per_s", tokens_per_s},
                            {"gflops", gflops},
-                           {"peak_gflops", peak},
-                           {"mfu", gflops / peak},
+                           {"peak_gflops", s.peak_gflops},
+                           {"mfu", gflops / s.peak_gflops},
                            {"fwd_ms", median(fwd)},
                            {"bwd_ms", median(bwd)},
                            {"opt_ms", median(opt)},
-                           {"step_ms", step_ms}};
+                           {"step_ms", step_ms},
+                           {"exposed_comm_ms", median(exposed)},
+                           {"peak_rss_mib", rss},
+                           {"budget_mib", budget_mib}};
   if (options.json) {
     fmt::print("{}\n", result.dump());
   } else {
-    fmt::print("bench step | config {} | {} | {} rank x {} threads | medians of {} steps\n",
-               options.config, dtype_name(config.precision.param_dtype), 1, threads, bench.steps);
+    fmt::print("bench step | config {} | {} | {} rank{} x {} threads | medians of {} steps\n",
+               options.config, dtype_name(config.precision.param_dtype), s.ranks.size(),
+               s.ranks.size() == 1 ? "" : "s", s.threads, bench.steps);
     fmt::print(
         "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
-        "  step      {:8.2f} ms\n",
-        median(fwd), median(bwd), median(opt), step_ms);
+        "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms)\n",
+        median(fwd), median(bwd), median(opt), step_ms, median(exposed));
     fmt::print(
         "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
-        "(MFU {:.1f}%)\n",
-        tokens_per_s, gflops, peak, 100 * gflops / peak);
+        "(MFU {:.1f}%)\n  memory    {:8.1f} MiB peak RSS (largest rank) vs a budget of {:.1f} "
+        "MiB\n",
+        tokens_per_s, gflops, s.peak_gflops, 100 * gflops / s.peak_gflops, rss, budget_mib);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"
+#include "launch/rank_context.hpp"
 
 namespace {
 
@@ -50,15 +51,26 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
-    if (train->parsed()) return st::run_train(train_options);
-    if (bench_step->parsed()) return st::run_bench_step(bench_options, step_options);
+    int rc = -1;
+    if (train->parsed()) rc = st::run_train(train_options);
+    if (bench_step->parsed()) rc = st::run_bench_step(bench_options, step_options);
+    if (rc >= 0) {
+      st::mpi_finalize();
+      return rc;
+    }
     if (bench_collectives->parsed()) {
       st::mpi_init(&argc, &argv);
       const int rc = st::run_bench_collectives(collectives_json, collectives_max_bytes);
       st::mpi_finalize();
       return rc;
     }
+  } catch (const st::ExitQuietly& quiet) {
+    // Every rank agreed on a start-up failure and one of them has reported it.
+    st::mpi_finalize();
+    return quiet.code;
   } catch (const st::InputError& e) {
+    if (st::mpi_is_initialized() && st::mpi_world_size() > 1)
+      st::abort_job(std::string("error: ") + e.what(), 2);
     std::fflush(stdout);
     fmt::print(stderr, "shardtrain: error: {}\n", e.what());
     return 2;

@@ -3,21 +3,9 @@
 #include <cmath>
 
 #include "core/timer.hpp"
+#include "launch/phase_clock.hpp"
 
 namespace st {
-namespace {
-
-// Notes when the forward of the whole model ends (the root unit's after_forward).
-class PhaseClock : public UnitHooks {
- public:
-  void after_forward(int unit) override {
-    if (unit == 0) forward_end_ms = clock.ms();
-  }
-  Timer clock;
-  double forward_end_ms = 0;
-};
-
-}  // namespace
 
 LocalTrainer::LocalTrainer(const Config& config, const TextDataset& data)
     : config_(config), data_(data) {
@@ -44,7 +32,8 @@ StepStats LocalTrainer::step(int64_t step) {
   for (int64_t micro = 0; micro < t.micro_batches; ++micro) {
     Batch batch = training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch,
                                  micro * rows_per_micro, (micro + 1) * rows_per_micro, t.seq_len);
-    PhaseClock phases;
+    UnitHooks none;
+    PhaseClock phases(none);
     loss_sum += model_->forward_backward(batch, grad_scale, phases);
     s.forward_ms += phases.forward_end_ms;
     s.backward_ms += phases.clock.ms() - phases.forward_end_ms;

@@ -67,4 +67,17 @@ TEST(Tensor, MemoryStatisticsTrackAllocations) {
 }
 
 }  // namespace
+TEST(Tensor, ElementSizesMatchTheCTypes) {
+  EXPECT_EQ(dtype_size(DType::f32), sizeof(float));
+  EXPECT_EQ(dtype_size(DType::bf16), sizeof(uint16_t));
+  EXPECT_EQ(dtype_size(DType::i32), sizeof(int32_t));
+  EXPECT_EQ(dtype_size(DType::f64), sizeof(double));
+  EXPECT_EQ(Tensor::zeros("d", {3}, DType::f64).nbytes(), 3 * sizeof(double));
+}
+
+TEST(Tensor, UnboundTensorAccessIsAnError) {
+  Tensor unbound;
+  EXPECT_THROW(unbound.data<float>(), Error);
+}
+
 }  // namespace st

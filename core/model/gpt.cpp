@@ -56,14 +56,20 @@ struct GPT::Activations {
   Tensor d_big;         // FP32 [B,T,4C]
   Tensor cast_scratch;  // dtype [B*T, max(4C, V)]
   Tensor att_scores, att_dq, att_dk, att_dv, att_dy, att_ds;
+  int64_t bytes = 0;  // the sum over all of the above
 
-  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_) : B(B_), T(T_) {
+  // On Device::meta nothing is allocated: that is how activation_bytes() counts.
+  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, Device device)
+      : B(B_), T(T_) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
     att = {B, T, H, C / H};
-    auto f32 = [](const char* name, Shape s) {
-      return Tensor::empty(name, std::move(s), DType::f32);
+    auto make = [&](const char* name, Shape s, DType d) {
+      Tensor t = Tensor::empty(name, std::move(s), d, device);
+      bytes += int64_t(t.nbytes());
+      return t;
     };
-    auto act = [&](const char* name, Shape s) { return Tensor::empty(name, std::move(s), dt); };
+    auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
+    auto act = [&](const char* name, Shape s) { return make(name, std::move(s), dt); };
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     for (int64_t l = 0; l < L; ++l) {
       x_mid.push_back(f32("x_mid", {B, T, C}));
@@ -147,9 +153,13 @@ GPT::~GPT() = default;
 GPT::Activations& GPT::activations_for(int64_t B, int64_t T) {
   if (!acts_ || acts_->B != B || acts_->T != T) {
     acts_.reset();  // free the old set before allocating the new one
-    acts_ = std::make_unique<Activations>(config_, dtype_, B, T);
+    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, Device::cpu);
   }
   return *acts_;
+}
+
+int64_t GPT::activation_bytes(int64_t B, int64_t T) const {
+  return Activations(config_, dtype_, B, T, Device::meta).bytes;
 }
 
 const float* GPT::last_logits() const {

@@ -32,6 +32,9 @@ class GPT final : public Model {
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
 
+  // Bytes of activations and scratch one micro-batch of [B, T] keeps (counted on meta).
+  int64_t activation_bytes(int64_t B, int64_t T) const;
+
   // The logits [B*T, V] (FP32) of the last forward.
   const float* last_logits() const;
 

@@ -29,11 +29,15 @@ void Model::bind(size_t index, Tensor value, Tensor grad) {
     fail("binding parameter '{}': expected {} {} but got {} {}", spec.name,
          dtype_name(compute_dtype()), shape_string(spec.shape), dtype_name(value.dtype()),
          shape_string(value.shape()));
-  if (grad.shape() != spec.shape || grad.dtype() != DType::f32)
+  if (grad.defined() && (grad.shape() != spec.shape || grad.dtype() != DType::f32))
     fail("binding gradient of '{}': expected fp32 {} but got {} {}", spec.name,
          shape_string(spec.shape), dtype_name(grad.dtype()), shape_string(grad.shape()));
   if (bound_.size() < specs.size()) bound_.resize(specs.size());
   bound_[index] = {std::move(value), std::move(grad)};
+}
+
+void Model::unbind(size_t index) {
+  if (index < bound_.size()) bound_[index] = {};
 }
 
 const BoundParam& Model::param(size_t index) const {

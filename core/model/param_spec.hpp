@@ -68,7 +68,11 @@ class Model {
   // Matmul FLOPs of one forward+backward over one token (for MFU).
   virtual double flops_per_token() const = 0;
 
+  // `grad` may be left undefined for forward-only use (touching it is then an error).
   void bind(size_t index, Tensor value, Tensor grad);
+  // Forgets the memory of parameter `index` (a sharder freeing its unsharded buffer), so a
+  // use after the free is an error naming the parameter instead of a read of reused memory.
+  void unbind(size_t index);
   const BoundParam& param(size_t index) const;
 
  protected:

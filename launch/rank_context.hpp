@@ -1,0 +1,37 @@
+#pragma once
+// Which ranks this process trains with: the MPI world under mpirun, or a single in-process
+// rank without it (the same sharded runtime at world size 1). Also how start-up errors reach
+// the user as one message, however many ranks hit them.
+#include <functional>
+#include <memory>
+
+#include "collectives/process_group.hpp"
+
+namespace st {
+
+// True when started by mpirun (or another launcher that sets a rank in the environment).
+bool under_mpirun();
+
+struct RankContext {
+  std::unique_ptr<ProcessGroup> group;
+  bool mpi = false;
+  int ranks_on_node = 1;
+  int rank() const { return group->rank(); }
+  int size() const { return group->size(); }
+};
+
+// Initializes MPI under mpirun (world group), else a one-rank in-process group.
+RankContext start_ranks();
+
+// Thrown on ranks that have nothing to add to an error another rank already reported.
+struct ExitQuietly {
+  int code;
+};
+
+// Runs `fn` (start-up work that must succeed on every rank), then agrees across the group on
+// whether it did. On failure exactly one rank prints the error (rank 0 if it failed too, else
+// the lowest failing rank, named), and every rank throws ExitQuietly with the exit code
+// (2 for bad input, 1 otherwise), so no rank is left waiting in a collective.
+void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn);
+
+}  // namespace st

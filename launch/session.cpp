@@ -1,0 +1,133 @@
+#include "launch/session.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/bf16.hpp"
+#include "core/cpu_features.hpp"
+#include "core/memory_stats.hpp"
+#include "core/ops/matmul.hpp"
+#include "launch/peak.hpp"
+
+namespace st {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Threads for this process: training.threads, or the node's cores split over its ranks.
+int choose_threads(const Config& config, int ranks_on_node) {
+  if (config.training.threads > 0) return int(config.training.threads);
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks_on_node));
+}
+
+}  // namespace
+
+TextDataset load_data(const Config& config) {
+  if (config.data.path.empty())
+    return TextDataset::builtin(config.data.val_fraction, config.training.seq_len);
+  return TextDataset::from_file(config.data.path, config.data.val_fraction,
+                                config.training.seq_len);
+}
+
+Session open_session(const CommonOptions& options, const std::function<void(Config&)>& adjust) {
+  Session s;
+  s.ranks = start_ranks();
+  ProcessGroup& group = *s.ranks.group;
+  agree_on_startup(group, [&] {
+    s.config = load_config(options.config, options.overrides);
+    if (adjust) adjust(s.config);
+    validate_config(s.config, group.size());
+    s.threads = choose_threads(s.config, s.ranks.ranks_on_node);
+    omp_set_num_threads(s.threads);
+    s.data.emplace(load_data(s.config));
+  });
+  // Every rank measures its matmul peak at once, as they will compute during training.
+  Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
+  peak.data<double>()[0] = measure_matmul_peak_gflops(s.config.precision.param_dtype, 1024, 5);
+  group.all_reduce(peak)->wait();
+  s.peak_gflops = peak.data<double>()[0];
+  reset_peak_rss();  // the peak measurement's matrices are not part of training
+  reset_tensor_memory_peak();
+  s.baseline_rss_mib = current_rss_mib();
+  agree_on_startup(group,
+                   [&] { s.trainer = std::make_unique<ShardedTrainer>(s.config, *s.data, group); });
+  return s;
+}
+
+void print_summary(Session& s) {
+  if (!s.lead()) return;
+  const Config& c = s.config;
+  const CpuFeatures& cpu = cpu_features();
+  ShardedTrainer& t = *s.trainer;
+  fmt::print("shardtrain | cpu: {} | {} rank{} ({}) x {} thread{}\n", cpu.summary(), s.ranks.size(),
+             s.ranks.size() == 1 ? "" : "s", s.ranks.mpi ? "mpirun" : "in-process, no mpirun",
+             s.threads, s.threads == 1 ? "" : "s");
+  fmt::print(
+      "oneDNN {} | bf16 matmul: {} | bf16 conversion: {} | matmul peak ({}): {:.0f} GFLOP/s (all "
+      "ranks)\n",
+      onednn_version(), onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()),
+      dtype_name(c.precision.param_dtype), s.peak_gflops);
+  if (!cpu.avx512_bf16 && c.precision.param_dtype == DType::bf16)
+    fmt::print(
+        "note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "
+        "(correct, slower)\n");
+  int64_t params = 0;
+  for (const auto& spec : t.model().param_specs()) params += spec.numel();
+  fmt::print(
+      "model: L={} C={} H={} T={} V={} | {} parameters | precision: param {} reduce {} output {}\n",
+      c.model.n_layer, c.model.n_embd, c.model.n_head, c.model.block_size, c.model.vocab_size,
+      params, dtype_name(c.precision.param_dtype), dtype_name(c.precision.reduce_dtype),
+      dtype_name(c.precision.output_dtype));
+  fmt::print(
+      "data: {} ({} train / {} val tokens) | global batch {} x {} tokens in {} micro-batch{}\n",
+      s.data->source(), s.data->train().size(), s.data->val().size(), c.training.global_batch,
+      c.training.seq_len, c.training.micro_batches, c.training.micro_batches == 1 ? "" : "es");
+  const auto& units = t.fsdp().units();
+  int64_t largest = 0, padded = 0;
+  for (const auto& u : units) {
+    largest = std::max(largest, u.padded_numel);
+    padded += u.padded_numel;
+  }
+  fmt::print(
+      "sharding: {} units (root + {} blocks), largest {} elements | reshard_after_forward {} "
+      "(ZeRO-{}) | prefetch {} | collectives {}\n",
+      units.size(), units.size() - 1, largest, c.sharding.reshard_after_forward,
+      c.sharding.reshard_after_forward ? 3 : 2, c.sharding.prefetch,
+      c.sharding.collective_algorithm);
+  const double psize = double(dtype_size(c.precision.param_dtype));
+  const int64_t m = c.training.micro_batches;
+  const double gather_mib = 2 * psize * double(padded) / kMiB;  // forward + backward
+  const double scatter_mib = 4.0 * double(padded) / kMiB;
+  if (c.sharding.accumulation == "reduce_each")
+    fmt::print(
+        "accumulation reduce_each: reduce-scatters {:.1f} MiB per micro-batch ({:.1f} MiB per "
+        "step); no unsharded gradient outlives its unit's backward. reduce_last would keep "
+        "{:.1f} MiB of unsharded FP32 gradients and reduce-scatter once ({:.1f} MiB per step)\n",
+        scatter_mib, scatter_mib * double(m), scatter_mib, scatter_mib);
+  else
+    fmt::print(
+        "accumulation reduce_last: keeps {:.1f} MiB of unsharded FP32 gradients across "
+        "micro-batches and reduce-scatters {:.1f} MiB once per step. reduce_each would "
+        "reduce-scatter {:.1f} MiB per step and keep none\n",
+        scatter_mib, scatter_mib, scatter_mib * double(m));
+  fmt::print("communication per step and rank: all-gather {:.1f} MiB x {} micro-batch{}\n",
+             gather_mib, m, m == 1 ? "" : "es");
+  const MemoryBudget b = t.budget();
+  const FsdpMemory fm = t.fsdp().memory();
+  fmt::print(
+      "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f} + "
+      "unsharded grads {:.1f} + activations {:.1f} = {:.1f} MiB, on top of {:.1f} MiB of "
+      "libraries and data\n",
+      double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
+      double(b.unsharded_params) / kMiB, double(b.unsharded_grads) / kMiB,
+      double(b.activations) / kMiB, double(b.total()) / kMiB, s.baseline_rss_mib);
+  fmt::print("memory per rank (held now): shards {:.1f} MiB, optimizer state {:.1f} MiB\n",
+             double(fm.shard_bytes) / kMiB, double(t.optimizer_state_bytes()) / kMiB);
+  std::fflush(stdout);
+}
+
+}  // namespace st

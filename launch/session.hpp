@@ -1,0 +1,35 @@
+#pragma once
+// What `train` and `bench step` share: ranks, config, data and a sharded trainer, set up with
+// one agreed outcome across ranks (one error message, never a rank left waiting).
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "launch/commands.hpp"
+#include "launch/config.hpp"
+#include "launch/rank_context.hpp"
+#include "launch/sharded_trainer.hpp"
+
+namespace st {
+
+struct Session {
+  RankContext ranks;
+  Config config;
+  std::optional<TextDataset> data;
+  std::unique_ptr<ShardedTrainer> trainer;
+  int threads = 1;
+  double peak_gflops = 0;       // summed over ranks, measured at start-up
+  double baseline_rss_mib = 0;  // RSS before the model existed (libraries, MPI, data)
+  bool lead() const { return ranks.rank() == 0; }
+};
+
+// `adjust` may change the config after loading (e.g. the benchmark's step count).
+Session open_session(const CommonOptions& options,
+                     const std::function<void(Config&)>& adjust = nullptr);
+
+// The start-up summary: machine, model, ranks, units, precision, memory (rank 0 prints it).
+void print_summary(Session& s);
+
+TextDataset load_data(const Config& config);
+
+}  // namespace st

@@ -1,0 +1,259 @@
+#include "sharding/fsdp_runtime.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/ops/elementwise.hpp"
+#include "core/timer.hpp"
+
+namespace st {
+
+Accumulation parse_accumulation(const std::string& text, const std::string& key) {
+  if (text == "reduce_each") return Accumulation::reduce_each;
+  if (text == "reduce_last") return Accumulation::reduce_last;
+  fail_input("{} = '{}': expected 'reduce_each' or 'reduce_last'", key, text);
+}
+
+const char* accumulation_name(Accumulation a) {
+  return a == Accumulation::reduce_each ? "reduce_each" : "reduce_last";
+}
+
+FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed)
+    : model_(model), group_(group), options_(options) {
+  if (options_.param_dtype != model.compute_dtype())
+    fail("FSDP param_dtype {} differs from the model's compute dtype {}",
+         dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
+  if (options_.prefetch < 0) fail_input("sharding.prefetch = {} must be >= 0", options_.prefetch);
+  const auto& specs = model.param_specs();
+  layouts_ = layout_units(specs, model.num_units(), group.size());
+  units_.resize(layouts_.size());
+  for (size_t u = 0; u < layouts_.size(); ++u) {
+    const UnitLayout& layout = layouts_[u];
+    Unit& unit = units_[u];
+    // Zeros first: the padding at the end of the last shard must stay zero.
+    unit.master = Tensor::zeros(layout.name + ".master_shard", {layout.shard_numel}, DType::f32);
+    unit.grad = Tensor::zeros(layout.name + ".grad_shard", {layout.shard_numel}, DType::f32);
+    float* master = unit.master.data<float>();
+    for (const ShardSegment& s : layout.segments(specs, group.rank()))
+      init_param_elements(specs[s.param], seed, s.param, uint64_t(s.param_offset), size_t(s.numel),
+                          master + s.shard_offset);
+  }
+  // Units are entered in declaration order for the forward; the root (0) first and left last,
+  // so the backward meets the root first and then the blocks in reverse.
+  for (int u = 0; u < int(units_.size()); ++u) forward_order_.push_back(u);
+  backward_order_.push_back(0);
+  for (int u = int(units_.size()) - 1; u >= 1; --u) backward_order_.push_back(u);
+}
+
+FsdpRuntime::~FsdpRuntime() {
+  // Collectives still in flight write into buffers about to be freed: let them land.
+  try {
+    for (Unit& unit : units_)
+      if (unit.gathering) unit.gathering->wait();
+    for (Reduction& r : reductions_) r.work->wait();
+  } catch (...) {
+  }
+  for (size_t i = 0; i < model_.param_specs().size(); ++i) model_.unbind(i);
+}
+
+void FsdpRuntime::begin_step(int micro_batches) {
+  ST_CHECK(micro_batches >= 1, "micro_batches {} must be at least 1", micro_batches);
+  micro_batches_ = micro_batches;
+  micro_ = 0;
+}
+
+void FsdpRuntime::begin_micro_batch(int micro) {
+  ST_CHECK(micro >= 0 && micro < micro_batches_, "micro-batch {} of {}", micro, micro_batches_);
+  micro_ = micro;
+}
+
+void FsdpRuntime::timed_wait(Work& work) {
+  if (work.is_completed()) {
+    work.wait();  // rethrows a failure
+    return;
+  }
+  Timer clock;
+  work.wait();
+  comm_.exposed_ms += clock.ms();
+}
+
+void FsdpRuntime::issue_gather(int u) {
+  Unit& unit = units_[size_t(u)];
+  if (unit.full.defined()) return;  // gathered, or in flight
+  const UnitLayout& layout = layouts_[size_t(u)];
+  const DType dtype = options_.param_dtype;
+  unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, dtype);
+  // Cast this rank's FP32 master straight into its slot of the unsharded buffer, then gather
+  // in place: no separate BF16 shard buffer exists.
+  const int64_t first = int64_t(group_.rank()) * layout.shard_numel;
+  Tensor slot = unit.full.slice(first, first + layout.shard_numel);
+  cast(unit.master.raw(), DType::f32, slot.raw(), dtype, size_t(layout.shard_numel));
+  unit.gathering = group_.all_gather(slot, unit.full, options_.collective);
+  comm_.gathered_bytes += int64_t(unit.full.nbytes());
+  comm_.gathers += 1;
+}
+
+void FsdpRuntime::prefetch(const std::vector<int>& order, int u) {
+  const auto it = std::find(order.begin(), order.end(), u);
+  ST_CHECK(it != order.end(), "unit {} is not in the unit order", u);
+  const size_t pos = size_t(it - order.begin());
+  for (size_t k = pos; k <= pos + size_t(options_.prefetch) && k < order.size(); ++k)
+    issue_gather(order[k]);
+}
+
+void FsdpRuntime::wait_and_bind(int u, bool with_grad) {
+  Unit& unit = units_[size_t(u)];
+  if (unit.gathering) {
+    timed_wait(*unit.gathering);
+    unit.gathering.reset();
+  }
+  const auto& specs = model_.param_specs();
+  const UnitLayout& layout = layouts_[size_t(u)];
+  for (size_t k = 0; k < layout.params.size(); ++k) {
+    const ParamSpec& spec = specs[layout.params[k]];
+    const int64_t off = layout.flat_offsets[k], n = spec.numel();
+    Tensor value = unit.full.slice(off, off + n).view(spec.shape).renamed(spec.name);
+    Tensor grad;
+    if (with_grad)
+      grad = unit.full_grad.slice(off, off + n).view(spec.shape).renamed(spec.name + ".grad");
+    model_.bind(layout.params[k], std::move(value), std::move(grad));
+  }
+}
+
+void FsdpRuntime::release_full(int u) {
+  Unit& unit = units_[size_t(u)];
+  if (!unit.full.defined()) return;
+  if (unit.gathering) {  // prefetched but never used: it must land before the memory is reused
+    timed_wait(*unit.gathering);
+    unit.gathering.reset();
+  }
+  for (size_t p : layouts_[size_t(u)].params) model_.unbind(p);
+  pool_.release(std::move(unit.full));
+  unit.full = Tensor();
+}
+
+void FsdpRuntime::before_forward(int u) {
+  prefetch(forward_order_, u);
+  wait_and_bind(u, false);
+}
+
+void FsdpRuntime::after_forward(int u) {
+  // The root is needed again at once by the head's backward, and the last unit of the forward
+  // is the first block of the backward: freeing either would only re-gather it.
+  if (u == forward_order_.front() || u == forward_order_.back()) return;
+  if (options_.reshard_after_forward) release_full(u);
+}
+
+void FsdpRuntime::before_backward(int u) {
+  drain_reductions(false);
+  prefetch(backward_order_, u);
+  Unit& unit = units_[size_t(u)];
+  if (!unit.full_grad.defined()) {
+    const UnitLayout& layout = layouts_[size_t(u)];
+    unit.full_grad =
+        pool_.acquire(layout.name + ".unsharded_grad", layout.padded_numel, DType::f32);
+    unit.full_grad.zero_();
+  }
+  wait_and_bind(u, true);
+}
+
+void FsdpRuntime::after_backward(int u) {
+  release_full(u);
+  const bool last_micro = micro_ == micro_batches_ - 1;
+  if (options_.accumulation == Accumulation::reduce_each || last_micro) issue_reduce(u);
+}
+
+void FsdpRuntime::issue_reduce(int u) {
+  Unit& unit = units_[size_t(u)];
+  const UnitLayout& layout = layouts_[size_t(u)];
+  Reduction r;
+  r.unit = u;
+  r.full_grad = std::move(unit.full_grad);
+  unit.full_grad = Tensor();
+  // The first reduction of a step writes the gradient shard; later ones (reduce_each with
+  // several micro-batches) land in a partial buffer that is added when it completes.
+  Tensor target = unit.grad;
+  if (options_.accumulation == Accumulation::reduce_each && micro_ > 0) {
+    r.partial = pool_.acquire(layout.name + ".partial_grad", layout.shard_numel, DType::f32);
+    target = r.partial;
+  }
+  CollectiveOptions o = options_.collective;
+  o.op = ReduceOp::sum;  // gradients already carry 1 / (global tokens)
+  r.work = group_.reduce_scatter(r.full_grad, target, o);
+  comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
+  comm_.scatters += 1;
+  reductions_.push_back(std::move(r));
+}
+
+void FsdpRuntime::drain_reductions(bool block) {
+  while (!reductions_.empty()) {
+    Reduction& r = reductions_.front();
+    if (!block && !r.work->is_completed()) return;  // in order: stop at the first unfinished
+    timed_wait(*r.work);
+    if (r.partial.defined()) {
+      float* g = units_[size_t(r.unit)].grad.data<float>();
+      const float* p = r.partial.data<float>();
+      const int64_t n = r.partial.numel();
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) g[i] += p[i];
+      pool_.release(std::move(r.partial));
+    }
+    pool_.release(std::move(r.full_grad));
+    reductions_.pop_front();
+  }
+}
+
+void FsdpRuntime::finish_backward() {
+  drain_reductions(true);
+  // With reduce_last every unit reduced on the last micro-batch; any unsharded gradient still
+  // held here would mean a micro-batch was never announced as the last.
+  for (size_t u = 0; u < units_.size(); ++u)
+    ST_CHECK(!units_[u].full_grad.defined(),
+             "unit '{}' still holds an unsharded gradient at the end of the step (micro-batch "
+             "{} of {})",
+             layouts_[u].name, micro_, micro_batches_);
+}
+
+void FsdpRuntime::reshard_all() {
+  for (int u = 0; u < int(units_.size()); ++u) release_full(u);
+}
+
+std::vector<ShardSpan> FsdpRuntime::spans() const {
+  std::vector<ShardSpan> out;
+  const auto& specs = model_.param_specs();
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (const ShardSegment& s : layouts_[u].segments(specs, group_.rank())) {
+      const ParamSpec& spec = specs[s.param];
+      const int64_t a = s.shard_offset, b = a + s.numel;
+      out.push_back(
+          {spec.name, units_[u].master.slice(a, b), units_[u].grad.slice(a, b), spec.weight_decay});
+    }
+  return out;
+}
+
+Tensor FsdpRuntime::gather_master(size_t index) {
+  const auto& specs = model_.param_specs();
+  ST_CHECK(index < specs.size(), "parameter index {} out of range", index);
+  const ParamSpec& spec = specs[index];
+  const UnitLayout& layout = layouts_[size_t(spec.unit)];
+  Tensor full = Tensor::empty(layout.name + ".master_gathered", {layout.padded_numel}, DType::f32);
+  CollectiveOptions o = options_.collective;
+  group_.all_gather(units_[size_t(spec.unit)].master, full, o)->wait();
+  const size_t k =
+      size_t(std::find(layout.params.begin(), layout.params.end(), index) - layout.params.begin());
+  const int64_t off = layout.flat_offsets[k];
+  Tensor out = Tensor::empty(spec.name, spec.shape, DType::f32);
+  std::memcpy(out.raw(), full.data<float>() + off, out.nbytes());
+  return out;
+}
+
+FsdpMemory FsdpRuntime::memory() const {
+  FsdpMemory m;
+  for (const Unit& u : units_) m.shard_bytes += int64_t(u.master.nbytes() + u.grad.nbytes());
+  m.unsharded_in_use_bytes = pool_.in_use_bytes();
+  m.unsharded_peak_bytes = pool_.peak_in_use_bytes();
+  m.unsharded_cached_bytes = pool_.cached_bytes();
+  return m;
+}
+
+}  // namespace st

@@ -1,0 +1,128 @@
+#pragma once
+// The FSDP runtime: FP32 master shards per unit, BF16 (param_dtype) all-gather before a unit
+// runs, FP32 reduce-scatter of its gradients after its backward, prefetch and overlap. It is a
+// UnitHooks, so a model drives it simply by announcing where each unit starts and ends.
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/process_group.hpp"
+#include "core/model/param_spec.hpp"
+#include "sharding/buffer_pool.hpp"
+#include "sharding/unit_layout.hpp"
+
+namespace st {
+
+enum class Accumulation {
+  reduce_each,  // reduce-scatter every micro-batch into the FP32 shard: least memory
+  reduce_last,  // keep unsharded FP32 gradients, reduce once on the last micro-batch
+};
+// Parses "reduce_each" | "reduce_last"; an InputError naming `key` otherwise.
+Accumulation parse_accumulation(const std::string& text, const std::string& key);
+const char* accumulation_name(Accumulation a);
+
+struct FsdpOptions {
+  DType param_dtype = DType::bf16;    // what units are gathered and computed in
+  bool reshard_after_forward = true;  // ZeRO-3 (true) or ZeRO-2 (false)
+  int prefetch = 1;                   // units whose all-gather is in flight ahead of compute
+  Accumulation accumulation = Accumulation::reduce_each;
+  CollectiveOptions collective;  // algorithm and watchdog timeout
+};
+
+// One parameter's part of this rank's shard: what an optimizer updates.
+struct ShardSpan {
+  std::string name;
+  Tensor master;  // FP32
+  Tensor grad;    // FP32
+  bool weight_decay = false;
+};
+
+struct CommStats {
+  double exposed_ms = 0;  // compute thread blocked waiting for a collective
+  int64_t gathered_bytes = 0, scattered_bytes = 0;
+  int64_t gathers = 0, scatters = 0;
+};
+
+struct FsdpMemory {
+  int64_t shard_bytes = 0;             // FP32 master + gradient shards, padding included
+  int64_t unsharded_in_use_bytes = 0;  // gathered parameters and unsharded gradients, now
+  int64_t unsharded_peak_bytes = 0;    // ... their peak since the last reset
+  int64_t unsharded_cached_bytes = 0;  // freed buffers kept for reuse
+};
+
+class FsdpRuntime final : public UnitHooks {
+ public:
+  // Lays out `model`'s units over `group` and materializes this rank's FP32 master shards
+  // from the counter-based RNG (each element a function of seed, parameter and global index,
+  // so every world size starts from the same weights). Nothing unsharded is allocated.
+  FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed);
+  ~FsdpRuntime() override;
+  FsdpRuntime(const FsdpRuntime&) = delete;
+  FsdpRuntime& operator=(const FsdpRuntime&) = delete;
+
+  const std::vector<UnitLayout>& units() const { return layouts_; }
+  const FsdpOptions& options() const { return options_; }
+  ProcessGroup& group() { return group_; }
+
+  // A training step of `micro_batches` micro-batches begins.
+  void begin_step(int micro_batches);
+  // Micro-batch `micro` (0-based) of the step begins.
+  void begin_micro_batch(int micro);
+  // After the last micro-batch: waits for every reduce-scatter; the gradient shards are final.
+  void finish_backward();
+  // After forward-only passes (evaluation): frees every unsharded buffer still held.
+  void reshard_all();
+
+  // This rank's (master, grad) spans, one per parameter it owns a part of, padding excluded.
+  std::vector<ShardSpan> spans() const;
+  // The whole FP32 master of parameter `index`, gathered from every rank. A collective: every
+  // rank calls it. For tests and export; allocates the unit's full FP32 size while it runs.
+  Tensor gather_master(size_t index);
+
+  FsdpMemory memory() const;
+  const CommStats& comm() const { return comm_; }
+  void reset_comm() { comm_ = {}; }
+  void reset_memory_peak() { pool_.reset_peak(); }
+
+  void before_forward(int unit) override;
+  void after_forward(int unit) override;
+  void before_backward(int unit) override;
+  void after_backward(int unit) override;
+
+ private:
+  struct Unit {
+    Tensor master, grad;              // FP32 [shard_numel]: this rank's part
+    Tensor full;                      // param_dtype [padded_numel] while gathered
+    std::shared_ptr<Work> gathering;  // pending all-gather into `full`
+    Tensor full_grad;                 // FP32 [padded_numel] during backward
+  };
+  struct Reduction {
+    int unit;
+    std::shared_ptr<Work> work;
+    Tensor full_grad;  // the input, released when done
+    Tensor partial;    // FP32 [shard]: added into the gradient shard when done (or undefined)
+  };
+
+  void issue_gather(int unit);
+  void wait_and_bind(int unit, bool with_grad);
+  void release_full(int unit);
+  void issue_reduce(int unit);
+  // Completes finished reductions in order; with `block`, all of them.
+  void drain_reductions(bool block);
+  void timed_wait(Work& work);
+  void prefetch(const std::vector<int>& order, int unit);
+
+  Model& model_;
+  ProcessGroup& group_;
+  FsdpOptions options_;
+  std::vector<UnitLayout> layouts_;
+  std::vector<Unit> units_;
+  std::vector<int> forward_order_, backward_order_;
+  BufferPool pool_;
+  std::deque<Reduction> reductions_;
+  int micro_batches_ = 1, micro_ = 0;
+  CommStats comm_;
+};
+
+}  // namespace st

@@ -1,0 +1,31 @@
+#include "sharding/memory_budget.hpp"
+
+#include <algorithm>
+
+namespace st {
+
+MemoryBudget memory_budget(const BudgetInputs& in) {
+  MemoryBudget b;
+  int64_t shard = 0, largest_block = 0, all_padded = 0;
+  for (const UnitLayout& u : *in.units) {
+    shard += u.shard_numel;
+    all_padded += u.padded_numel;
+    if (u.unit != 0) largest_block = std::max(largest_block, u.padded_numel);
+  }
+  const int64_t root = in.units->front().padded_numel;
+  const int64_t psize = int64_t(dtype_size(in.param_dtype));
+  b.master_and_grad = 8 * shard;
+  b.optimizer_state = 4 * int64_t(in.optimizer_moments) * shard;
+  // The root stays gathered for the whole step; blocks: the one computing plus those
+  // prefetched, plus the last block of the forward, kept for the backward that starts with it.
+  // Without resharding after forward every unit stays gathered until its backward.
+  b.unsharded_params = in.reshard_after_forward
+                           ? psize * (root + largest_block * (2 + int64_t(in.prefetch)))
+                           : psize * all_padded;
+  // One unit computing its gradient and one reducing; with reduce_last, every unit's.
+  b.unsharded_grads = in.reduce_last ? 4 * all_padded : 4 * (root + 2 * largest_block);
+  b.activations = in.activation_bytes;
+  return b;
+}
+
+}  // namespace st

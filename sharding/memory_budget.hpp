@@ -1,0 +1,35 @@
+#pragma once
+// The analytical per-rank memory budget of DESIGN.md, term by term, so a run can print what it
+// should take beside what it does take.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "sharding/unit_layout.hpp"
+
+namespace st {
+
+struct MemoryBudget {
+  int64_t master_and_grad = 0;   // 8·P/N: FP32 master + FP32 gradient shards
+  int64_t optimizer_state = 0;   // 4·k·P/N: k FP32 moments (AdamW 2, SGD 1)
+  int64_t unsharded_params = 0;  // largest unit in param_dtype × (1 + prefetch) + root
+  int64_t unsharded_grads = 0;   // 4·(largest unit) while reducing; every unit with reduce_last
+  int64_t activations = 0;       // one micro-batch's activations and scratch
+  int64_t total() const {
+    return master_and_grad + optimizer_state + unsharded_params + unsharded_grads + activations;
+  }
+};
+
+struct BudgetInputs {
+  const std::vector<UnitLayout>* units;
+  DType param_dtype;
+  int prefetch;
+  int optimizer_moments;  // FP32 state buffers per parameter element
+  bool reduce_last;       // unsharded gradients of every unit kept between micro-batches
+  bool reshard_after_forward;
+  int64_t activation_bytes;
+};
+
+MemoryBudget memory_budget(const BudgetInputs& in);
+
+}  // namespace st
