@@ -7,6 +7,7 @@ namespace st {
 std::string unit_name(const std::vector<ParamSpec>& specs, const std::vector<size_t>& params,
                       int unit) {
   if (unit == 0 || params.empty()) return unit == 0 ? "root" : "unit " + std::to_string(unit);
+  if (params.size() == 1) return specs[params.front()].name;
   // The longest dotted prefix shared by every parameter name of the unit.
   std::string prefix = specs[params.front()].name;
   for (size_t i : params) {

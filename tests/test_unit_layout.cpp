@@ -1,0 +1,74 @@
+// Unit layout: flat offsets, padding to the world size, and which elements each rank owns,
+// checked against hand-computed values.
+#include <gtest/gtest.h>
+
+#include "sharding/unit_layout.hpp"
+
+namespace st {
+namespace {
+
+std::vector<ParamSpec> specs() {
+  // Unit 0: a [2,3] (6) and b [4] -> 10 elements. Unit 1: c [5] -> 5 elements.
+  return {{"root.a", {2, 3}, InitKind::zeros, 0, false, 0},
+          {"h.0.c", {5}, InitKind::zeros, 0, false, 1},
+          {"root.b", {4}, InitKind::zeros, 0, false, 0}};
+}
+
+TEST(UnitLayout, FlatOffsetsAndPaddingByHand) {
+  const auto s = specs();
+  const auto units = layout_units(s, 2, 3);
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].name, "root");
+  EXPECT_EQ(units[0].params, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(units[0].flat_offsets, (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(units[0].numel, 10);
+  EXPECT_EQ(units[0].shard_numel, 4);  // ceil(10 / 3)
+  EXPECT_EQ(units[0].padded_numel, 12);
+  EXPECT_EQ(units[1].name, "h.0.c");
+  EXPECT_EQ(units[1].shard_numel, 2);
+  EXPECT_EQ(units[1].padded_numel, 6);
+}
+
+TEST(UnitLayout, SegmentsCoverEachElementOnce) {
+  const auto s = specs();
+  const auto units = layout_units(s, 2, 3);
+  // Rank 1 owns flat [4, 8) of the root: a[4..6) then b[0..2).
+  const auto seg = units[0].segments(s, 1);
+  ASSERT_EQ(seg.size(), 2u);
+  EXPECT_EQ(seg[0].param, 0u);
+  EXPECT_EQ(seg[0].param_offset, 4);
+  EXPECT_EQ(seg[0].shard_offset, 0);
+  EXPECT_EQ(seg[0].numel, 2);
+  EXPECT_EQ(seg[1].param, 2u);
+  EXPECT_EQ(seg[1].param_offset, 0);
+  EXPECT_EQ(seg[1].shard_offset, 2);
+  EXPECT_EQ(seg[1].numel, 2);
+  // Rank 2 owns flat [8, 12): b[2..4) and two padding elements.
+  const auto last = units[0].segments(s, 2);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].param_offset, 2);
+  EXPECT_EQ(last[0].numel, 2);
+  // Over all ranks every element of every parameter is owned exactly once.
+  for (const auto& unit : units) {
+    int64_t owned = 0;
+    for (int r = 0; r < 3; ++r)
+      for (const auto& g : unit.segments(s, r)) owned += g.numel;
+    EXPECT_EQ(owned, unit.numel) << unit.name;
+  }
+}
+
+TEST(UnitLayout, WorldTooLargeForAUnitNamesItAndTheLargestThatFits) {
+  const auto s = specs();
+  // Unit h.0.c has 5 elements: at 4 ranks shards of 2 leave rank 3 with padding only (6 >= 5).
+  try {
+    layout_units(s, 2, 4);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "unit 'h.0.c' has 5 parameter elements and cannot be split over 4 ranks (some "
+                 "ranks would own only padding); run on at most 3 ranks or use a larger model");
+  }
+}
+
+}  // namespace
+}  // namespace st
