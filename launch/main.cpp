@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "bench/bench_collectives.hpp"
+#include "bench/bench_scaling.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"
@@ -44,6 +45,17 @@ int main(int argc, char** argv) {
   bench_collectives->add_flag("--json", collectives_json, "print JSON lines instead of a table");
   bench_collectives->add_option("--max-bytes", collectives_max_bytes, "largest buffer (bytes)");
 
+  st::ScalingOptions scaling;
+  CLI::App* bench_scaling = bench->add_subcommand(
+      "scaling", "tokens/s, exposed communication and memory at 1, 2 and 4 ranks (runs mpirun)");
+  bench_scaling->add_option("--config", scaling.config, "TOML config file or bundled name");
+  bench_scaling->add_flag("--json", scaling.json, "print JSON lines instead of a table");
+  bench_scaling->add_option("--ranks", scaling.ranks, "rank counts to run")->delimiter(',');
+  bench_scaling->add_option("--steps", scaling.steps, "timed steps per run (median reported)");
+  bench_scaling->add_option("--warmup", scaling.warmup, "untimed steps first");
+  bench_scaling->add_option("--repeats", scaling.repeats, "runs per row (the median is reported)");
+  bench_scaling->add_option("overrides", scaling.overrides, "section.key=value overrides");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -58,6 +70,7 @@ int main(int argc, char** argv) {
       st::mpi_finalize();
       return rc;
     }
+    if (bench_scaling->parsed()) return st::run_bench_scaling(scaling);
     if (bench_collectives->parsed()) {
       st::mpi_init(&argc, &argv);
       const int rc = st::run_bench_collectives(collectives_json, collectives_max_bytes);

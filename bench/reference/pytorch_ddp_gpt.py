@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Same-day reference for `shardtrain bench scaling`: the `tiny` GPT-2 (L=4, C=256, H=4,
+T=256, V=256, global batch 8 x 256) trained with PyTorch's DDP (gloo) and bf16 autocast,
+N processes x 1 thread, AdamW. Prints tokens/s (median step of --steps after --warmup).
+
+Needs Debian's python3-torch (1.13): apt-get install -y python3-torch; run with
+/usr/bin/python3 bench/reference/pytorch_ddp_gpt.py --ranks 2
+Not a dependency of shardtrain: only a baseline for its README.
+"""
+import argparse
+import math
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.H)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = F.softmax(att.masked_fill(~mask, float("-inf")).float(), dim=-1).to(q.dtype)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L=4, C=256, H=4, T=256, V=256):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(Block(C, H) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def worker(rank, args):
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(GPT())
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    rows = args.global_batch // args.ranks
+    gen = torch.Generator().manual_seed(rank)
+    times = []
+    for step in range(args.warmup + args.steps):
+        data = torch.randint(0, 256, (rows, 257), generator=gen)
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(data[:, :-1], data[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        dist.barrier()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    if rank == 0:
+        step_s = statistics.median(times)
+        print(f'{{"reference": "pytorch {torch.__version__} ddp gloo bf16 autocast", '
+              f'"ranks": {args.ranks}, "threads": {args.threads}, '
+              f'"tokens_per_s": {args.global_batch * 256 / step_s:.1f}, "step_ms": {step_s * 1e3:.1f}}}')
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--global-batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args()
+    mp.spawn(worker, args=(args,), nprocs=args.ranks)
