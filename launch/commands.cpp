@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory_stats.hpp"
+#include "core/timer.hpp"
 #include "launch/session.hpp"
 
 namespace st {
@@ -51,10 +52,32 @@ int run_train(const CommonOptions& options) {
     }
   });
   if (!options.json) print_summary(s);
+  const auto& ckpt = s.config.checkpoint;
+  int64_t start = 0;
+  agree_on_startup(*s.ranks.group, [&] {
+    std::string from;
+    if (ckpt.resume == "auto")
+      from = latest_checkpoint(ckpt.dir);
+    else if (ckpt.resume != "never")
+      from = ckpt.resume;
+    if (!from.empty()) start = s.trainer->load_checkpoint(from);
+    if (!from.empty() && s.lead() && !options.json)
+      fmt::print("resumed from {} after step {}\n", from, start);
+  });
   const int64_t max_steps = s.config.training.max_steps;
-  for (int64_t step = 0; step < max_steps; ++step) {
+  auto save = [&](int64_t steps_done) {
+    Timer clock;
+    const std::string path = s.trainer->save_checkpoint(steps_done);
+    if (s.lead() && !options.json) fmt::print("checkpoint: {} ({:.0f} ms)\n", path, clock.ms());
+  };
+  for (int64_t step = start; step < max_steps; ++step) {
     const StepStats st = s.trainer->step(step);
-    if (!s.lead()) continue;
+    const bool save_now =
+        !ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 && step + 1 < max_steps;
+    if (!s.lead()) {
+      if (save_now) save(step + 1);
+      continue;
+    }
     const nlohmann::json line = step_json(s, st);
     if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
     if (options.json) {
@@ -68,7 +91,9 @@ int run_train(const CommonOptions& options) {
           st.max_peak_rss_mib);
     }
     std::fflush(stdout);
+    if (save_now) save(step + 1);
   }
+  if (!ckpt.dir.empty() && start < max_steps) save(max_steps);
   const double val = s.trainer->evaluate(64);
   if (s.lead()) {
     if (options.json)

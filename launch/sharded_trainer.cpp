@@ -1,5 +1,6 @@
 #include "launch/sharded_trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/memory_stats.hpp"
@@ -135,6 +136,73 @@ int64_t ShardedTrainer::optimizer_state_bytes() const {
   int64_t bytes = 0;
   for (auto& [name, tensor] : optimizer_->state()) bytes += int64_t(tensor.nbytes());
   return bytes;
+}
+
+}  // namespace st
+
+namespace st {
+
+nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
+  const Config& c = config_;
+  return {{"model",
+           {{"n_layer", c.model.n_layer},
+            {"n_embd", c.model.n_embd},
+            {"n_head", c.model.n_head},
+            {"block_size", c.model.block_size},
+            {"vocab_size", c.model.vocab_size}}},
+          {"optimizer", {{"name", c.optimizer.name}, {"steps_taken", optimizer_->steps_taken()}}},
+          {"training",
+           {{"seed", c.training.seed},
+            {"global_batch", c.training.global_batch},
+            {"seq_len", c.training.seq_len},
+            {"max_steps", c.training.max_steps}}},
+          {"precision", {{"param_dtype", dtype_name(c.precision.param_dtype)}}},
+          // The data order is a function of (seed, global sample index), the schedule of the
+          // step and the initial weights of the seed: these positions are the whole RNG state.
+          {"data", {{"next_sample", steps_done * c.training.global_batch}}},
+          {"schedule", {{"step", steps_done}}}};
+}
+
+std::vector<ShardedState> ShardedTrainer::checkpoint_states() {
+  std::vector<ShardedState> states{{"master", {}}};
+  for (const OptimParam& p : optimizer_->params()) states[0].spans.push_back(p.master);
+  // Optimizer state comes as "<span name>.<state>" per span, spans in order.
+  const auto& params = optimizer_->params();
+  size_t k = 0;
+  for (auto& [name, tensor] : optimizer_->state()) {
+    while (k < params.size() && name.rfind(params[k].name + ".", 0) != 0) ++k;
+    ST_CHECK(k < params.size(), "optimizer state '{}' matches no parameter span", name);
+    const std::string kind = name.substr(params[k].name.size() + 1);
+    auto it = std::find_if(states.begin(), states.end(),
+                           [&](const ShardedState& s) { return s.name == kind; });
+    if (it == states.end()) it = states.insert(states.end(), ShardedState{kind, {}});
+    it->spans.push_back(tensor);
+  }
+  return states;
+}
+
+std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
+  if (config_.checkpoint.dir.empty()) fail_input("checkpoint.dir is empty: nowhere to save");
+  return st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
+                             *fsdp_, checkpoint_states(), int(config_.checkpoint.keep));
+}
+
+int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
+  const CheckpointInfo info = read_checkpoint_info(path);
+  const nlohmann::json want = checkpoint_meta(info.step);
+  // The architecture and the optimizer must be the ones saved; name the first difference.
+  for (const char* section : {"model", "optimizer"})
+    for (auto& [key, value] : want[section].items()) {
+      if (key == "steps_taken") continue;
+      const nlohmann::json& saved = info.meta.value(section, nlohmann::json::object());
+      if (!saved.contains(key) || saved[key] != value)
+        fail_input("checkpoint '{}' was saved with {}.{} = {}, this run has {}", path, section, key,
+                   saved.contains(key) ? saved[key].dump() : "nothing", value.dump());
+    }
+  check_checkpoint_layout(info, *fsdp_);
+  st::load_checkpoint(info, *fsdp_, checkpoint_states());
+  optimizer_->set_steps_taken(info.meta["optimizer"].value("steps_taken", info.step));
+  return info.step;
 }
 
 }  // namespace st

@@ -10,6 +10,7 @@
 #include "launch/trainer.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
+#include "sharding/checkpoint.hpp"
 #include "sharding/fsdp_runtime.hpp"
 #include "sharding/memory_budget.hpp"
 
@@ -32,7 +33,15 @@ class ShardedTrainer {
   Optimizer& optimizer() { return *optimizer_; }
   // The analytical per-rank budget and the bytes of optimizer state actually held.
   MemoryBudget budget() const;
+  nlohmann::json checkpoint_meta(int64_t steps_done) const;
+  std::vector<ShardedState> checkpoint_states();
   int64_t optimizer_state_bytes() const;
+
+  // Collective. Saves the state after `steps_done` steps under checkpoint.dir; returns the path.
+  std::string save_checkpoint(int64_t steps_done);
+  // Collective. Loads a checkpoint saved at any world size; returns the steps it had done.
+  // A checkpoint of another model or optimizer is an InputError naming the differing key.
+  int64_t load_checkpoint(const std::string& path);
 
  private:
   const Config& config_;

@@ -24,6 +24,8 @@ class Optimizer {
   // Named FP32 state buffers (e.g. "exp_avg" of each span), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
   int64_t steps_taken() const { return steps_; }
+  // For resuming from a checkpoint: bias correction continues from here.
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
   const std::vector<OptimParam>& params() const { return params_; }
 
  protected:

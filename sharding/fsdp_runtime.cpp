@@ -225,8 +225,8 @@ std::vector<ShardSpan> FsdpRuntime::spans() const {
     for (const ShardSegment& s : layouts_[u].segments(specs, group_.rank())) {
       const ParamSpec& spec = specs[s.param];
       const int64_t a = s.shard_offset, b = a + s.numel;
-      out.push_back(
-          {spec.name, units_[u].master.slice(a, b), units_[u].grad.slice(a, b), spec.weight_decay});
+      out.push_back({spec.name, units_[u].master.slice(a, b), units_[u].grad.slice(a, b),
+                     spec.weight_decay, int(u), a});
     }
   return out;
 }

@@ -36,6 +36,8 @@ struct ShardSpan {
   Tensor master;  // FP32
   Tensor grad;    // FP32
   bool weight_decay = false;
+  int unit = 0;
+  int64_t shard_offset = 0;  // where the span starts within this rank's shard of its unit
 };
 
 struct CommStats {
@@ -63,6 +65,7 @@ class FsdpRuntime final : public UnitHooks {
 
   const std::vector<UnitLayout>& units() const { return layouts_; }
   const FsdpOptions& options() const { return options_; }
+  const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
 
   // A training step of `micro_batches` micro-batches begins.

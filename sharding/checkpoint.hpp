@@ -1,0 +1,50 @@
+#pragma once
+// Sharded checkpoints: every rank writes only its own shards of each state (FP32 masters,
+// optimizer moments, ...), rank 0 a JSON manifest; the directory appears atomically with a
+// completion marker written last. Loading verifies everything first, then each rank reads only
+// the byte ranges of the old shards that overlap its new ones: any world size loads any other.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sharding/fsdp_runtime.hpp"
+
+namespace st {
+
+// One kind of sharded state, given span by span in the order of FsdpRuntime::spans().
+struct ShardedState {
+  std::string name;           // "master", "exp_avg", ...: part of the file names
+  std::vector<Tensor> spans;  // FP32; span k has as many elements as spans()[k]
+};
+
+struct CheckpointInfo {
+  std::string path;
+  int64_t step = 0;     // steps completed when it was saved
+  int world_size = 0;   // ranks that saved it
+  nlohmann::json meta;  // what the caller stored (config, optimizer, data position)
+  nlohmann::json manifest;
+};
+
+// Collective. Writes <root>/step-<step, 8 digits> (through a temporary directory, fsynced,
+// renamed, then the COMPLETE marker) and removes all but the newest `keep` complete ones.
+// Returns the checkpoint's path.
+std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
+                            FsdpRuntime& fsdp, const std::vector<ShardedState>& states, int keep);
+
+// The newest complete checkpoint directly under `root`, or "" when there is none.
+std::string latest_checkpoint(const std::string& root);
+
+// Reads a checkpoint's manifest and checks its format, version and completion marker; an
+// InputError naming the file or key otherwise.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+// Checks the manifest's layout against `fsdp`'s model: parameter names, shapes, units, flat
+// offsets, shard sizes and the file list; an InputError naming the key otherwise.
+void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp);
+
+// Collective. Verifies every file's size and checksum (the ranks share the reading), then
+// fills `states` (as for save_checkpoint, same names) with this rank's part of each.
+void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
+                     const std::vector<ShardedState>& states);
+
+}  // namespace st

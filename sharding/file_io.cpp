@@ -1,0 +1,90 @@
+#include "sharding/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace st {
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot create '{}': {}", path, std::strerror(errno));
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::write(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing '{}': {}", path_, std::strerror(errno));
+    p += n;
+    bytes -= size_t(n);
+  }
+}
+
+void OutputFile::sync_and_close() {
+  if (::fsync(fd_) != 0) fail("fsync of '{}': {}", path_, std::strerror(errno));
+  if (::close(fd_) != 0) fail("closing '{}': {}", path_, std::strerror(errno));
+  fd_ = -1;
+}
+
+InputFile::InputFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail_input("cannot open '{}': {}", path, std::strerror(errno));
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t InputFile::size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail("stat of '{}': {}", path_, std::strerror(errno));
+  return int64_t(st.st_size);
+}
+
+void InputFile::read_at(void* dst, size_t bytes, int64_t offset) const {
+  char* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_input("reading '{}': {}", path_, std::strerror(errno));
+    if (n == 0)
+      fail_input("'{}' is truncated: {} bytes missing at offset {}", path_, bytes, offset);
+    p += n;
+    bytes -= size_t(n);
+    offset += n;
+  }
+}
+
+void sync_directory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open directory '{}': {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail("fsync of directory '{}': {}", path, std::strerror(errno));
+}
+
+std::string read_text_file(const std::string& path) {
+  InputFile f(path);
+  std::string text(size_t(f.size()), '\0');
+  if (!text.empty()) f.read_at(text.data(), text.size(), 0);
+  return text;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  OutputFile f(path);
+  f.write(text.data(), text.size());
+  f.sync_and_close();
+}
+
+}  // namespace st

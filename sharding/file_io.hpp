@@ -1,0 +1,46 @@
+#pragma once
+// POSIX file operations for checkpoints, each failure an Error naming the file and errno.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace st {
+
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string& path);  // create or truncate
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  void write(const void* data, size_t bytes);
+  // fsync, then close: the bytes are on disk when this returns.
+  void sync_and_close();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);  // an InputError if it cannot be opened
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  int64_t size() const;
+  // Exactly `bytes` at `offset`, or an InputError naming the file (truncated).
+  void read_at(void* dst, size_t bytes, int64_t offset) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// fsync of a directory, so renames and creations inside it are durable.
+void sync_directory(const std::string& path);
+std::string read_text_file(const std::string& path);
+// Writes `text` to `path` and fsyncs it.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace st

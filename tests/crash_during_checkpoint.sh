@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# crash_during_checkpoint.sh SHARDRUN SHARDTRAIN: kills a 2-rank training run with SIGKILL
+# while it writes its second checkpoint (a test hook slows the writer down), then shows that the
+# first checkpoint is intact and training resumes from it to the end.
+set -u
+shardrun=$1 st=$2
+dir=$(mktemp -d /tmp/shardtrain-crash-XXXXXX)
+trap 'pkill -9 -f "checkpoint.dir=$dir" 2>/dev/null; rm -rf "$dir" "$dir.log"' EXIT
+common=(model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 training.seq_len=32
+        training.global_batch=4 training.max_steps=6 "checkpoint.dir=$dir" checkpoint.every=3)
+
+SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS=200 "$shardrun" -n 2 -x SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS \
+  "$st" train "${common[@]}" > "$dir.log" 2>&1 &
+for _ in $(seq 600); do
+  [ -f "$dir/step-00000003/COMPLETE" ] && [ -d "$dir/.step-00000006.tmp" ] && break
+  sleep 0.1
+done
+if ! [ -d "$dir/.step-00000006.tmp" ]; then
+  echo "the run never started its second checkpoint:"; cat "$dir.log"; exit 1
+fi
+pkill -9 -f "checkpoint.dir=$dir"
+wait
+if [ -f "$dir/step-00000006/COMPLETE" ]; then
+  echo "the second checkpoint completed before the kill; the test did not test anything"; exit 1
+fi
+
+out=$("$shardrun" -n 2 "$st" train "${common[@]}" 2>&1)
+rc=$?
+if [ $rc != 0 ] || ! printf '%s' "$out" | grep -q "resumed from $dir/step-00000003 after step 3"; then
+  printf 'resume after the crash failed (exit %s):\n%s\n' "$rc" "$out"; exit 1
+fi
+if ! printf '%s' "$out" | grep -Eq "step +6/6"; then
+  printf 'the resumed run did not reach step 6:\n%s\n' "$out"; exit 1
+fi
+[ -f "$dir/step-00000006/COMPLETE" ] || { echo "no final checkpoint after the resumed run"; exit 1; }
+echo "killed during the step-6 checkpoint; resumed from step 3 and finished"

@@ -1,0 +1,238 @@
+// Sharded checkpoints under mpirun (1 to 4 ranks): exact resume, resharding between world sizes
+// (through sub-groups of the world), and corrupt or mismatched checkpoints as clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "collectives/mpi_process_group.hpp"
+#include "launch/sharded_trainer.hpp"
+#include "sharding/file_io.hpp"
+
+namespace st {
+namespace {
+
+namespace fs = std::filesystem;
+
+MpiProcessGroup& world() {
+  static auto group = MpiProcessGroup::world();
+  return *group;
+}
+
+// Rank 0 removes the test's directories when the process ends.
+struct RemoveAtExit {
+  std::vector<std::string> dirs;
+  ~RemoveAtExit() {
+    for (const auto& d : dirs) fs::remove_all(d);
+  }
+};
+
+// A directory every rank names alike (rank 0's pid), emptied by rank 0.
+std::string shared_dir(const std::string& what) {
+  static RemoveAtExit cleanup;
+  Tensor pid = Tensor::zeros("pid", {1}, DType::f64);
+  if (world().rank() == 0) pid.data<double>()[0] = double(getpid());
+  world().all_reduce(pid)->wait();
+  const std::string dir =
+      fmt::format("/tmp/shardtrain-test-{}-{}", int64_t(pid.data<double>()[0]), what);
+  if (world().rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    cleanup.dirs.push_back(dir);
+  }
+  world().barrier()->wait();
+  return dir;
+}
+
+Config test_config(const std::string& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {
+      "model.n_layer=2",      "model.n_embd=64",          "model.n_head=4",
+      "model.block_size=32",  "training.seq_len=32",      "training.global_batch=12",
+      "training.max_steps=8", "optimizer.warmup_steps=2", "precision.param_dtype=fp32",
+      "checkpoint.dir=" + dir};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_config("tiny", o);
+}
+
+const TextDataset& data() {
+  static const TextDataset d = TextDataset::builtin(0.05, 32);
+  return d;
+}
+
+std::vector<Tensor> all_masters(ShardedTrainer& t) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < t.model().param_specs().size(); ++i)
+    out.push_back(t.fsdp().gather_master(i));
+  return out;
+}
+
+TEST(Checkpoint, ResumeIsBitwiseTheUninterruptedRun) {
+  const std::string dir = shared_dir("resume");
+  const Config config = test_config(dir);
+  ShardedTrainer straight(config, data(), world());
+  std::vector<double> losses;
+  for (int64_t s = 0; s < 6; ++s) {
+    losses.push_back(straight.step(s).loss);
+    if (s == 2) straight.save_checkpoint(3);
+  }
+  ShardedTrainer resumed(config, data(), world());
+  ASSERT_EQ(resumed.load_checkpoint(latest_checkpoint(dir)), 3);
+  for (int64_t s = 3; s < 6; ++s)
+    EXPECT_EQ(resumed.step(s).loss, losses[size_t(s)]) << "step " << s;
+  const auto a = all_masters(straight), b = all_masters(resumed);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()), 0) << a[i].name();
+}
+
+// Saved by the first `from` ranks, loaded by the first `to` ranks: the continued losses match
+// the run that went on at `from` ranks to FP32 reduction-order rounding (as in the sharding
+// tests: 1e-5 relative).
+void expect_reshard(int from, int to) {
+  const std::string dir = shared_dir(fmt::format("reshard-{}-{}", from, to));
+  const Config config = test_config(dir);
+  const int rank = world().rank();
+  auto saver = world().split(rank < from ? 0 : 1, rank);
+  std::vector<double> want(5, 0.0);
+  if (rank < from) {
+    ShardedTrainer t(config, data(), *saver);
+    for (int64_t s = 0; s < 3; ++s) t.step(s);
+    t.save_checkpoint(3);
+    for (int64_t s = 3; s < 5; ++s) want[size_t(s)] = t.step(s).loss;
+  }
+  // Every rank learns the reference losses from rank 0 (a member of both groups).
+  Tensor w = Tensor::zeros("want", {5}, DType::f64);
+  if (rank == 0) std::memcpy(w.raw(), want.data(), 5 * sizeof(double));
+  world().broadcast(w, 0)->wait();
+  auto loader = world().split(rank < to ? 0 : 1, rank);
+  if (rank < to) {
+    ShardedTrainer t(config, data(), *loader);
+    ASSERT_EQ(t.load_checkpoint(latest_checkpoint(dir)), 3);
+    for (int64_t s = 3; s < 5; ++s) {
+      const double got = t.step(s).loss, expected = w.data<double>()[s];
+      EXPECT_NEAR(got, expected, 1e-5 * expected) << from << " -> " << to << " ranks, step " << s;
+    }
+  }
+  world().barrier()->wait();
+}
+
+TEST(Checkpoint, ReshardsBetweenWorldSizes) {
+  const int W = world().size();
+  // The pairs where this world has the ranks for them, and the reverse of each.
+  const std::vector<std::pair<int, int>> pairs = {{4, 2}, {2, 3}, {1, 4}, {3, 1}, {2, 1}, {1, 2}};
+  int ran = 0;
+  for (auto [from, to] : pairs)
+    if (from <= W && to <= W && from != to) {
+      expect_reshard(from, to);
+      ++ran;
+    }
+  if (W >= 2) {
+    EXPECT_GE(ran, 1);
+  }
+}
+
+// Corruptions of a saved checkpoint, each made by rank 0 on a fresh copy; loading must fail on
+// every rank with an InputError whose message names the file or key.
+class CorruptCheckpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(shared_dir("corrupt"));
+    const Config config = test_config(*dir_);
+    ShardedTrainer t(config, data(), world());
+    t.step(0);
+    good_ = new std::string(t.save_checkpoint(1));
+  }
+  // A copy of the good checkpoint, changed by `change` on rank 0.
+  template <class Change>
+  std::string corrupted(const std::string& name, Change&& change) {
+    const std::string copy = *dir_ + "/" + name;
+    if (world().rank() == 0) {
+      fs::remove_all(copy);
+      fs::copy(*good_, copy);
+      change(fs::path(copy));
+    }
+    world().barrier()->wait();
+    return copy;
+  }
+  void expect_load_error(const std::string& path, const std::string& needle,
+                         std::vector<std::string> extra = {}) {
+    const Config config = test_config(*dir_, extra);
+    ShardedTrainer t(config, data(), world());
+    try {
+      t.load_checkpoint(path);
+      ADD_FAILURE() << "loading " << path << " should fail with '" << needle << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    world().barrier()->wait();
+  }
+  static std::string* dir_;
+  static std::string* good_;
+};
+std::string* CorruptCheckpoint::dir_ = nullptr;
+std::string* CorruptCheckpoint::good_ = nullptr;
+
+TEST_F(CorruptCheckpoint, TruncatedShard) {
+  const auto p = corrupted("truncated", [](const fs::path& d) {
+    fs::resize_file(d / "master.rank-00000.bin", fs::file_size(d / "master.rank-00000.bin") - 4);
+  });
+  expect_load_error(p, "master.rank-00000.bin' has the wrong size");
+}
+
+TEST_F(CorruptCheckpoint, FlippedByte) {
+  const auto p = corrupted("flipped", [](const fs::path& d) {
+    std::fstream f(d / "exp_avg.rank-00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c = char(c ^ 0x10);
+    f.seekp(100);
+    f.write(&c, 1);
+  });
+  expect_load_error(p, "exp_avg.rank-00000.bin' fails its xxh64 checksum");
+}
+
+TEST_F(CorruptCheckpoint, MissingRankFile) {
+  const int last = world().size() - 1;
+  const auto p = corrupted("missing", [&](const fs::path& d) {
+    fs::remove(d / fmt::format("exp_avg_sq.rank-{:05}.bin", last));
+  });
+  expect_load_error(p, fmt::format("exp_avg_sq.rank-{:05}.bin' is missing", last));
+}
+
+TEST_F(CorruptCheckpoint, ManifestOffsetOutOfRange) {
+  const auto p = corrupted("offsets", [](const fs::path& d) {
+    auto m = nlohmann::json::parse(read_text_file((d / "manifest.json").string()));
+    m["params"][3]["flat_offset"] = 1000000000;
+    write_text_file((d / "manifest.json").string(), m.dump());
+  });
+  expect_load_error(p, "offset 1000000000 in the checkpoint");
+}
+
+TEST_F(CorruptCheckpoint, UnfinishedCheckpoint) {
+  const auto p = corrupted("unfinished", [](const fs::path& d) { fs::remove(d / "COMPLETE"); });
+  expect_load_error(p, "has no COMPLETE marker");
+}
+
+TEST_F(CorruptCheckpoint, DifferentModel) {
+  expect_load_error(*good_, "was saved with model.n_embd = 64, this run has 32",
+                    {"model.n_embd=32"});
+}
+
+TEST_F(CorruptCheckpoint, KeepsTheNewestCheckpoints) {
+  const std::string dir = shared_dir("keep");
+  const Config config = test_config(dir, {"checkpoint.keep=2"});
+  ShardedTrainer t(config, data(), world());
+  for (int64_t s = 1; s <= 3; ++s) t.save_checkpoint(s);
+  if (world().rank() == 0) {
+    EXPECT_FALSE(fs::exists(dir + "/step-00000001"));
+    EXPECT_TRUE(fs::exists(dir + "/step-00000002/COMPLETE"));
+    EXPECT_TRUE(fs::exists(dir + "/step-00000003/COMPLETE"));
+  }
+  EXPECT_EQ(latest_checkpoint(dir), dir + "/step-00000003");
+}
+
+}  // namespace
+}  // namespace st
