@@ -56,6 +56,31 @@ int main(int argc, char** argv) {
   bench_scaling->add_option("--repeats", scaling.repeats, "runs per row (the median is reported)");
   bench_scaling->add_option("overrides", scaling.overrides, "section.key=value overrides");
 
+  st::ExportOptions export_options;
+  CLI::App* export_cmd = app.add_subcommand("export", "a checkpoint as a safetensors file");
+  export_cmd->add_option("--checkpoint", export_options.checkpoint, "checkpoint directory");
+  export_cmd->add_option("--out", export_options.out, "safetensors file to write");
+  export_cmd->add_option("--dtype", export_options.dtype, "bf16 or fp32");
+
+  st::EvalOptions eval_options;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "validation loss of a trained model");
+  add_common(eval_cmd, eval_options.common);
+  eval_cmd->add_option("--weights", eval_options.weights, "safetensors file (config.json beside)");
+  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "checkpoint directory");
+  eval_cmd->add_option("--data", eval_options.data,
+                       "text file: its validation split (default: the config's data)");
+  eval_cmd->add_option("--tokens", eval_options.tokens,
+                       "little-endian uint16 token ids, windows of seq_len + 1");
+
+  st::SampleOptions sample_options;
+  CLI::App* sample_cmd = app.add_subcommand("sample", "generate text from a trained model");
+  sample_cmd->add_option("--checkpoint", sample_options.checkpoint, "checkpoint directory");
+  sample_cmd->add_option("--weights", sample_options.weights, "safetensors file");
+  sample_cmd->add_option("--prompt", sample_options.prompt, "text to continue");
+  sample_cmd->add_option("--tokens", sample_options.tokens, "bytes to generate");
+  sample_cmd->add_option("--temperature", sample_options.temperature, "0: greedy");
+  sample_cmd->add_option("--seed", sample_options.seed, "the same seed gives the same text");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,6 +91,9 @@ int main(int argc, char** argv) {
     int rc = -1;
     if (train->parsed()) rc = st::run_train(train_options);
     if (bench_step->parsed()) rc = st::run_bench_step(bench_options, step_options);
+    if (export_cmd->parsed()) rc = st::run_export(export_options);
+    if (eval_cmd->parsed()) rc = st::run_eval(eval_options);
+    if (sample_cmd->parsed()) rc = st::run_sample(sample_options);
     if (rc >= 0) {
       st::mpi_finalize();
       return rc;

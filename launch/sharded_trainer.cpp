@@ -5,7 +5,9 @@
 
 #include "core/memory_stats.hpp"
 #include "core/timer.hpp"
+#include "launch/evaluate.hpp"
 #include "launch/phase_clock.hpp"
+#include "sharding/safetensors.hpp"
 
 namespace st {
 
@@ -26,6 +28,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, Pr
   model_ = std::make_unique<GPT>(config.model, config.precision.param_dtype);
   fsdp_ = std::make_unique<FsdpRuntime>(*model_, group, fsdp_options(config),
                                         uint64_t(config.training.seed));
+  if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans())
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
@@ -100,26 +103,10 @@ double ShardedTrainer::evaluate(int64_t max_windows) {
   const int64_t T = config_.training.seq_len;
   const int64_t windows = std::min(max_windows, window_count(data_.val(), T));
   if (windows == 0) return NAN;
-  const int world = group_.size(), rank = group_.rank();
-  // Chunks of up to global_batch windows, each split over the ranks. Every rank runs the same
-  // number of forwards (they gather parameters together); a rank without rows in a chunk runs
-  // one dummy row and counts nothing.
-  const int64_t chunk = config_.training.global_batch;
-  double sum = 0;
-  for (int64_t start = 0; start < windows; start += chunk) {
-    const int64_t n = std::min(chunk, windows - start);
-    const int64_t per_rank = (n + world - 1) / world;
-    const int64_t lo = std::min(n, rank * per_rank), hi = std::min(n, lo + per_rank);
-    const bool dummy = hi == lo;
-    Batch batch = window_batch(data_.val(), dummy ? 0 : start + lo, dummy ? 1 : hi - lo, T);
-    const double loss = model_->forward_loss(batch, *fsdp_);
-    if (!dummy) sum += loss;
-  }
-  fsdp_->reshard_all();
-  Tensor total = Tensor::empty("eval_sum", {1}, DType::f64);
-  total.data<double>()[0] = sum;
-  group_.all_reduce(total)->wait();
-  return total.data<double>()[0] / double(windows * T);
+  const double sum = sharded_loss_sum(
+      *model_, *fsdp_, windows, config_.training.global_batch,
+      [&](int64_t first, int64_t rows) { return window_batch(data_.val(), first, rows, T); });
+  return sum / double(windows * T);
 }
 
 MemoryBudget ShardedTrainer::budget() const {

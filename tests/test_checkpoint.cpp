@@ -11,6 +11,7 @@
 #include "collectives/mpi_process_group.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "sharding/file_io.hpp"
+#include "sharding/safetensors.hpp"
 
 namespace st {
 namespace {
@@ -232,6 +233,77 @@ TEST_F(CorruptCheckpoint, KeepsTheNewestCheckpoints) {
     EXPECT_TRUE(fs::exists(dir + "/step-00000003/COMPLETE"));
   }
   EXPECT_EQ(latest_checkpoint(dir), dir + "/step-00000003");
+}
+
+}  // namespace
+}  // namespace st
+
+namespace st {
+namespace {
+
+// The safetensors file read back by code that shares nothing with the writer: the header's
+// length, JSON, dtypes, shapes and packed offsets, and the bytes of every tensor.
+TEST(Safetensors, ExportIsReadableAndRoundTripsBitwiseInFp32) {
+  const std::string dir = shared_dir("export");
+  const Config config = test_config(dir);
+  ShardedTrainer t(config, data(), world());
+  t.step(0);
+  const std::string file = dir + "/model.safetensors";
+  save_safetensors(file, t.fsdp(), DType::f32, {{"format", "pt"}});
+  const auto masters = all_masters(t);
+  const auto& specs = t.model().param_specs();
+
+  // Independent reading.
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string text(n, '\0');
+  in.read(text.data(), std::streamsize(n));
+  const auto header = nlohmann::json::parse(text);
+  EXPECT_EQ(header["__metadata__"]["format"], "pt");
+  EXPECT_EQ((8 + n) % 8, 0u) << "data should start 8-byte aligned";
+  EXPECT_EQ(header.size(), specs.size() + 1) << "one entry per parameter, lm_head tied";
+  uint64_t expected_begin = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& e = header.at(specs[i].name);
+    EXPECT_EQ(e["dtype"], "F32");
+    EXPECT_EQ(e["shape"].get<Shape>(), specs[i].shape) << specs[i].name;
+    const auto off = e["data_offsets"].get<std::vector<uint64_t>>();
+    EXPECT_EQ(off[0], expected_begin) << specs[i].name;
+    EXPECT_EQ(off[1] - off[0], uint64_t(specs[i].numel()) * 4) << specs[i].name;
+    expected_begin = off[1];
+    std::vector<float> values(size_t(specs[i].numel()));
+    in.seekg(std::streamoff(8 + n + off[0]));
+    in.read(reinterpret_cast<char*>(values.data()), std::streamsize(off[1] - off[0]));
+    EXPECT_EQ(std::memcmp(values.data(), masters[i].raw(), masters[i].nbytes()), 0)
+        << specs[i].name;
+  }
+  EXPECT_EQ(fs::file_size(file), 8 + n + expected_begin);
+
+  // Round trip: a fresh model initialized from the file holds the same masters, bitwise.
+  ShardedTrainer again(test_config(dir, {"training.init_from=" + file, "training.seed=99"}), data(),
+                       world());
+  const auto loaded = all_masters(again);
+  for (size_t i = 0; i < loaded.size(); ++i)
+    EXPECT_EQ(std::memcmp(loaded[i].raw(), masters[i].raw(), masters[i].nbytes()), 0)
+        << specs[i].name;
+}
+
+TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {
+  const std::string dir = shared_dir("export-shape");
+  ShardedTrainer t(test_config(dir), data(), world());
+  const std::string file = dir + "/model.safetensors";
+  save_safetensors(file, t.fsdp(), DType::bf16, {});
+  try {
+    ShardedTrainer other(test_config(dir, {"model.n_embd=32", "training.init_from=" + file}),
+                         data(), world());
+    ADD_FAILURE() << "a model of another width loaded the file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'transformer.wte.weight' has shape [256, 64] but "
+                                         "the model needs [256, 32]"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+#include "launch/evaluate.hpp"
+
+#include <algorithm>
+
+namespace st {
+
+double sharded_loss_sum(Model& model, FsdpRuntime& fsdp, int64_t windows, int64_t chunk,
+                        const std::function<Batch(int64_t, int64_t)>& batch) {
+  ProcessGroup& group = fsdp.group();
+  const int world = group.size(), rank = group.rank();
+  double sum = 0;
+  for (int64_t start = 0; start < windows; start += chunk) {
+    const int64_t n = std::min(chunk, windows - start);
+    const int64_t per_rank = (n + world - 1) / world;
+    const int64_t lo = std::min(n, rank * per_rank), hi = std::min(n, lo + per_rank);
+    // A rank without rows in this chunk runs one dummy row and counts nothing.
+    const bool dummy = hi == lo;
+    const double loss =
+        model.forward_loss(batch(dummy ? 0 : start + lo, dummy ? 1 : hi - lo), fsdp);
+    if (!dummy) sum += loss;
+  }
+  fsdp.reshard_all();
+  Tensor total = Tensor::empty("eval_sum", {1}, DType::f64);
+  total.data<double>()[0] = sum;
+  group.all_reduce(total)->wait();
+  return total.data<double>()[0];
+}
+
+}  // namespace st

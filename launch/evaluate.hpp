@@ -1,0 +1,17 @@
+#pragma once
+// Loss over a set of windows with a sharded model: the windows are split over the ranks in
+// chunks, every rank runs the same number of forwards (they gather parameters together).
+#include <cstdint>
+#include <functional>
+
+#include "core/model/param_spec.hpp"
+#include "sharding/fsdp_runtime.hpp"
+
+namespace st {
+
+// Sum of the token losses of windows [0, windows), all ranks together. `batch(first, rows)`
+// builds the windows [first, first + rows); chunks of `chunk` windows are split over the ranks.
+double sharded_loss_sum(Model& model, FsdpRuntime& fsdp, int64_t windows, int64_t chunk,
+                        const std::function<Batch(int64_t, int64_t)>& batch);
+
+}  // namespace st

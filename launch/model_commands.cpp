@@ -1,0 +1,262 @@
+// export, eval and sample: commands that load a trained model (from a sharded checkpoint or a
+// safetensors file) into the sharded runtime at the current world size and use it.
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/data/dataset.hpp"
+#include "core/model/gpt.hpp"
+#include "core/rng.hpp"
+#include "launch/commands.hpp"
+#include "launch/config.hpp"
+#include "launch/evaluate.hpp"
+#include "launch/rank_context.hpp"
+#include "launch/session.hpp"
+#include "sharding/checkpoint.hpp"
+#include "sharding/file_io.hpp"
+#include "sharding/safetensors.hpp"
+
+namespace st {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A model loaded from a checkpoint or weights file, sharded over this job's ranks.
+struct LoadedModel {
+  RankContext ranks;
+  GPTConfig config;
+  DType file_dtype = DType::f32;
+  std::unique_ptr<GPT> model;
+  std::unique_ptr<FsdpRuntime> fsdp;
+};
+
+GPTConfig gpt_config_from(const nlohmann::json& j, const std::string& where) {
+  try {
+    GPTConfig c;
+    c.n_layer = j.at("n_layer").get<int64_t>();
+    c.n_embd = j.at("n_embd").get<int64_t>();
+    c.n_head = j.at("n_head").get<int64_t>();
+    c.block_size = j.contains("block_size") ? j.at("block_size").get<int64_t>()
+                                            : j.at("n_positions").get<int64_t>();
+    c.vocab_size = j.at("vocab_size").get<int64_t>();
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    fail_input("{}: {}", where, e.what());
+  }
+}
+
+// `param_dtype`: the compute dtype asked for, or nullopt for the file's own.
+void load_model(LoadedModel& m, const std::string& checkpoint, const std::string& weights,
+                std::optional<DType> param_dtype) {
+  if (checkpoint.empty() == weights.empty())
+    fail_input("give exactly one of --checkpoint DIR and --weights FILE");
+  int threads = int(std::max(1u, std::thread::hardware_concurrency())) / m.ranks.ranks_on_node;
+  omp_set_num_threads(std::max(1, threads));
+  CheckpointInfo info;
+  if (!checkpoint.empty()) {
+    info = read_checkpoint_info(checkpoint);
+    m.config = gpt_config_from(info.meta.value("model", nlohmann::json()),
+                               fmt::format("checkpoint '{}': meta.model", checkpoint));
+    m.file_dtype = parse_float_dtype(
+        info.meta.value("precision", nlohmann::json::object()).value("param_dtype", "bf16"),
+        "checkpoint precision.param_dtype");
+  } else {
+    const fs::path config_json = fs::path(weights).parent_path() / "config.json";
+    if (!fs::exists(config_json))
+      fail_input("'{}' is needed beside '{}' (the model's shape)", config_json.string(), weights);
+    const auto j = nlohmann::json::parse(read_text_file(config_json.string()), nullptr, false);
+    if (j.is_discarded()) fail_input("'{}' is not valid JSON", config_json.string());
+    m.config = gpt_config_from(j, fmt::format("'{}'", config_json.string()));
+    m.file_dtype = safetensors_dtype(weights);
+  }
+  const DType dtype = param_dtype.value_or(m.file_dtype);
+  m.model = std::make_unique<GPT>(m.config, dtype);
+  FsdpOptions o;
+  o.param_dtype = dtype;
+  m.fsdp = std::make_unique<FsdpRuntime>(*m.model, *m.ranks.group, o, 0);
+  if (!checkpoint.empty()) {
+    check_checkpoint_layout(info, *m.fsdp);
+    ShardedState master{"master", {}};
+    for (const ShardSpan& s : m.fsdp->spans()) master.spans.push_back(s.master);
+    load_checkpoint(info, *m.fsdp, {master});
+  } else {
+    load_safetensors(weights, *m.fsdp);
+  }
+}
+
+std::vector<int32_t> read_uint16_tokens(const std::string& path, int64_t vocab) {
+  InputFile f(path);
+  const int64_t bytes = f.size();
+  if (bytes % 2 != 0)
+    fail_input("--tokens '{}' has {} bytes: not a whole number of uint16 tokens", path, bytes);
+  std::vector<uint16_t> raw(size_t(bytes / 2));
+  if (!raw.empty()) f.read_at(raw.data(), size_t(bytes), 0);
+  std::vector<int32_t> out(raw.begin(), raw.end());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] >= vocab)
+      fail_input("--tokens '{}': token {} at position {} is beyond the vocabulary ({})", path,
+                 out[i], i, vocab);
+  return out;
+}
+
+// Windows [w·(T+1), (w+1)·(T+1)) for w in [first, first + rows): T inputs, T targets each.
+Batch packed_window_batch(const std::vector<int32_t>& tokens, int64_t first, int64_t rows,
+                          int64_t T) {
+  Batch b{Tensor::empty("tokens.inputs", {rows, T}, DType::i32),
+          Tensor::empty("tokens.targets", {rows, T}, DType::i32)};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* w = tokens.data() + (first + r) * (T + 1);
+    std::copy_n(w, T, b.inputs.data<int32_t>() + r * T);
+    std::copy_n(w + 1, T, b.targets.data<int32_t>() + r * T);
+  }
+  return b;
+}
+
+}  // namespace
+
+int run_export(const ExportOptions& o) {
+  LoadedModel m;
+  m.ranks = start_ranks();
+  if (o.out.empty()) fail_input("export: --out FILE is required");
+  const DType dtype = parse_float_dtype(o.dtype, "--dtype");
+  agree_on_startup(*m.ranks.group, [&] {
+    if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
+    load_model(m, o.checkpoint, "", DType::f32);
+    const fs::path parent = fs::absolute(o.out).parent_path();
+    std::error_code ec;
+    if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
+    if (ec) fail_input("--out: cannot create '{}': {}", parent.string(), ec.message());
+  });
+  save_safetensors(o.out, *m.fsdp, dtype, {{"format", "pt"}, {"producer", "shardtrain"}});
+  if (m.ranks.rank() == 0) {
+    // Hugging Face's GPT2LMHeadModel configuration (byte vocabulary, tied lm_head).
+    const nlohmann::ordered_json config = {
+        {"architectures", {"GPT2LMHeadModel"}},
+        {"model_type", "gpt2"},
+        {"vocab_size", m.config.vocab_size},
+        {"n_positions", m.config.block_size},
+        {"n_ctx", m.config.block_size},
+        {"n_embd", m.config.n_embd},
+        {"n_layer", m.config.n_layer},
+        {"n_head", m.config.n_head},
+        {"activation_function", "gelu_new"},
+        {"layer_norm_epsilon", 1e-5},
+        {"resid_pdrop", 0.0},
+        {"embd_pdrop", 0.0},
+        {"attn_pdrop", 0.0},
+        {"tie_word_embeddings", true},
+        {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+    const std::string config_path = (fs::absolute(o.out).parent_path() / "config.json").string();
+    write_text_file(config_path, config.dump(2) + "\n");
+    fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_path);
+  }
+  return 0;
+}
+
+int run_eval(const EvalOptions& o) {
+  LoadedModel m;
+  m.ranks = start_ranks();
+  Config config;
+  std::vector<int32_t> tokens;
+  std::optional<TextDataset> data;
+  int64_t T = 0, windows = 0;
+  agree_on_startup(*m.ranks.group, [&] {
+    config = load_config(o.common.config, o.common.overrides);
+    if (!o.data.empty() && !o.tokens.empty())
+      fail_input("eval: give at most one of --data and --tokens");
+    bool dtype_given = false;
+    for (const auto& kv : o.common.overrides)
+      dtype_given = dtype_given || kv.rfind("precision.param_dtype=", 0) == 0;
+    load_model(m, o.checkpoint, o.weights,
+               dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt);
+    T = std::min(config.training.seq_len, m.config.block_size);
+    if (!o.tokens.empty()) {
+      tokens = read_uint16_tokens(o.tokens, m.config.vocab_size);
+      windows = int64_t(tokens.size()) / (T + 1);
+      if (windows == 0)
+        fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", o.tokens,
+                   tokens.size(), T + 1);
+    } else {
+      // --data FILE, else the config's data (data.path or the built-in corpus).
+      if (!o.data.empty()) config.data.path = o.data;
+      config.training.seq_len = T;
+      data.emplace(load_data(config));
+      windows = window_count(data->val(), T);
+      if (windows == 0)
+        fail_input("eval: the validation split of {} is shorter than one window", data->source());
+    }
+  });
+  const double sum = sharded_loss_sum(*m.model, *m.fsdp, windows, config.training.global_batch,
+                                      [&](int64_t first, int64_t rows) {
+                                        return data ? window_batch(data->val(), first, rows, T)
+                                                    : packed_window_batch(tokens, first, rows, T);
+                                      });
+  const int64_t n = windows * T;
+  const double loss = sum / double(n);
+  if (m.ranks.rank() == 0) {
+    if (o.common.json)
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}, {"tokens", n}}
+              .dump());
+    else
+      fmt::print("eval: loss {:.4f} | {:.4f} bits per byte | {} tokens in {} windows of {}\n", loss,
+                 loss / std::log(2.0), n, windows, T);
+  }
+  return 0;
+}
+
+int run_sample(const SampleOptions& o) {
+  LoadedModel m;
+  m.ranks = start_ranks();
+  agree_on_startup(*m.ranks.group, [&] {
+    if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
+    if (o.temperature < 0) fail_input("sample: --temperature must be >= 0");
+    if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
+    load_model(m, o.checkpoint, o.weights, std::nullopt);
+  });
+  std::vector<int32_t> text(o.prompt.begin(), o.prompt.end());
+  for (auto& t : text) t = int32_t(uint8_t(t));
+  const int64_t V = m.config.vocab_size;
+  std::vector<double> p(static_cast<size_t>(V));
+  for (int64_t i = 0; i < o.tokens; ++i) {
+    // Every rank runs the same forward (parameters are gathered together) and draws the same
+    // token: the draw is a function of (seed, position).
+    const int64_t T = std::min<int64_t>(int64_t(text.size()), m.config.block_size);
+    Batch b{Tensor::empty("sample.inputs", {1, T}, DType::i32),
+            Tensor::zeros("sample.targets", {1, T}, DType::i32)};
+    std::copy_n(text.end() - T, T, b.inputs.data<int32_t>());
+    m.model->forward_loss(b, *m.fsdp);
+    const float* logits = m.model->last_logits() + (T - 1) * V;
+    int32_t next = 0;
+    if (o.temperature == 0) {
+      next = int32_t(std::max_element(logits, logits + V) - logits);
+    } else {
+      const float top = *std::max_element(logits, logits + V);
+      double total = 0;
+      for (int64_t v = 0; v < V; ++v)
+        total += p[size_t(v)] = std::exp((logits[v] - top) / o.temperature);
+      const auto bits = random_block(o.seed, 7, uint64_t(i));
+      double u = uniform_open0(bits[0]) * total;
+      next = int32_t(V - 1);
+      for (int64_t v = 0; v < V; ++v)
+        if ((u -= p[size_t(v)]) <= 0) {
+          next = int32_t(v);
+          break;
+        }
+    }
+    text.push_back(next);
+  }
+  m.fsdp->reshard_all();
+  if (m.ranks.rank() == 0) {
+    std::string out(text.begin(), text.end());
+    fmt::print("{}\n", out);
+  }
+  return 0;
+}
+
+}  // namespace st

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# export_eval_sample.sh SHARDRUN SHARDTRAIN: train at 2 ranks with a checkpoint, export it at 3
+# ranks, then eval (checkpoint, FP32 weights, uint16 tokens) and sample (deterministic per seed).
+set -u
+shardrun=$1 st=$2
+dir=$(mktemp -d /tmp/shardtrain-export-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+model=(model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 training.seq_len=32)
+fail() { printf '%s\n' "$*"; exit 1; }
+
+"$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=4 "checkpoint.dir=$dir/ckpt" \
+  > "$dir/train.log" 2>&1 || fail "training failed: $(cat "$dir/train.log")"
+ckpt="$dir/ckpt/step-00000004"
+"$shardrun" -n 3 "$st" export --checkpoint "$ckpt" --out "$dir/hf/model.safetensors" --dtype fp32 \
+  > "$dir/export.log" 2>&1 || fail "export failed: $(cat "$dir/export.log")"
+[ -f "$dir/hf/config.json" ] && grep -q '"model_type": "gpt2"' "$dir/hf/config.json" \
+  || fail "no GPT-2 config.json beside the export"
+
+# FP32 weights evaluated in FP32 at 1 and 2 ranks: the same loss to rounding.
+a=$("$st" eval --json --weights "$dir/hf/model.safetensors" "${model[@]}") || fail "eval: $a"
+b=$("$shardrun" -n 2 "$st" eval --json --weights "$dir/hf/model.safetensors" "${model[@]}") \
+  || fail "eval at 2 ranks: $b"
+c=$("$st" eval --json --checkpoint "$ckpt" "${model[@]}" precision.param_dtype=fp32) \
+  || fail "eval of the checkpoint: $c"
+loss() { printf '%s' "$1" | sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
+awk -v a="$(loss "$a")" -v b="$(loss "$b")" -v c="$(loss "$c")" \
+  'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
+           exit !(a > 0 && d1 < 1e-5 * a && d2 < 1e-5 * a) }' \
+  || fail "losses disagree: weights $a, 2 ranks $b, checkpoint $c"
+
+# --tokens: two windows of 33 uint16 tokens (66 tokens, 132 bytes): 64 tokens evaluated.
+for i in $(seq 66); do printf '\x41\x00'; done > "$dir/tokens.bin"
+t=$("$st" eval --json --weights "$dir/hf/model.safetensors" --tokens "$dir/tokens.bin" "${model[@]}") \
+  || fail "eval --tokens: $t"
+printf '%s' "$t" | grep -q '"tokens":64' || fail "eval --tokens did not evaluate 64 tokens: $t"
+printf '\x00\x01' > "$dir/bad.bin"
+bad=$("$st" eval --weights "$dir/hf/model.safetensors" --tokens "$dir/bad.bin" "${model[@]}" 2>&1)
+[ $? = 2 ] && printf '%s' "$bad" | grep -q "token 256 at position 0 is beyond the vocabulary" \
+  || fail "an out-of-vocabulary token was not refused by name: $bad"
+
+# Sampling is a function of the seed, whatever the world size.
+s1=$("$st" sample --checkpoint "$ckpt" --prompt "The " --tokens 40 --seed 5) || fail "sample: $s1"
+s2=$("$shardrun" -n 2 "$st" sample --checkpoint "$ckpt" --prompt "The " --tokens 40 --seed 5) \
+  || fail "sample at 2 ranks: $s2"
+[ "$s1" = "$s2" ] || fail "samples differ: '$s1' vs '$s2'"
+echo "export, eval and sample agree"
