@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
 #include "bench/bench_scaling.hpp"
 #include "collectives/mpi_runtime.hpp"
@@ -56,6 +57,15 @@ int main(int argc, char** argv) {
   bench_scaling->add_option("--repeats", scaling.repeats, "runs per row (the median is reported)");
   bench_scaling->add_option("overrides", scaling.overrides, "section.key=value overrides");
 
+  st::CommonOptions checkpoint_bench_options;
+  int checkpoint_repeats = 5;
+  std::string checkpoint_bench_dir = "/tmp/shardtrain-bench-checkpoint";
+  CLI::App* bench_checkpoint = bench->add_subcommand(
+      "checkpoint", "checkpoint save and load bandwidth beside plain writes (under mpirun)");
+  add_common(bench_checkpoint, checkpoint_bench_options);
+  bench_checkpoint->add_option("--repeats", checkpoint_repeats, "saves and loads (median)");
+  bench_checkpoint->add_option("--dir", checkpoint_bench_dir, "where to write (removed after)");
+
   st::ExportOptions export_options;
   CLI::App* export_cmd = app.add_subcommand("export", "a checkpoint as a safetensors file");
   export_cmd->add_option("--checkpoint", export_options.checkpoint, "checkpoint directory");
@@ -92,6 +102,9 @@ int main(int argc, char** argv) {
     if (train->parsed()) rc = st::run_train(train_options);
     if (bench_step->parsed()) rc = st::run_bench_step(bench_options, step_options);
     if (export_cmd->parsed()) rc = st::run_export(export_options);
+    if (bench_checkpoint->parsed())
+      rc = st::run_bench_checkpoint(checkpoint_bench_options, checkpoint_repeats,
+                                    checkpoint_bench_dir);
     if (eval_cmd->parsed()) rc = st::run_eval(eval_options);
     if (sample_cmd->parsed()) rc = st::run_sample(sample_options);
     if (rc >= 0) {

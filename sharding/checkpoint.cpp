@@ -81,14 +81,26 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     XXH64_reset(hash, 0);
     int64_t bytes = 0;
     size_t k = 0;
+    // Spans are written where they lie (no copy); the shard's tail padding as zeros.
+    auto put = [&](const void* data, size_t len) {
+      out.write(data, len);
+      XXH64_update(hash, data, len);
+      bytes += int64_t(len);
+    };
+    static const std::vector<float> zeros(4096, 0.f);
     for (size_t u = 0; u < units.size(); ++u) {
-      std::vector<float> shard(size_t(units[u].shard_numel), 0.f);
-      for (; k < spans.size() && spans[k].unit == int(u); ++k)
-        std::copy_n(states[s].spans[k].data<float>(), spans[k].master.numel(),
-                    shard.data() + spans[k].shard_offset);
-      out.write(shard.data(), shard.size() * sizeof(float));
-      XXH64_update(hash, shard.data(), shard.size() * sizeof(float));
-      bytes += int64_t(shard.size() * sizeof(float));
+      int64_t filled = 0;
+      for (; k < spans.size() && spans[k].unit == int(u); ++k) {
+        ST_CHECK(spans[k].shard_offset == filled, "span '{}' leaves a gap in its shard",
+                 spans[k].name);
+        put(states[s].spans[k].raw(), states[s].spans[k].nbytes());
+        filled += spans[k].master.numel();
+      }
+      for (int64_t left = units[u].shard_numel - filled; left > 0;) {
+        const int64_t chunk = std::min<int64_t>(left, int64_t(zeros.size()));
+        put(zeros.data(), size_t(chunk) * sizeof(float));
+        left -= chunk;
+      }
       test_delay();
     }
     out.sync_and_close();
