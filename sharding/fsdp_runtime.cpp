@@ -226,7 +226,7 @@ std::vector<ShardSpan> FsdpRuntime::spans() const {
       const ParamSpec& spec = specs[s.param];
       const int64_t a = s.shard_offset, b = a + s.numel;
       out.push_back({spec.name, units_[u].master.slice(a, b), units_[u].grad.slice(a, b),
-                     spec.weight_decay, int(u), a});
+                     spec.weight_decay, int(u), a, s.param, s.param_offset});
     }
   return out;
 }

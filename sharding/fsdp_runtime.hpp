@@ -38,6 +38,8 @@ struct ShardSpan {
   bool weight_decay = false;
   int unit = 0;
   int64_t shard_offset = 0;  // where the span starts within this rank's shard of its unit
+  size_t param = 0;          // index into the model's ParamSpecs
+  int64_t param_offset = 0;  // the span's first element within its parameter
 };
 
 struct CommStats {

@@ -92,16 +92,8 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   if (fd < 0) fail("cannot open '{}' for writing: {}", tmp, std::strerror(errno));
   std::vector<char> buf;
   for (const ShardSpan& span : fsdp.spans()) {
-    const size_t index =
-        size_t(std::find_if(specs.begin(), specs.end(),
-                            [&](const ParamSpec& p) { return p.name == span.name; }) -
-               specs.begin());
-    const UnitLayout& unit = fsdp.units()[size_t(span.unit)];
-    // The span's first element within its parameter: its flat position minus the parameter's.
-    size_t k = 0;
-    while (unit.params[k] != index) ++k;
-    const int64_t first =
-        int64_t(group.rank()) * unit.shard_numel + span.shard_offset - unit.flat_offsets[k];
+    const size_t index = span.param;
+    const int64_t first = span.param_offset;
     const int64_t n = span.master.numel();
     buf.resize(size_t(n) * esize);
     cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
@@ -169,15 +161,8 @@ DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
   InputFile f(path);
   std::vector<char> buf;
   for (const ShardSpan& span : fsdp.spans()) {
-    const size_t index =
-        size_t(std::find_if(specs.begin(), specs.end(),
-                            [&](const ParamSpec& p) { return p.name == span.name; }) -
-               specs.begin());
-    const UnitLayout& unit = fsdp.units()[size_t(span.unit)];
-    size_t k = 0;
-    while (unit.params[k] != index) ++k;
-    const int64_t first =
-        int64_t(fsdp.group().rank()) * unit.shard_numel + span.shard_offset - unit.flat_offsets[k];
+    const size_t index = span.param;
+    const int64_t first = span.param_offset;
     const int64_t n = span.master.numel();
     const size_t esize = dtype_size(dtypes[index]);
     buf.resize(size_t(n) * esize);
