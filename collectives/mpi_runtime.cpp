@@ -111,6 +111,7 @@ struct CommThread::State {
         task = queue.front();  // stays queued (for the watchdog) until finished
       }
       std::exception_ptr error;
+      task.work->mark_started();
       try {
         task.fn();
       } catch (...) {

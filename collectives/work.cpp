@@ -1,5 +1,7 @@
 #include "collectives/work.hpp"
 
+#include "core/trace.hpp"
+
 #include "core/error.hpp"
 
 namespace st {
@@ -26,8 +28,25 @@ void Work::finish(std::exception_ptr error) {
     std::lock_guard lock(mutex_);
     done_ = true;
     error_ = std::move(error);
+    completed_us_ = trace_now_us();
+    if (started_us_ == 0) started_us_ = completed_us_;
   }
   done_cv_.notify_all();
+}
+
+void Work::mark_started() {
+  std::lock_guard lock(mutex_);
+  started_us_ = trace_now_us();
+}
+
+double Work::started_us() const {
+  std::lock_guard lock(mutex_);
+  return started_us_;
+}
+
+double Work::completed_us() const {
+  std::lock_guard lock(mutex_);
+  return completed_us_;
 }
 
 }  // namespace st

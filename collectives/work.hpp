@@ -20,12 +20,17 @@ class Work {
 
   // Called once by whoever runs the operation.
   void finish(std::exception_ptr error = nullptr);
+  // When the operation began running and when it finished (trace_now_us clock); for traces.
+  void mark_started();
+  double started_us() const;
+  double completed_us() const;
 
  private:
   std::string description_;
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
+  double started_us_ = 0, completed_us_ = 0;
   std::exception_ptr error_;
 };
 

@@ -10,11 +10,20 @@
 #include "core/memory_stats.hpp"
 #include "core/timer.hpp"
 #include "launch/session.hpp"
+#include "launch/trace_session.hpp"
 
 namespace st {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
+// "1h02m", "3m05s", "42s".
+std::string format_duration(double seconds) {
+  const int64_t t = int64_t(seconds + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -37,6 +46,14 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
           {"gathered_mib", double(st.gathered_bytes) / kMiB},
           {"scattered_mib", double(st.scattered_bytes) / kMiB},
+          {"collective_ms", st.collective_ms},
+          // Bus bandwidth of this rank's all-gathers and reduce-scatters while they ran.
+          {"bus_gbps", st.collective_ms > 0 ? double(st.gathered_bytes + st.scattered_bytes) *
+                                                  double(s.ranks.size() - 1) /
+                                                  double(s.ranks.size()) / (st.collective_ms * 1e6)
+                                            : 0.0},
+          {"rank0_step_ms", st.step_ms},
+          {"tokens_per_step", st.tokens},
           {"ranks", s.ranks.size()}};
 }
 
@@ -65,13 +82,17 @@ int run_train(const CommonOptions& options) {
       fmt::print("resumed from {} after step {}\n", from, start);
   });
   const int64_t max_steps = s.config.training.max_steps;
+  TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
+  Timer run_clock;
   auto save = [&](int64_t steps_done) {
     Timer clock;
     const std::string path = s.trainer->save_checkpoint(steps_done);
     if (s.lead() && !options.json) fmt::print("checkpoint: {} ({:.0f} ms)\n", path, clock.ms());
   };
   for (int64_t step = start; step < max_steps; ++step) {
+    trace.begin_step(step);
     const StepStats st = s.trainer->step(step);
+    trace.end_step(step);
     const bool save_now =
         !ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 && step + 1 < max_steps;
     if (!s.lead()) {
@@ -85,15 +106,23 @@ int run_train(const CommonOptions& options) {
     } else {
       fmt::print(
           "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
-          "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB\n",
+          "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}\n",
           st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
           100 * line["mfu"].get<double>(), st.slowest_step_ms, st.exposed_comm_ms,
-          st.max_peak_rss_mib);
+          st.max_peak_rss_mib,
+          format_duration(run_clock.seconds() / double(step + 1 - start) *
+                          double(max_steps - step - 1)));
     }
     std::fflush(stdout);
     if (save_now) save(step + 1);
   }
   if (!ckpt.dir.empty() && start < max_steps) save(max_steps);
+  if (trace.enabled()) {
+    const int64_t spans = trace.write();
+    if (s.lead() && !options.json)
+      fmt::print("trace: {} ({} spans; open in https://ui.perfetto.dev or chrome://tracing)\n",
+                 s.config.metrics.trace, spans);
+  }
   const double val = s.trainer->evaluate(64);
   if (s.lead()) {
     if (options.json)
@@ -110,10 +139,13 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
   Session s =
       open_session(options, [&](Config& c) { c.training.max_steps = bench.warmup + bench.steps; });
   for (int i = 0; i < bench.warmup; ++i) s.trainer->step(i);
+  TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
   std::vector<double> fwd, bwd, opt, total, exposed;
   double rss = 0;
   for (int i = 0; i < bench.steps; ++i) {
+    trace.begin_step(bench.warmup + i);
     const StepStats st = s.trainer->step(bench.warmup + i);
+    trace.end_step(bench.warmup + i);
     fwd.push_back(st.forward_ms);
     bwd.push_back(st.backward_ms);
     opt.push_back(st.optimizer_ms);
@@ -121,6 +153,7 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
     exposed.push_back(st.exposed_comm_ms);
     rss = std::max(rss, st.max_peak_rss_mib);
   }
+  trace.write();
   if (!s.lead()) return 0;
   const Config& config = s.config;
   const double step_ms = median(total);

@@ -1,5 +1,7 @@
 #include "launch/config.hpp"
 
+#include "launch/trace_session.hpp"
+
 #include <fmt/format.h>
 
 #include <toml++/toml.h>
@@ -383,6 +385,7 @@ void validate_config(const Config& c, int world_size) {
   const auto& algo = c.sharding.collective_algorithm;
   if (algo != "auto" && algo != "mpi" && algo != "ring" && algo != "shm")
     fail_input("sharding.collective_algorithm = '{}' must be auto, mpi, ring or shm", algo);
+  parse_trace_steps(c.metrics.trace_steps);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)

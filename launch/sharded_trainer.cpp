@@ -1,10 +1,13 @@
 #include "launch/sharded_trainer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "core/memory_stats.hpp"
 #include "core/timer.hpp"
+#include "core/trace.hpp"
 #include "launch/evaluate.hpp"
 #include "launch/phase_clock.hpp"
 #include "sharding/safetensors.hpp"
@@ -29,6 +32,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, Pr
   fsdp_ = std::make_unique<FsdpRuntime>(*model_, group, fsdp_options(config),
                                         uint64_t(config.training.seed));
   if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
+  for (const UnitLayout& u : fsdp_->units()) unit_names_.push_back(u.name);
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans())
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
@@ -49,6 +53,7 @@ StepStats ShardedTrainer::step(int64_t step) {
   const float grad_scale = 1.0f / float(s.tokens);
 
   Timer step_clock;
+  TraceScope step_span(fmt::format("step {}", step + 1), true);
   fsdp_->reset_comm();
   fsdp_->begin_step(int(t.micro_batches));
   double loss_sum = 0;
@@ -57,16 +62,20 @@ StepStats ShardedTrainer::step(int64_t step) {
     const int64_t first = micro * rows_per_micro + group_.rank() * rows_per_rank;
     Batch batch = training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch, first,
                                  first + rows_per_rank, t.seq_len);
-    PhaseClock phases(*fsdp_);
+    PhaseClock phases(*fsdp_, &unit_names_);
     loss_sum += model_->forward_backward(batch, grad_scale, phases);
     s.forward_ms += phases.forward_end_ms;
     s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
   }
   Timer finish_clock;
-  fsdp_->finish_backward();
+  {
+    TraceScope finish("finish backward (last reduce-scatters)");
+    fsdp_->finish_backward();
+  }
   s.backward_ms += finish_clock.ms();
 
   Timer opt_clock;
+  TraceScope opt_span("optimizer (norm all-reduce, clip, AdamW)");
   const auto& params = optimizer_->params();
   // One all-reduce carries the loss and this rank's part of the squared gradient norm.
   Tensor sums = Tensor::empty("step_sums", {2}, DType::f64);
@@ -88,6 +97,7 @@ StepStats ShardedTrainer::step(int64_t step) {
 
   const CommStats& comm = fsdp_->comm();
   s.exposed_comm_ms = comm.exposed_ms;
+  s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
   s.scattered_bytes = comm.scattered_bytes;
   Tensor slowest = Tensor::empty("step_max", {2}, DType::f64);
@@ -170,6 +180,7 @@ std::vector<ShardedState> ShardedTrainer::checkpoint_states() {
 
 std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   if (config_.checkpoint.dir.empty()) fail_input("checkpoint.dir is empty: nowhere to save");
+  TraceScope span("checkpoint save");
   return st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
                              *fsdp_, checkpoint_states(), int(config_.checkpoint.keep));
 }

@@ -51,6 +51,7 @@ class ShardedTrainer {
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
+  std::vector<std::string> unit_names_;
 };
 
 }  // namespace st

@@ -5,6 +5,7 @@
 
 #include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
+#include "core/trace.hpp"
 
 namespace st {
 
@@ -68,13 +69,20 @@ void FsdpRuntime::begin_micro_batch(int micro) {
 }
 
 void FsdpRuntime::timed_wait(Work& work) {
-  if (work.is_completed()) {
-    work.wait();  // rethrows a failure
-    return;
+  TraceRecorder* trace = TraceRecorder::active();
+  if (!work.is_completed()) {
+    const double begin = trace_now_us();
+    Timer clock;
+    work.wait();
+    comm_.exposed_ms += clock.ms();
+    if (trace)
+      trace->add("wait: " + work.description(), TraceTrack::compute, begin, trace_now_us());
   }
-  Timer clock;
-  work.wait();
-  comm_.exposed_ms += clock.ms();
+  work.wait();  // rethrows a failure
+  comm_.collective_ms += (work.completed_us() - work.started_us()) / 1e3;
+  // The communication thread runs operations one at a time: on its track they never overlap.
+  if (trace)
+    trace->add(work.description(), TraceTrack::comm, work.started_us(), work.completed_us());
 }
 
 void FsdpRuntime::issue_gather(int u) {

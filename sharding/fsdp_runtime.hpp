@@ -43,7 +43,8 @@ struct ShardSpan {
 };
 
 struct CommStats {
-  double exposed_ms = 0;  // compute thread blocked waiting for a collective
+  double exposed_ms = 0;     // compute thread blocked waiting for a collective
+  double collective_ms = 0;  // the collectives' own running time on the communication thread
   int64_t gathered_bytes = 0, scattered_bytes = 0;
   int64_t gathers = 0, scatters = 0;
 };

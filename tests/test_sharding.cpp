@@ -2,10 +2,13 @@
 // (LocalTrainer), which every rank also runs on its own as the reference.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 #include "collectives/mpi_process_group.hpp"
 #include "core/memory_stats.hpp"
@@ -276,6 +279,91 @@ TEST(Sharding, UnitTooSmallForTheWorldIsAnErrorNamingIt) {
               std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("at most 2 ranks"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace st
+
+#include <map>
+
+#include "launch/trace_session.hpp"
+#include "sharding/file_io.hpp"
+
+namespace st {
+namespace {
+
+// The merged trace: one process per rank with a compute and a communication track, spans
+// properly nested on every track, and every collective issued on every rank present.
+TEST(Trace, MergedTraceHasEveryRankNestedSpansAndEveryCollective) {
+  Tensor pid = Tensor::zeros("pid", {1}, DType::f64);
+  if (world().rank() == 0) pid.data<double>()[0] = double(getpid());
+  world().all_reduce(pid)->wait();
+  const std::string path =
+      fmt::format("/tmp/shardtrain-trace-{}.json", int64_t(pid.data<double>()[0]));
+  const Config config = test_config({"training.max_steps=4"});
+  ShardedTrainer trainer(config, data(), world());
+  TraceSession trace(world(), path, "2..3");
+  for (int64_t s = 0; s < 4; ++s) {
+    trace.begin_step(s);
+    trainer.step(s);
+    trace.end_step(s);
+  }
+  const int64_t written = trace.write();
+  if (world().rank() != 0) return;
+  EXPECT_GT(written, 0);
+  const auto json = nlohmann::json::parse(read_text_file(path));
+  std::filesystem::remove(path);
+  const int W = world().size();
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  std::map<int, std::multiset<std::string>> collectives;
+  std::set<int> named_processes;
+  int steps_seen = 0;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") named_processes.insert(e["pid"].get<int>());
+      continue;
+    }
+    const int p = e["pid"], t = e["tid"];
+    ASSERT_TRUE(p >= 0 && p < W && (t == 0 || t == 1)) << e.dump();
+    tracks[{p, t}].push_back(
+        {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+    std::string name = e["name"];
+    if (p == 0 && name.rfind("step ", 0) == 0) ++steps_seen;
+    if (t == 1) {
+      // "all_gather #12 on group 'world' (rank 1 of 4, ...)": the same op on every rank.
+      const size_t a = name.find("(rank "), b = name.find(" of ");
+      collectives[p].insert(name.erase(a, b - a));
+    }
+  }
+  EXPECT_EQ(steps_seen, 2) << "trace_steps 2..3 records two steps";
+  EXPECT_EQ(int(named_processes.size()), W);
+  for (int r = 0; r < W; ++r) {
+    EXPECT_FALSE(tracks[std::make_pair(r, 0)].empty()) << "rank " << r << " has no compute spans";
+    EXPECT_FALSE(collectives[r].empty()) << "rank " << r << " has no collectives";
+    EXPECT_EQ(collectives[r], collectives[0]) << "rank " << r << " saw other collectives";
+  }
+  bool gathers = false, scatters = false;
+  for (const auto& c : collectives[0]) {
+    gathers = gathers || c.rfind("all_gather", 0) == 0;
+    scatters = scatters || c.rfind("reduce_scatter", 0) == 0;
+  }
+  EXPECT_TRUE(gathers && scatters);
+  // Nesting: sorted by start (longer first on ties), every span ends before its enclosing one.
+  for (auto& [key, spans] : tracks) {
+    std::sort(spans.begin(), spans.end(), [](const auto& x, const auto& y) {
+      return x.first < y.first || (x.first == y.first && x.second > y.second);
+    });
+    std::vector<double> open;  // end times of the enclosing spans
+    for (const auto& [begin, end] : spans) {
+      while (!open.empty() && open.back() <= begin + 1e-3) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back() + 1e-3)
+            << "rank " << key.first << " track " << key.second << ": a span starting at " << begin
+            << " overlaps its neighbour without nesting";
+      }
+      open.push_back(end);
+    }
   }
 }
 

@@ -1,0 +1,121 @@
+#include "launch/trace_session.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "sharding/file_io.hpp"
+
+namespace st {
+
+std::pair<int64_t, int64_t> parse_trace_steps(const std::string& text) {
+  if (text.empty()) return {1, INT64_MAX};
+  const size_t dots = text.find("..");
+  int64_t a = 0, b = 0;
+  try {
+    if (dots == std::string::npos) throw std::invalid_argument("no '..'");
+    size_t used = 0;
+    a = std::stoll(text.substr(0, dots), &used);
+    if (used != dots) throw std::invalid_argument("trailing characters");
+    const std::string rest = text.substr(dots + 2);
+    b = std::stoll(rest, &used);
+    if (used != rest.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    fail_input("metrics.trace_steps = '{}': expected FIRST..LAST step numbers, e.g. '10..12'",
+               text);
+  }
+  if (a < 1 || b < a) fail_input("metrics.trace_steps = '{}': need 1 <= FIRST <= LAST", text);
+  return {a, b};
+}
+
+TraceSession::TraceSession(ProcessGroup& group, std::string path, const std::string& steps)
+    : group_(group), path_(std::move(path)) {
+  std::tie(first_, last_) = parse_trace_steps(steps);
+  if (!enabled()) return;
+  // Clock alignment: every rank reads its clock right after a barrier; the differences to
+  // rank 0 are the offsets (good to the barrier's exit skew, microseconds on one node).
+  group_.barrier()->wait();
+  Tensor now = Tensor::zeros("trace.clock", {group_.size()}, DType::f64);
+  now.data<double>()[group_.rank()] = trace_now_us();
+  group_.all_reduce(now)->wait();
+  origin_us_ = now.data<double>()[0];
+  offset_us_ = origin_us_ - now.data<double>()[group_.rank()];
+}
+
+TraceSession::~TraceSession() {
+  if (TraceRecorder::active() == &recorder_) TraceRecorder::set_active(nullptr);
+}
+
+void TraceSession::begin_step(int64_t step) {
+  if (enabled() && step + 1 >= first_ && step + 1 <= last_) TraceRecorder::set_active(&recorder_);
+}
+
+void TraceSession::end_step(int64_t) {
+  if (TraceRecorder::active() == &recorder_) TraceRecorder::set_active(nullptr);
+}
+
+int64_t TraceSession::write() {
+  if (!enabled()) return 0;
+  TraceRecorder::set_active(nullptr);
+  const int rank = group_.rank(), world = group_.size();
+  // This rank's events, on rank 0's clock, as one JSON array text.
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceSpan& s : recorder_.take())
+    events.push_back({{"name", s.name},
+                      {"ph", "X"},
+                      {"pid", rank},
+                      {"tid", int(s.track)},
+                      {"ts", s.begin_us + offset_us_ - origin_us_},
+                      {"dur", s.end_us - s.begin_us}});
+  const std::string text = events.dump();
+  // Variable-length texts travel as equal-sized int32 blocks of the longest.
+  Tensor lengths = Tensor::zeros("trace.lengths", {world}, DType::f64);
+  lengths.data<double>()[rank] = double(text.size());
+  group_.all_reduce(lengths)->wait();
+  int64_t longest = 0;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, int64_t(lengths.data<double>()[r]));
+  const int64_t words = (longest + 3) / 4;
+  Tensor mine = Tensor::zeros("trace.mine", {words}, DType::i32);
+  std::memcpy(mine.raw(), text.data(), text.size());
+  Tensor all = Tensor::zeros("trace.all", {words * world}, DType::i32);
+  group_.all_gather(mine, all)->wait();
+  if (rank != 0) return 0;
+  nlohmann::json trace = {{"traceEvents", nlohmann::json::array()},
+                          {"displayTimeUnit", "ms"},
+                          {"otherData", {{"producer", "shardtrain"}, {"ranks", world}}}};
+  auto& out = trace["traceEvents"];
+  int64_t spans = 0;
+  for (int r = 0; r < world; ++r) {
+    out.push_back({{"name", "process_name"},
+                   {"ph", "M"},
+                   {"pid", r},
+                   {"args", {{"name", fmt::format("rank {}", r)}}}});
+    out.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", r},
+                   {"tid", 0},
+                   {"args", {{"name", "compute"}}}});
+    out.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", r},
+                   {"tid", 1},
+                   {"args", {{"name", "communication"}}}});
+    const char* p = reinterpret_cast<const char*>(all.data<int32_t>() + r * words);
+    const auto rank_events =
+        nlohmann::json::parse(std::string(p, size_t(lengths.data<double>()[r])));
+    for (const auto& e : rank_events) {
+      out.push_back(e);
+      ++spans;
+    }
+  }
+  const std::string tmp = path_ + ".tmp";
+  write_text_file(tmp, trace.dump());
+  std::filesystem::rename(tmp, path_);
+  return spans;
+}
+
+}  // namespace st
