@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "launch/session.hpp"
 #include "sharding/file_io.hpp"
@@ -46,7 +47,9 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
   std::vector<double> save, load, plain;
   int64_t bytes_per_rank = 0;
   std::string path;
+  Progress progress("bench checkpoint", repeats, s.lead());
   for (int r = 0; r < repeats; ++r) {
+    progress.update(r, "save, load, plain write");
     save.push_back(slowest_ms(g, [&] { path = s.trainer->save_checkpoint(1 + r); }));
     load.push_back(slowest_ms(g, [&] { s.trainer->load_checkpoint(path); }));
     // The same bytes per rank with plain write + fsync into the same file system.
@@ -66,6 +69,7 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     }));
     fs::remove(file);
   }
+  progress.finish("done");
   Tensor total = Tensor::empty("bench.bytes", {1}, DType::f64);
   total.data<double>()[0] = double(bytes_per_rank);
   g.all_reduce(total)->wait();

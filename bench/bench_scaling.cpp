@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 
 namespace st {
 namespace {
@@ -82,8 +83,14 @@ int run_bench_scaling(const ScalingOptions& o) {
          {},
          {}});
   // Interleaved repeats, so a slow spell of this shared machine hits every row alike.
+  Progress progress("bench scaling", long(o.repeats * runs.size()));
+  long done = 0;
   for (int rep = 0; rep < o.repeats; ++rep)
-    for (Run& r : runs) r.results.push_back(run_for_json(r.command));
+    for (Run& r : runs) {
+      progress.update(done++, fmt::format("{} (repeat {})", r.label, rep + 1));
+      r.results.push_back(run_for_json(r.command));
+    }
+  progress.finish("done");
   for (Run& r : runs) {
     std::sort(r.results.begin(), r.results.end(), [](const auto& a, const auto& b) {
       return a["tokens_per_s"].template get<double>() < b["tokens_per_s"].template get<double>();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory_stats.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
@@ -16,14 +17,6 @@ namespace st {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// "1h02m", "3m05s", "42s".
-std::string format_duration(double seconds) {
-  const int64_t t = int64_t(seconds + 0.5);
-  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
-  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
-  return fmt::format("{}s", t);
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -85,10 +78,13 @@ int run_train(const CommonOptions& options) {
   TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
   Timer run_clock;
   auto save = [&](int64_t steps_done) {
-    Timer clock;
+    Progress progress("checkpoint", 0, s.lead());
+    progress.update(0, fmt::format("saving step {} to {}", steps_done, ckpt.dir));
     const std::string path = s.trainer->save_checkpoint(steps_done);
-    if (s.lead() && !options.json) fmt::print("checkpoint: {} ({:.0f} ms)\n", path, clock.ms());
+    progress.finish("saved " + path);
   };
+  // With --json, stdout carries only JSON; the progress line goes to stderr.
+  Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
   for (int64_t step = start; step < max_steps; ++step) {
     trace.begin_step(step);
     const StepStats st = s.trainer->step(step);
@@ -103,6 +99,7 @@ int run_train(const CommonOptions& options) {
     if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
     if (options.json) {
       fmt::print("{}\n", line.dump());
+      step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
     } else {
       fmt::print(
           "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
