@@ -70,9 +70,11 @@ int run_train(const CommonOptions& options) {
       from = latest_checkpoint(ckpt.dir);
     else if (ckpt.resume != "never")
       from = ckpt.resume;
-    if (!from.empty()) start = s.trainer->load_checkpoint(from);
-    if (!from.empty() && s.lead() && !options.json)
-      fmt::print("resumed from {} after step {}\n", from, start);
+    if (from.empty()) return;
+    Progress progress("checkpoint", 0, s.lead());
+    progress.update(0, "verifying and loading " + from);
+    start = s.trainer->load_checkpoint(from);
+    progress.finish(fmt::format("resumed from {} after step {}", from, start));
   });
   const int64_t max_steps = s.config.training.max_steps;
   TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);

@@ -42,8 +42,7 @@ void test_delay() {
   if (ms) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
 }
 
-void check_states(const FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
-                  const std::vector<ShardSpan>& spans) {
+void check_states(const std::vector<ShardedState>& states, const std::vector<ShardSpan>& spans) {
   for (const ShardedState& s : states) {
     ST_CHECK(s.spans.size() == spans.size(), "state '{}' has {} spans, the shard has {}", s.name,
              s.spans.size(), spans.size());
@@ -51,7 +50,6 @@ void check_states(const FsdpRuntime& fsdp, const std::vector<ShardedState>& stat
       ST_CHECK(s.spans[k].numel() == spans[k].master.numel() && s.spans[k].dtype() == DType::f32,
                "state '{}' span {} ('{}') does not match the shard", s.name, k, spans[k].name);
   }
-  (void)fsdp;
 }
 
 }  // namespace
@@ -61,7 +59,7 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
   ProcessGroup& group = fsdp.group();
   const int rank = group.rank(), world = group.size();
   const std::vector<ShardSpan> spans = fsdp.spans();
-  check_states(fsdp, states, spans);
+  check_states(states, spans);
   const auto& units = fsdp.units();
   const fs::path final_dir = fs::path(root) / step_dir_name(step);
   const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
@@ -300,7 +298,7 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   ProcessGroup& group = fsdp.group();
   const int rank = group.rank(), world = group.size();
   const std::vector<ShardSpan> spans = fsdp.spans();
-  check_states(fsdp, states, spans);
+  check_states(states, spans);
   const nlohmann::json& m = info.manifest;
   const fs::path dir(info.path);
   const auto& units = fsdp.units();
