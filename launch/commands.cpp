@@ -46,6 +46,8 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
                                                   double(s.ranks.size()) / (st.collective_ms * 1e6)
                                             : 0.0},
           {"rank0_step_ms", st.step_ms},
+          {"rank_step_ms", st.rank_step_ms},
+          {"rank_peak_rss_mib", st.rank_peak_rss_mib},
           {"tokens_per_step", st.tokens},
           {"ranks", s.ranks.size()}};
 }

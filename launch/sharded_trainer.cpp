@@ -100,12 +100,17 @@ StepStats ShardedTrainer::step(int64_t step) {
   s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
   s.scattered_bytes = comm.scattered_bytes;
-  Tensor slowest = Tensor::empty("step_max", {2}, DType::f64);
-  slowest.data<double>()[0] = s.step_ms;
-  slowest.data<double>()[1] = peak_rss_mib();
-  group_.all_reduce(slowest, {.op = ReduceOp::max})->wait();
-  s.slowest_step_ms = slowest.data<double>()[0];
-  s.max_peak_rss_mib = slowest.data<double>()[1];
+  // Every rank's step time and peak RSS, each in its own slot: one sum all-reduce.
+  const int W = group_.size();
+  Tensor per_rank = Tensor::zeros("step_per_rank", {2 * W}, DType::f64);
+  per_rank.data<double>()[group_.rank()] = s.step_ms;
+  per_rank.data<double>()[W + group_.rank()] = peak_rss_mib();
+  group_.all_reduce(per_rank)->wait();
+  const double* v = per_rank.data<double>();
+  s.rank_step_ms.assign(v, v + W);
+  s.rank_peak_rss_mib.assign(v + W, v + 2 * W);
+  s.slowest_step_ms = *std::max_element(v, v + W);
+  s.max_peak_rss_mib = *std::max_element(v + W, v + 2 * W);
   return s;
 }
 

@@ -2,6 +2,7 @@
 // The single-process training loop: the unsharded reference that sharded runs must match.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/data/dataset.hpp"
 #include "core/model/gpt.hpp"
@@ -20,10 +21,11 @@ struct StepStats {
   int64_t tokens = 0;
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   // Sharded runs only.
-  double exposed_comm_ms = 0;   // compute blocked on collectives
-  double collective_ms = 0;     // all-gathers and reduce-scatters running (comm thread)
-  double slowest_step_ms = 0;   // the slowest rank's step time
-  double max_peak_rss_mib = 0;  // the largest peak RSS of any rank
+  double exposed_comm_ms = 0;  // compute blocked on collectives
+  double collective_ms = 0;    // all-gathers and reduce-scatters running (comm thread)
+  double slowest_step_ms = 0;  // the slowest rank's step time
+  std::vector<double> rank_step_ms, rank_peak_rss_mib;  // every rank's, by rank
+  double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
   int64_t gathered_bytes = 0, scattered_bytes = 0;
 };
 

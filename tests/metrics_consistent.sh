@@ -14,6 +14,8 @@ while read -r line; do
            tokens_per_step ranks; do
     [ -n "$(field "$line" "$f")" ] || { echo "field $f missing: $line"; exit 1; }
   done
+  printf '%s' "$line" | grep -Eq '"rank_peak_rss_mib":\[[0-9.e+]+,[0-9.e+]+\]' \
+    || { echo "rank_peak_rss_mib should list both ranks: $line"; exit 1; }
   awk -v r="$(field "$line" tokens_per_s)" -v ms="$(field "$line" step_ms)" \
       -v n="$(field "$line" tokens_per_step)" -v r0="$(field "$line" rank0_step_ms)" \
       'BEGIN { d = r * ms / 1000 - n; if (d < 0) d = -d; exit !(d <= 1e-6 * n && r0 <= ms + 1e-9) }' \
