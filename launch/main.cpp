@@ -1,5 +1,5 @@
-// shardtrain: one program, subcommands train and bench. Exit codes: 0 success, 2 bad input
-// (config, data, checkpoint, command line), 1 any other failure.
+// shardtrain: one program; subcommands train, eval, sample, export and bench.
+// Exit codes: 0 success, 2 bad input (config, data, checkpoint, command line), 1 any other failure.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
