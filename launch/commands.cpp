@@ -37,6 +37,11 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"peak_rss_mib", st.max_peak_rss_mib},
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
+          // Rank 0's own bytes by kind (the unsharded buffers' peak within this step).
+          {"shards_mib", double(s.trainer->fsdp().memory().shard_bytes) / kMiB},
+          {"optimizer_mib", double(s.trainer->optimizer_state_bytes()) / kMiB},
+          {"unsharded_peak_mib", double(s.trainer->fsdp().memory().unsharded_peak_bytes) / kMiB},
+          {"activations_mib", double(s.trainer->budget().activations) / kMiB},
           {"gathered_mib", double(st.gathered_bytes) / kMiB},
           {"scattered_mib", double(st.scattered_bytes) / kMiB},
           {"collective_ms", st.collective_ms},

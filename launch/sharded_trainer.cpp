@@ -55,6 +55,7 @@ StepStats ShardedTrainer::step(int64_t step) {
   Timer step_clock;
   TraceScope step_span(fmt::format("step {}", step + 1), true);
   fsdp_->reset_comm();
+  fsdp_->reset_memory_peak();
   fsdp_->begin_step(int(t.micro_batches));
   double loss_sum = 0;
   for (int64_t micro = 0; micro < t.micro_batches; ++micro) {

@@ -11,7 +11,7 @@ field() { printf '%s' "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
 while read -r line; do
   for f in step loss lr grad_norm tokens_per_s mfu step_ms exposed_comm_ms peak_rss_mib \
            budget_mib gathered_mib scattered_mib collective_ms bus_gbps rank0_step_ms \
-           tokens_per_step ranks; do
+           tokens_per_step ranks shards_mib optimizer_mib unsharded_peak_mib activations_mib; do
     [ -n "$(field "$line" "$f")" ] || { echo "field $f missing: $line"; exit 1; }
   done
   printf '%s' "$line" | grep -Eq '"rank_peak_rss_mib":\[[0-9.e+]+,[0-9.e+]+\]' \
