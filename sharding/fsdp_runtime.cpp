@@ -15,10 +15,6 @@ Accumulation parse_accumulation(const std::string& text, const std::string& key)
   fail_input("{} = '{}': expected 'reduce_each' or 'reduce_last'", key, text);
 }
 
-const char* accumulation_name(Accumulation a) {
-  return a == Accumulation::reduce_each ? "reduce_each" : "reduce_last";
-}
-
 FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed)
     : model_(model), group_(group), options_(options) {
   if (options_.param_dtype != model.compute_dtype())

@@ -20,7 +20,6 @@ enum class Accumulation {
 };
 // Parses "reduce_each" | "reduce_last"; an InputError naming `key` otherwise.
 Accumulation parse_accumulation(const std::string& text, const std::string& key);
-const char* accumulation_name(Accumulation a);
 
 struct FsdpOptions {
   DType param_dtype = DType::bf16;    // what units are gathered and computed in
