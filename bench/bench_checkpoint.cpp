@@ -8,19 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/progress.hpp"
+#include "core/stats.hpp"
 #include "core/timer.hpp"
 #include "launch/session.hpp"
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 
 namespace st {
 namespace {
 
 namespace fs = std::filesystem;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The slowest rank's time for `fn`, with all ranks starting together.
 template <class Fn>

@@ -8,15 +8,12 @@
 #include <vector>
 
 #include "collectives/mpi_process_group.hpp"
+#include "core/stats.hpp"
 #include "core/timer.hpp"
 
 namespace st {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Median over repeats of the slowest rank's time for one call of `op`.
 template <class Op>

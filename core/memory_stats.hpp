@@ -5,6 +5,8 @@
 
 namespace st {
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
 struct TensorMemory {
   int64_t current_bytes;
   int64_t peak_bytes;

@@ -13,12 +13,6 @@ struct CommonOptions {
 
 int run_train(const CommonOptions& options);
 
-struct BenchStepOptions {
-  int warmup = 3;
-  int steps = 10;
-};
-int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench);
-
 // shardtrain export --checkpoint DIR --out FILE [--dtype bf16|fp32]
 struct ExportOptions {
   std::string checkpoint, out, dtype = "bf16";

@@ -17,7 +17,7 @@
 #include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

@@ -15,8 +15,6 @@
 namespace st {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
 // Threads for this process: training.threads, or the node's cores split over its ranks.
 int choose_threads(const Config& config, int ranks_on_node) {
   if (config.training.threads > 0) return int(config.training.threads);
@@ -29,8 +27,12 @@ int choose_threads(const Config& config, int ranks_on_node) {
 TextDataset load_data(const Config& config) {
   if (config.data.path.empty())
     return TextDataset::builtin(config.data.val_fraction, config.training.seq_len);
-  return TextDataset::from_file(config.data.path, config.data.val_fraction,
-                                config.training.seq_len);
+  try {
+    return TextDataset::from_file(config.data.path, config.data.val_fraction,
+                                  config.training.seq_len);
+  } catch (const InputError& e) {
+    fail_input("data.path: {}", e.what());
+  }
 }
 
 Session open_session(const CommonOptions& options, const std::function<void(Config&)>& adjust) {

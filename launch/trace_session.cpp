@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 
 namespace st {
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <thread>
 
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 
 namespace st {
 namespace {

@@ -1,16 +1,12 @@
 #include "sharding/safetensors.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.hpp"
 #include "core/ops/elementwise.hpp"
-#include "sharding/file_io.hpp"
 
 namespace st {
 namespace {
@@ -88,8 +84,7 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   }
   group.barrier()->wait();
   // Each rank writes its own elements of every parameter.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open '{}' for writing: {}", tmp, std::strerror(errno));
+  OutputFile out(tmp, OutputFile::Mode::existing);
   std::vector<char> buf;
   for (const ShardSpan& span : fsdp.spans()) {
     const size_t index = span.param;
@@ -97,21 +92,9 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
     const int64_t n = span.master.numel();
     buf.resize(size_t(n) * esize);
     cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
-    const int64_t at = data_start + offset[index] + first * int64_t(esize);
-    size_t done = 0;
-    while (done < buf.size()) {
-      const ssize_t w = ::pwrite(fd, buf.data() + done, buf.size() - done, at + int64_t(done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        ::close(fd);
-        fail("writing '{}': {}", tmp, std::strerror(errno));
-      }
-      done += size_t(w);
-    }
+    out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
   }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced) fail("fsync of '{}': {}", tmp, std::strerror(errno));
+  out.sync_and_close();
   group.barrier()->wait();
   if (group.rank() == 0) fs::rename(tmp, path);
   group.barrier()->wait();

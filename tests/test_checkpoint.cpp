@@ -10,7 +10,7 @@
 
 #include "collectives/mpi_process_group.hpp"
 #include "launch/sharded_trainer.hpp"
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

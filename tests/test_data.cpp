@@ -72,7 +72,7 @@ TEST(Dataset, BadFilesAreInputErrorsNamingTheFile) {
     TextDataset::from_file(tiny, 0.0, 8);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("seq_len"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("sequence length + 1 = 9"), std::string::npos);
   }
 }
 

@@ -288,7 +288,7 @@ TEST(Sharding, UnitTooSmallForTheWorldIsAnErrorNamingIt) {
 #include <map>
 
 #include "launch/trace_session.hpp"
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 
 namespace st {
 namespace {

@@ -1,13 +1,11 @@
 #include "core/data/dataset.hpp"
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "core/data/builtin_corpus.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "core/rng.hpp"
 
 namespace st {
@@ -18,14 +16,14 @@ constexpr uint64_t kDataStream = 0xda7a;
 TextDataset TextDataset::from_text(std::string source, const std::string& text, double val_fraction,
                                    int64_t seq_len) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
-    fail_input("data.val_fraction = {} must be in [0, 1)", val_fraction);
-  if (text.empty()) fail_input("data.path: '{}' is empty; it needs text to train on", source);
+    fail_input("the validation fraction {} must be in [0, 1)", val_fraction);
+  if (text.empty()) fail_input("'{}' is empty; it needs text to train on", source);
   const size_t val_bytes = size_t(double(text.size()) * val_fraction);
   const size_t train_bytes = text.size() - val_bytes;
   if (int64_t(train_bytes) < seq_len + 1)
     fail_input(
-        "data.path: '{}' has {} training bytes, fewer than training.seq_len + 1 = {}; use a "
-        "longer file or a shorter seq_len",
+        "'{}' has {} training bytes, fewer than the sequence length + 1 = {}; use a "
+        "longer file or a shorter sequence",
         source, train_bytes, seq_len + 1);
   TextDataset d;
   d.source_ = std::move(source);
@@ -35,11 +33,7 @@ TextDataset TextDataset::from_text(std::string source, const std::string& text, 
 }
 
 TextDataset TextDataset::from_file(const std::string& path, double val_fraction, int64_t seq_len) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_input("data.path: cannot open '{}': {}", path, std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail_input("data.path: error reading '{}'", path);
-  return from_text(path, text, val_fraction, seq_len);
+  return from_text(path, read_text_file(path), val_fraction, seq_len);
 }
 
 TextDataset TextDataset::builtin(double val_fraction, int64_t seq_len) {

@@ -8,6 +8,7 @@
 #include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
 #include "bench/bench_scaling.hpp"
+#include "bench/bench_step.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"

@@ -1,4 +1,4 @@
-#include "sharding/file_io.hpp"
+#include "core/file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,9 +11,12 @@
 
 namespace st {
 
-OutputFile::OutputFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("cannot create '{}': {}", path, std::strerror(errno));
+OutputFile::OutputFile(const std::string& path, Mode mode) : path_(path) {
+  const int flags = mode == Mode::truncate ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY;
+  fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    fail("cannot {} '{}': {}", mode == Mode::truncate ? "create" : "open for writing", path,
+         std::strerror(errno));
 }
 
 OutputFile::~OutputFile() {
@@ -28,6 +31,18 @@ void OutputFile::write(const void* data, size_t bytes) {
     if (n <= 0) fail("writing '{}': {}", path_, std::strerror(errno));
     p += n;
     bytes -= size_t(n);
+  }
+}
+
+void OutputFile::write_at(const void* data, size_t bytes, int64_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd_, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing '{}' at offset {}: {}", path_, offset, std::strerror(errno));
+    p += n;
+    bytes -= size_t(n);
+    offset += n;
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// POSIX file operations for checkpoints, each failure an Error naming the file and errno.
+// POSIX file operations for data, checkpoints and exports, each failure an Error naming the
+// file and errno.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -8,11 +9,16 @@ namespace st {
 
 class OutputFile {
  public:
-  explicit OutputFile(const std::string& path);  // create or truncate
+  enum class Mode { truncate, existing };
+  // truncate: create or truncate; existing: open a file that exists for writing in place.
+  explicit OutputFile(const std::string& path, Mode mode = Mode::truncate);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
+  // Appends at the current position.
   void write(const void* data, size_t bytes);
+  // Writes at `offset` without moving the position (several ranks may fill one file).
+  void write_at(const void* data, size_t bytes, int64_t offset);
   // fsync, then close: the bytes are on disk when this returns.
   void sync_and_close();
   const std::string& path() const { return path_; }
