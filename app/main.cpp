@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
 
   CLI::App* train = app.add_subcommand("train", "train a model");
   add_common(train, train_options);
+  // A hidden test hook: checkpoint writes sleep after each unit so a test can kill a save.
+  train->add_option("--test-slow-checkpoint-ms", train_options.test_slow_checkpoint_ms)->group("");
 
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);

@@ -7,17 +7,16 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.hpp"
 #include "core/progress.hpp"
 #include "core/stats.hpp"
 #include "core/timer.hpp"
 #include "launch/session.hpp"
-#include "core/file_io.hpp"
 
 namespace st {
 namespace {
 
 namespace fs = std::filesystem;
-
 
 // The slowest rank's time for `fn`, with all ranks starting together.
 template <class Fn>
@@ -51,10 +50,9 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     load.push_back(slowest_ms(g, [&] { s.trainer->load_checkpoint(path); }));
     // The same bytes per rank with plain write + fsync into the same file system.
     if (bytes_per_rank == 0)
-      for (const auto& e : fs::directory_iterator(path))
-        if (e.path().filename().string().find(fmt::format(".rank-{:05}.", g.rank())) !=
-            std::string::npos)
-          bytes_per_rank += int64_t(e.file_size());
+      for (const ShardedState& state : s.trainer->checkpoint_states())
+        bytes_per_rank +=
+            int64_t(fs::file_size(fs::path(path) / checkpoint_file_name(state.name, g.rank())));
     std::vector<char> block(size_t(8) << 20, 'x');
     const std::string file = fmt::format("{}/plain.rank-{:05}.bin", dir, g.rank());
     plain.push_back(slowest_ms(g, [&] {

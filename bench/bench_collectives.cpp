@@ -14,13 +14,11 @@
 namespace st {
 namespace {
 
-
 // Median over repeats of the slowest rank's time for one call of `op`.
 template <class Op>
 double time_us(ProcessGroup& g, int repeats, Op&& op) {
   Tensor slowest = Tensor::empty("bench.time", {1}, DType::f64);
-  CollectiveOptions max;
-  max.op = ReduceOp::max;
+  const AllReduceOptions max{ReduceOp::max};
   op();  // warm-up (window allocation, first-touch)
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
@@ -36,88 +34,84 @@ double time_us(ProcessGroup& g, int repeats, Op&& op) {
 
 }  // namespace
 
+namespace {
+
+// One row of the table (or one JSON line): `algorithm` is the label ("auto:shm", "memcpy").
+struct Row {
+  OpType op;
+  DType dtype;
+  int64_t bytes;  // the whole (unsharded) buffer
+  int ranks;
+  std::string algorithm, chosen;
+  double us, mpi_us;
+};
+
+void print_row(const Row& r, bool json) {
+  const double algbw = double(r.bytes) / (r.us * 1e-6) / 1e9;
+  const bool copy = r.algorithm == "memcpy";
+  const double busbw = copy ? algbw : algbw * double(r.ranks - 1) / double(r.ranks);
+  if (json) {
+    nlohmann::json j = {{"op", op_name(r.op)},      {"dtype", dtype_name(r.dtype)},
+                        {"algorithm", r.algorithm}, {"bytes", r.bytes},
+                        {"ranks", r.ranks},         {"time_us", r.us},
+                        {"algbw_gbps", algbw},      {"busbw_gbps", busbw}};
+    if (!copy) j["chosen"] = r.chosen;
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  const std::string label = r.algorithm == "auto" ? "auto:" + r.chosen : r.algorithm;
+  fmt::print("{:<15} {:>6} {:>10} {:>7} {:>12.1f} {:>10.2f} {:>10} {:>8.1f}x\n", op_name(r.op),
+             dtype_name(r.dtype), r.bytes, label, r.us, algbw,
+             copy ? std::string("-") : fmt::format("{:.2f}", busbw), r.mpi_us / r.us);
+}
+
+// Every algorithm for one operation and size, then memcpy of the same bytes (the limit).
+void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bool json) {
+  const int n = g.size();
+  const int64_t used = per_rank * n;
+  const int64_t bytes = used * int64_t(dtype_size(dtype));
+  const int repeats = int(std::clamp<int64_t>((int64_t(256) << 20) / bytes, 11, 50));
+  Tensor full = Tensor::zeros("bench.full", {used}, dtype);
+  Tensor shard = Tensor::zeros("bench.shard", {per_rank}, dtype);
+  Tensor copy = Tensor::zeros("bench.copy", {used}, dtype);
+  const bool print = g.rank() == 0;
+  double mpi_us = 0;
+  for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::shm, Algorithm::automatic}) {
+    if (a == Algorithm::shm && !g.single_node()) continue;
+    const double us = time_us(g, repeats, [&] {
+      if (op == OpType::all_gather)
+        g.all_gather(shard, full, {a})->wait();
+      else
+        g.reduce_scatter(full, shard, {ReduceOp::sum, a})->wait();
+    });
+    if (a == Algorithm::mpi) mpi_us = us;
+    const Algorithm chosen = a == Algorithm::automatic ? g.choose(op, size_t(bytes)) : a;
+    if (print)
+      print_row({op, dtype, bytes, n, algorithm_name(a), algorithm_name(chosen), us, mpi_us}, json);
+  }
+  const double memcpy_us =
+      time_us(g, repeats, [&] { std::memcpy(copy.raw(), full.raw(), full.nbytes()); });
+  if (print) print_row({op, dtype, bytes, n, "memcpy", "memcpy", memcpy_us, mpi_us}, json);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int run_bench_collectives(bool json, long long max_bytes) {
   auto world = MpiProcessGroup::world();
-  ProcessGroup& g = *world;
-  const int n = g.size();
-  const bool print = g.rank() == 0;
-  if (print && !json)
+  const int n = world->size();
+  if (world->rank() == 0 && !json)
     fmt::print(
         "bench collectives | {} ranks | medians | bytes = the whole (unsharded) buffer\n"
         "{:<15} {:>6} {:>10} {:>7} {:>12} {:>10} {:>10} {:>9}\n",
         n, "op", "dtype", "bytes", "algo", "time_us", "algbw", "busbw", "vs mpi");
-  for (const char* op : {"all_gather", "reduce_scatter"}) {
-    const DType dtype = std::string(op) == "all_gather" ? DType::bf16 : DType::f32;
+  // BF16 all-gathers (parameters) and FP32 reduce-scatters (gradients), as FSDP uses them.
+  for (const auto& [op, dtype] :
+       {std::pair{OpType::all_gather, DType::bf16}, std::pair{OpType::reduce_scatter, DType::f32}})
     for (long long bytes = 4096; bytes <= max_bytes; bytes *= 4) {
-      const int64_t total = bytes / int64_t(dtype_size(dtype));
-      const int64_t per_rank = total / n;
-      if (per_rank == 0) continue;
-      const int64_t used = per_rank * n;
-      const int repeats = int(std::clamp<long long>((256ll << 20) / bytes, 11, 50));
-      Tensor full = Tensor::zeros("bench.full", {used}, dtype);
-      Tensor shard =
-          Tensor::zeros("bench.shard", {per_rank}, dtype == DType::bf16 ? DType::bf16 : DType::f32);
-      Tensor copy = Tensor::zeros("bench.copy", {used}, dtype);
-      double mpi_us = 0;
-      for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::shm, Algorithm::automatic}) {
-        if (a == Algorithm::shm && !world->single_node()) continue;
-        CollectiveOptions o;
-        o.algorithm = a;
-        const double us = time_us(g, repeats, [&] {
-          if (dtype == DType::bf16)
-            g.all_gather(shard, full, o)->wait();
-          else
-            g.reduce_scatter(full, shard, o)->wait();
-        });
-        if (a == Algorithm::mpi) mpi_us = us;
-        const std::string name =
-            a == Algorithm::automatic
-                ? fmt::format("auto:{}", algorithm_name(g.choose(op, size_t(bytes))))
-                : algorithm_name(a);
-        const double algbw = double(used * dtype_size(dtype)) / (us * 1e-6) / 1e9;
-        const double busbw = algbw * double(n - 1) / double(n);
-        if (!print) continue;
-        if (json)
-          fmt::print(
-              "{}\n",
-              nlohmann::json{
-                  {"op", op},
-                  {"dtype", dtype_name(dtype)},
-                  {"algorithm", a == Algorithm::automatic ? "auto" : algorithm_name(a)},
-                  {"chosen",
-                   algorithm_name(a == Algorithm::automatic ? g.choose(op, size_t(bytes)) : a)},
-                  {"bytes", used * int64_t(dtype_size(dtype))},
-                  {"ranks", n},
-                  {"time_us", us},
-                  {"algbw_gbps", algbw},
-                  {"busbw_gbps", busbw}}
-                  .dump());
-        else
-          fmt::print("{:<15} {:>6} {:>10} {:>7} {:>12.1f} {:>10.2f} {:>10.2f} {:>8.1f}x\n", op,
-                     dtype_name(dtype), used * int64_t(dtype_size(dtype)), name, us, algbw, busbw,
-                     mpi_us / us);
-      }
-      // The limit: copying the same bytes once in this process.
-      const double memcpy_us =
-          time_us(g, repeats, [&] { std::memcpy(copy.raw(), full.raw(), full.nbytes()); });
-      const double algbw = double(full.nbytes()) / (memcpy_us * 1e-6) / 1e9;
-      if (print && json)
-        fmt::print("{}\n", nlohmann::json{{"op", op},
-                                          {"dtype", dtype_name(dtype)},
-                                          {"algorithm", "memcpy"},
-                                          {"bytes", full.nbytes()},
-                                          {"ranks", n},
-                                          {"time_us", memcpy_us},
-                                          {"algbw_gbps", algbw},
-                                          {"busbw_gbps", algbw}}
-                               .dump());
-      else if (print)
-        fmt::print("{:<15} {:>6} {:>10} {:>7} {:>12.1f} {:>10.2f} {:>10} {:>8.1f}x\n", op,
-                   dtype_name(dtype), full.nbytes(), "memcpy", memcpy_us, algbw, "-",
-                   mpi_us / memcpy_us);
-      std::fflush(stdout);
+      const int64_t per_rank = bytes / int64_t(dtype_size(dtype)) / n;
+      if (per_rank > 0) bench_size(*world, op, dtype, per_rank, json);
     }
-  }
   return 0;
 }
 

@@ -36,6 +36,12 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_UINT16_T;  // MPI has no BF16: move the bits
     case DType::i32:
       return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u64:
+      return MPI_UINT64_T;
+    case DType::u8:
+      return MPI_BYTE;
   }
   return MPI_BYTE;
 }

@@ -1,17 +1,25 @@
 #include "collectives/fake_process_group.hpp"
 
+#include <algorithm>
 #include <barrier>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "collectives/pending_work.hpp"
 #include "collectives/reduce_kernels.hpp"
 
 namespace st {
 
 struct FakeProcessGroup::Shared {
-  explicit Shared(int n) : sync(n), inputs(size_t(n)), outputs(size_t(n)) {}
+  explicit Shared(int n) : sync(n), inputs(size_t(n)), outputs(size_t(n)), split_args(size_t(n)) {}
   std::barrier<> sync;
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
+  // split(): every rank's (color, key), and the rendezvous of each new group by color.
+  std::vector<std::pair<int, int>> split_args;
+  std::map<int, std::shared_ptr<Shared>> split_children;
+  std::mutex split_mutex;
 };
 
 std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size) {
@@ -19,18 +27,20 @@ std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size
   auto shared = std::make_shared<Shared>(size);
   std::vector<std::unique_ptr<FakeProcessGroup>> groups;
   for (int r = 0; r < size; ++r)
-    groups.push_back(std::unique_ptr<FakeProcessGroup>(new FakeProcessGroup(r, size, shared)));
+    groups.push_back(
+        std::unique_ptr<FakeProcessGroup>(new FakeProcessGroup(r, size, "fake", shared)));
   return groups;
 }
 
-FakeProcessGroup::FakeProcessGroup(int rank, int size, std::shared_ptr<Shared> shared)
-    : rank_(rank), size_(size), shared_(std::move(shared)) {}
+FakeProcessGroup::FakeProcessGroup(int rank, int size, std::string name,
+                                   std::shared_ptr<Shared> shared)
+    : rank_(rank), size_(size), name_(std::move(name)), shared_(std::move(shared)) {}
 
 template <class Body>
-std::shared_ptr<Work> FakeProcessGroup::rendezvous(const char* op, const void* in, void* out,
+std::shared_ptr<Work> FakeProcessGroup::rendezvous(OpType op, const void* in, void* out,
                                                    Body&& body) {
-  auto work =
-      std::make_shared<Work>(fmt::format("{} on group 'fake' (rank {} of {})", op, rank_, size_));
+  auto work = std::make_shared<PendingWork>(
+      fmt::format("{} on group '{}' (rank {} of {})", op_name(op), name_, rank_, size_));
   shared_->inputs[size_t(rank_)] = in;
   shared_->outputs[size_t(rank_)] = out;
   shared_->sync.arrive_and_wait();
@@ -46,24 +56,25 @@ std::shared_ptr<Work> FakeProcessGroup::rendezvous(const char* op, const void* i
 }
 
 std::shared_ptr<Work> FakeProcessGroup::all_gather(const Tensor& input, const Tensor& output,
-                                                   const CollectiveOptions&) {
+                                                   const AllGatherOptions&) {
   check_all_gather(*this, input, output);
   const size_t bytes = input.nbytes();
   char* out = static_cast<char*>(output.raw());
-  return rendezvous("all_gather", input.raw(), out, [&] {
+  return rendezvous(OpType::all_gather, input.raw(), out, [&] {
     for (int r = 0; r < size_; ++r)
       std::memmove(out + size_t(r) * bytes, shared_->inputs[size_t(r)], bytes);
   });
 }
 
 std::shared_ptr<Work> FakeProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
-                                                       const CollectiveOptions& options) {
+                                                       const ReduceScatterOptions& options) {
   check_reduce_scatter(*this, input, output);
-  if (options.op == ReduceOp::max) fail("reduce_scatter on group 'fake': max is not supported");
+  if (options.op == ReduceOp::max)
+    fail("reduce_scatter on group '{}': max is not supported", name_);
   const size_t n = size_t(output.numel()), esize = dtype_size(input.dtype());
   const DType dtype = input.dtype();
   float* out = output.data<float>();
-  return rendezvous("reduce_scatter", input.raw(), out, [&] {
+  return rendezvous(OpType::reduce_scatter, input.raw(), out, [&] {
     const size_t offset = size_t(rank_) * n * esize;
     load_f32(out, static_cast<const char*>(shared_->inputs[0]) + offset, dtype, n);
     for (int r = 1; r < size_; ++r)
@@ -74,7 +85,7 @@ std::shared_ptr<Work> FakeProcessGroup::reduce_scatter(const Tensor& input, cons
 }
 
 std::shared_ptr<Work> FakeProcessGroup::all_reduce(const Tensor& buffer,
-                                                   const CollectiveOptions& options) {
+                                                   const AllReduceOptions& options) {
   check_all_reduce(*this, buffer, options);
   const size_t n = size_t(buffer.numel());
   const DType dtype = buffer.dtype();
@@ -93,31 +104,63 @@ std::shared_ptr<Work> FakeProcessGroup::all_reduce(const Tensor& buffer,
     shared_->sync.arrive_and_wait();  // all ranks have read every input before anyone writes
     std::memcpy(data, acc.data(), n * sizeof(T));
   };
-  return rendezvous("all_reduce", data, data, [&] {
+  return rendezvous(OpType::all_reduce, data, data, [&] {
     if (dtype == DType::f32)
       reduce(float{});
-    else
+    else if (dtype == DType::f64)
       reduce(double{});
+    else
+      reduce(int64_t{});
   });
 }
 
 std::shared_ptr<Work> FakeProcessGroup::broadcast(const Tensor& buffer, int root,
-                                                  const CollectiveOptions&) {
+                                                  const BroadcastOptions&) {
   if (root < 0 || root >= size_)
-    fail("broadcast on group 'fake': root {} is not a rank of a group of {}", root, size_);
+    fail("broadcast on group '{}': root {} is not a rank of a group of {}", name_, root, size_);
   void* data = buffer.raw();
   const size_t bytes = buffer.nbytes();
-  return rendezvous("broadcast", data, data, [&] {
+  return rendezvous(OpType::broadcast, data, data, [&] {
     if (rank_ != root) std::memcpy(data, shared_->inputs[size_t(root)], bytes);
   });
 }
 
-std::shared_ptr<Work> FakeProcessGroup::barrier(const CollectiveOptions&) {
-  return rendezvous("barrier", nullptr, nullptr, [] {});
+std::shared_ptr<Work> FakeProcessGroup::barrier(const BarrierOptions&) {
+  return rendezvous(OpType::barrier, nullptr, nullptr, [] {});
 }
 
-std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int, int) {
-  fail("FakeProcessGroup does not support split; use MpiProcessGroup under mpirun");
+std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key) {
+  Shared& s = *shared_;
+  s.split_args[size_t(rank_)] = {color, key};
+  s.sync.arrive_and_wait();
+  // The members of this rank's new group, in (key, rank) order.
+  std::vector<std::pair<int, int>> members;  // (key, old rank)
+  for (int r = 0; r < size_; ++r)
+    if (color >= 0 && s.split_args[size_t(r)].first == color)
+      members.push_back({s.split_args[size_t(r)].second, r});
+  std::sort(members.begin(), members.end());
+  // The group's first member creates its rendezvous; the others pick it up.
+  if (!members.empty() && members.front().second == rank_) {
+    std::lock_guard lock(s.split_mutex);
+    s.split_children[color] = std::make_shared<Shared>(int(members.size()));
+  }
+  s.sync.arrive_and_wait();
+  std::shared_ptr<Shared> child;
+  if (!members.empty()) {
+    std::lock_guard lock(s.split_mutex);
+    child = s.split_children.at(color);
+  }
+  s.sync.arrive_and_wait();  // everyone holds its child: the table can be cleared
+  if (rank_ == 0) {
+    std::lock_guard lock(s.split_mutex);
+    s.split_children.clear();
+  }
+  if (!child) return nullptr;
+  const int new_rank = int(std::find_if(members.begin(), members.end(),
+                                        [&](const auto& m) { return m.second == rank_; }) -
+                           members.begin());
+  return std::unique_ptr<ProcessGroup>(new FakeProcessGroup(
+      new_rank, int(members.size()), fmt::format("{}/{}", name_, color), std::move(child)));
 }
 
 }  // namespace st

@@ -3,6 +3,7 @@
 // are threads of this process. Each rank's group object is used from its own thread; every
 // operation is a rendezvous of all ranks and completes before it returns (its Work is done).
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/process_group.hpp"
@@ -19,28 +20,28 @@ class FakeProcessGroup final : public ProcessGroup {
   const std::string& name() const override { return name_; }
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
-                                   const CollectiveOptions& options = {}) override;
+                                   const AllGatherOptions& options = {}) override;
   std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
-                                       const CollectiveOptions& options = {}) override;
+                                       const ReduceScatterOptions& options = {}) override;
   std::shared_ptr<Work> all_reduce(const Tensor& buffer,
-                                   const CollectiveOptions& options = {}) override;
+                                   const AllReduceOptions& options = {}) override;
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
-                                  const CollectiveOptions& options = {}) override;
-  std::shared_ptr<Work> barrier(const CollectiveOptions& options = {}) override;
-  // Not supported by the fake (a clear error).
+                                  const BroadcastOptions& options = {}) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
+  // Every rank calls it; ranks of equal color form a sub-group of the same kind (ordered by
+  // key, then rank) named "<name>/<color>"; a negative color gives no group (nullptr).
   std::unique_ptr<ProcessGroup> split(int color, int key) override;
-  Algorithm choose(const std::string&, size_t) const override { return Algorithm::mpi; }
 
   struct Shared;
 
  private:
-  FakeProcessGroup(int rank, int size, std::shared_ptr<Shared> shared);
+  FakeProcessGroup(int rank, int size, std::string name, std::shared_ptr<Shared> shared);
   // Publishes this rank's pointers, waits for all, runs `body`, waits again.
   template <class Body>
-  std::shared_ptr<Work> rendezvous(const char* op, const void* in, void* out, Body&& body);
+  std::shared_ptr<Work> rendezvous(OpType op, const void* in, void* out, Body&& body);
 
   int rank_, size_;
-  std::string name_ = "fake";
+  std::string name_;
   std::shared_ptr<Shared> shared_;
 };
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "collectives/mpi_runtime.hpp"
@@ -50,8 +49,6 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name) : name_(std::m
       shm_ = std::make_unique<ShmArena>(Comm{node_comm_, comm_.rank, comm_.size});
     }
   });
-  if (const char* env = std::getenv("SHARDTRAIN_COLLECTIVE_ALGO"))
-    env_override_ = parse_algorithm(env, "SHARDTRAIN_COLLECTIVE_ALGO");
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
@@ -63,33 +60,32 @@ MpiProcessGroup::~MpiProcessGroup() {
   });
 }
 
-Algorithm MpiProcessGroup::choose(const std::string& op, size_t bytes) const {
-  if (op != "all_gather" && op != "reduce_scatter") return Algorithm::mpi;
+Algorithm MpiProcessGroup::choose(OpType op, size_t bytes) const {
+  if (op != OpType::all_gather && op != OpType::reduce_scatter) return Algorithm::mpi;
   if (comm_.size == 1 || bytes < kSmallMessageBytes) return Algorithm::mpi;
   return single_node_ ? Algorithm::shm : Algorithm::ring;
 }
 
-Algorithm MpiProcessGroup::resolve(Algorithm requested, const char* op, size_t bytes) const {
-  Algorithm a = requested == Algorithm::automatic ? env_override_ : requested;
-  if (a == Algorithm::automatic) a = choose(op, bytes);
+Algorithm MpiProcessGroup::resolve(Algorithm requested, OpType op, size_t bytes) const {
+  const Algorithm a = requested == Algorithm::automatic ? choose(op, bytes) : requested;
   if (a == Algorithm::shm && !single_node_)
-    fail("{} on group '{}': the shm algorithm needs every rank on one node", op, name_);
+    fail("{} on group '{}': the shm algorithm needs every rank on one node", op_name(op), name_);
   return a;
 }
 
-std::string MpiProcessGroup::describe(const char* op, size_t bytes, Algorithm algorithm) {
-  return fmt::format("{} #{} on group '{}' (rank {} of {}, {} bytes, {})", op, ++sequence_, name_,
-                     comm_.rank, comm_.size, bytes, algorithm_name(algorithm));
+std::string MpiProcessGroup::describe(OpType op, size_t bytes, Algorithm algorithm) {
+  return fmt::format("{} #{} on group '{}' (rank {} of {}, {} bytes, {})", op_name(op), ++sequence_,
+                     name_, comm_.rank, comm_.size, bytes, algorithm_name(algorithm));
 }
 
 std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Tensor& output,
-                                                  const CollectiveOptions& options) {
+                                                  const AllGatherOptions& options) {
   check_all_gather(*this, input, output);
   const size_t bytes = input.nbytes();
-  const Algorithm a = resolve(options.algorithm, "all_gather", output.nbytes());
+  const Algorithm a = resolve(options.algorithm, OpType::all_gather, output.nbytes());
   const void* in = input.raw();
   void* out = output.raw();
-  return CommThread::instance().submit(describe("all_gather", output.nbytes(), a),
+  return CommThread::instance().submit(describe(OpType::all_gather, output.nbytes(), a),
                                        options.timeout_s, [this, a, in, out, bytes] {
                                          if (a == Algorithm::ring)
                                            ring_all_gather(comm_, in, out, bytes);
@@ -101,17 +97,17 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
-                                                      const CollectiveOptions& options) {
+                                                      const ReduceScatterOptions& options) {
   check_reduce_scatter(*this, input, output);
   if (options.op == ReduceOp::max)
     fail("reduce_scatter on group '{}': max is not supported", name_);
-  const Algorithm a = resolve(options.algorithm, "reduce_scatter", input.nbytes());
+  const Algorithm a = resolve(options.algorithm, OpType::reduce_scatter, input.nbytes());
   const void* in = input.raw();
   const DType dtype = input.dtype();
   float* out = output.data<float>();
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
-  return CommThread::instance().submit(describe("reduce_scatter", input.nbytes(), a),
+  return CommThread::instance().submit(describe(OpType::reduce_scatter, input.nbytes(), a),
                                        options.timeout_s, [this, a, in, dtype, out, n, average] {
                                          if (a == Algorithm::ring)
                                            ring_reduce_scatter(comm_, in, dtype, out, n);
@@ -124,7 +120,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
 }
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
-                                                  const CollectiveOptions& options) {
+                                                  const AllReduceOptions& options) {
   check_all_reduce(*this, buffer, options);
   void* data = buffer.raw();
   const DType dtype = buffer.dtype();
@@ -132,7 +128,7 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   const ReduceOp op = options.op;
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
   return CommThread::instance().submit(
-      describe("all_reduce", buffer.nbytes(), Algorithm::mpi), options.timeout_s,
+      describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
       [this, data, dtype, n, op] {
         check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, int(n), mpi_type(dtype),
                                 op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_.comm),
@@ -146,14 +142,15 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
 }
 
 std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
-                                                 const CollectiveOptions& options) {
+                                                 const BroadcastOptions& options) {
   if (root < 0 || root >= comm_.size)
     fail("broadcast on group '{}': root {} is not a rank of a group of {}", name_, root,
          comm_.size);
   char* data = static_cast<char*>(buffer.raw());
   const size_t bytes = buffer.nbytes();
   return CommThread::instance().submit(
-      describe("broadcast", bytes, Algorithm::mpi), options.timeout_s, [this, data, bytes, root] {
+      describe(OpType::broadcast, bytes, Algorithm::mpi), options.timeout_s,
+      [this, data, bytes, root] {
         for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
           check_mpi(MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)), MPI_BYTE,
                               root, comm_.comm),
@@ -161,15 +158,15 @@ std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
       });
 }
 
-std::shared_ptr<Work> MpiProcessGroup::barrier(const CollectiveOptions& options) {
+std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& options) {
   return CommThread::instance().submit(
-      describe("barrier", 0, Algorithm::mpi), options.timeout_s,
+      describe(OpType::barrier, 0, Algorithm::mpi), options.timeout_s,
       [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
 }
 
 std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
   MPI_Comm sub = MPI_COMM_NULL;
-  CommThread::instance().run(describe("split", 0, Algorithm::mpi), 60, [&] {
+  CommThread::instance().run(describe(OpType::split, 0, Algorithm::mpi), 60, [&] {
     check_mpi(MPI_Comm_split(comm_.comm, color, key, &sub), "MPI_Comm_split");
   });
   return std::unique_ptr<ProcessGroup>(

@@ -24,21 +24,23 @@ class MpiProcessGroup final : public ProcessGroup {
   bool single_node() const { return single_node_; }
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
-                                   const CollectiveOptions& options = {}) override;
+                                   const AllGatherOptions& options = {}) override;
   std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
-                                       const CollectiveOptions& options = {}) override;
+                                       const ReduceScatterOptions& options = {}) override;
   std::shared_ptr<Work> all_reduce(const Tensor& buffer,
-                                   const CollectiveOptions& options = {}) override;
+                                   const AllReduceOptions& options = {}) override;
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
-                                  const CollectiveOptions& options = {}) override;
-  std::shared_ptr<Work> barrier(const CollectiveOptions& options = {}) override;
+                                  const BroadcastOptions& options = {}) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
   std::unique_ptr<ProcessGroup> split(int color, int key) override;
-  Algorithm choose(const std::string& op, size_t bytes) const override;
+  // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
+  // 64 KiB (latency-bound) and for one rank, shm within a node, ring across nodes.
+  Algorithm choose(OpType op, size_t bytes) const;
 
  private:
   MpiProcessGroup(MPI_Comm comm, std::string name);  // takes ownership of comm
-  std::string describe(const char* op, size_t bytes, Algorithm algorithm);
-  Algorithm resolve(Algorithm requested, const char* op, size_t bytes) const;
+  std::string describe(OpType op, size_t bytes, Algorithm algorithm);
+  Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
 
   Comm comm_;
   std::string name_;
@@ -46,7 +48,6 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShmArena> shm_;
   std::atomic<uint64_t> sequence_{0};
-  Algorithm env_override_ = Algorithm::automatic;  // SHARDTRAIN_COLLECTIVE_ALGO
 };
 
 }  // namespace st

@@ -9,6 +9,7 @@
 #include <deque>
 #include <thread>
 
+#include "collectives/pending_work.hpp"
 #include "core/error.hpp"
 
 namespace st {
@@ -90,7 +91,7 @@ void abort_job(const std::string& message, int code) {
 
 struct CommThread::State {
   struct Task {
-    std::shared_ptr<Work> work;
+    std::shared_ptr<PendingWork> work;
     std::function<void()> fn;
     std::chrono::steady_clock::time_point deadline;
   };
@@ -152,7 +153,7 @@ CommThread& CommThread::instance() {
 
 std::shared_ptr<Work> CommThread::submit(std::string description, double timeout_s,
                                          std::function<void()> fn) {
-  auto work = std::make_shared<Work>(std::move(description));
+  auto work = std::make_shared<PendingWork>(std::move(description));
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeout_s));

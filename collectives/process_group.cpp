@@ -2,6 +2,24 @@
 
 namespace st {
 
+const char* op_name(OpType op) {
+  switch (op) {
+    case OpType::all_gather:
+      return "all_gather";
+    case OpType::reduce_scatter:
+      return "reduce_scatter";
+    case OpType::all_reduce:
+      return "all_reduce";
+    case OpType::broadcast:
+      return "broadcast";
+    case OpType::barrier:
+      return "barrier";
+    case OpType::split:
+      return "split";
+  }
+  return "?";
+}
+
 const char* algorithm_name(Algorithm a) {
   switch (a) {
     case Algorithm::automatic:
@@ -14,15 +32,6 @@ const char* algorithm_name(Algorithm a) {
       return "shm";
   }
   return "?";
-}
-
-Algorithm parse_algorithm(const std::string& text, const std::string& what) {
-  if (text == "auto") return Algorithm::automatic;
-  if (text == "mpi") return Algorithm::mpi;
-  if (text == "ring") return Algorithm::ring;
-  if (text == "shm") return Algorithm::shm;
-  fail_input("{}: '{}' is not a collective algorithm (expected auto, mpi, ring or shm)", what,
-             text);
 }
 
 void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& output) {
@@ -51,11 +60,13 @@ void check_reduce_scatter(const ProcessGroup& g, const Tensor& input, const Tens
   output.raw();
 }
 
-void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const CollectiveOptions& o) {
-  if (buffer.dtype() != DType::f32 && buffer.dtype() != DType::f64)
-    fail("all_reduce on group '{}': '{}' is {} but must be fp32 or fp64", g.name(), buffer.name(),
-         dtype_name(buffer.dtype()));
-  (void)o;
+void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const AllReduceOptions& o) {
+  const DType d = buffer.dtype();
+  if (d != DType::f32 && d != DType::f64 && d != DType::i64)
+    fail("all_reduce on group '{}': '{}' is {} but must be fp32, fp64 or i64", g.name(),
+         buffer.name(), dtype_name(d));
+  if (d == DType::i64 && o.op == ReduceOp::avg)
+    fail("all_reduce on group '{}': '{}' is i64, which has no average", g.name(), buffer.name());
   buffer.raw();
 }
 

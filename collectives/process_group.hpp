@@ -9,17 +9,36 @@
 
 namespace st {
 
+enum class OpType { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
 enum class ReduceOp { sum, avg, max };
+// How the data moves: MPI's built-in, a ring of point-to-point steps, or a shared-memory window
+// on one node; `automatic` lets the backend choose by operation, size and topology.
 enum class Algorithm { automatic, mpi, ring, shm };
 
+const char* op_name(OpType op);
 const char* algorithm_name(Algorithm a);
-// Parses "auto", "mpi", "ring", "shm"; throws InputError naming `what`.
-Algorithm parse_algorithm(const std::string& text, const std::string& what);
 
-struct CollectiveOptions {
-  ReduceOp op = ReduceOp::sum;
+// The watchdog aborts the job when an operation has not finished after this long.
+constexpr double kDefaultTimeoutS = 300;
+
+struct AllGatherOptions {
   Algorithm algorithm = Algorithm::automatic;
-  double timeout_s = 300;  // the watchdog aborts the job after this long
+  double timeout_s = kDefaultTimeoutS;
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::sum;  // sum or avg
+  Algorithm algorithm = Algorithm::automatic;
+  double timeout_s = kDefaultTimeoutS;
+};
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  double timeout_s = kDefaultTimeoutS;
+};
+struct BroadcastOptions {
+  double timeout_s = kDefaultTimeoutS;
+};
+struct BarrierOptions {
+  double timeout_s = kDefaultTimeoutS;
 };
 
 class ProcessGroup {
@@ -32,27 +51,24 @@ class ProcessGroup {
   // output[size * n] = concat over ranks of input[n]; any dtype (BF16 moves as 2-byte words).
   // In place when input is this rank's slot of output.
   virtual std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
-                                           const CollectiveOptions& options = {}) = 0;
+                                           const AllGatherOptions& options = {}) = 0;
   // output[n] (FP32) = reduction over ranks of input[rank * n, (rank + 1) * n); input is FP32
   // or BF16 and is accumulated in FP32. avg divides once, after the sum.
   virtual std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
-                                               const CollectiveOptions& options = {}) = 0;
-  // In place; fp32 or fp64; sum, avg or max.
+                                               const ReduceScatterOptions& options = {}) = 0;
+  // In place; fp32 or fp64 (sum, avg, max) or i64 (sum, max: exact agreement on integers).
   virtual std::shared_ptr<Work> all_reduce(const Tensor& buffer,
-                                           const CollectiveOptions& options = {}) = 0;
+                                           const AllReduceOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
-                                          const CollectiveOptions& options = {}) = 0;
-  virtual std::shared_ptr<Work> barrier(const CollectiveOptions& options = {}) = 0;
-  // Ranks with equal color form a new group, ordered by key (then by rank here).
+                                          const BroadcastOptions& options = {}) = 0;
+  virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
+  // Collective. Ranks with equal color form a new group, ordered by key, then by rank.
   virtual std::unique_ptr<ProcessGroup> split(int color, int key) = 0;
-
-  // Which algorithm `automatic` resolves to for this operation and byte count.
-  virtual Algorithm choose(const std::string& op, size_t bytes) const = 0;
 };
 
 // Checks shared by every implementation; throw an Error naming the op, tensor and group.
 void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& output);
 void check_reduce_scatter(const ProcessGroup& g, const Tensor& input, const Tensor& output);
-void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const CollectiveOptions& o);
+void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const AllReduceOptions& o);
 
 }  // namespace st

@@ -12,6 +12,8 @@ void Work::wait() {
   if (error_) {
     try {
       std::rethrow_exception(error_);
+    } catch (const InputError& e) {
+      fail_input("{} failed: {}", description_, e.what());
     } catch (const std::exception& e) {
       fail("{} failed: {}", description_, e.what());
     }

@@ -1,6 +1,8 @@
 #pragma once
 // Work: the handle of an asynchronous collective (c10d's contract): wait() blocks until it is
-// done and rethrows its failure with context; is_completed() never blocks.
+// done and rethrows its failure with context, keeping its kind (bad input stays bad input);
+// is_completed() never blocks. Only the backend that runs an operation completes it
+// (collectives/pending_work.hpp).
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -11,19 +13,21 @@ namespace st {
 class Work {
  public:
   explicit Work(std::string description) : description_(std::move(description)) {}
+  virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
   void wait();
   bool is_completed() const;
   const std::string& description() const { return description_; }
-
-  // Called once by whoever runs the operation.
-  void finish(std::exception_ptr error = nullptr);
   // When the operation began running and when it finished (trace_now_us clock); for traces.
-  void mark_started();
   double started_us() const;
   double completed_us() const;
+
+ protected:
+  // Called once by whoever runs the operation.
+  void finish(std::exception_ptr error = nullptr);
+  void mark_started();
 
  private:
   std::string description_;

@@ -6,11 +6,26 @@
 namespace st {
 
 // Element types. bf16 values are stored as their raw 16 bits.
-enum class DType : uint8_t { f32, bf16, i32, f64 };
+// i64/u64 carry sizes, counts and hashes between ranks.
+// u8 is raw bytes (one allocation carved into tensors of other dtypes).
+enum class DType : uint8_t { f32, bf16, i32, f64, i64, u64, u8 };
 using bf16 = uint16_t;
 
 constexpr size_t dtype_size(DType t) {
-  return t == DType::bf16 ? 2 : t == DType::f64 ? 8 : 4;
+  switch (t) {
+    case DType::u8:
+      return 1;
+    case DType::bf16:
+      return 2;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f64:
+    case DType::i64:
+    case DType::u64:
+      return 8;
+  }
+  return 0;
 }
 
 constexpr std::string_view dtype_name(DType t) {
@@ -23,12 +38,15 @@ constexpr std::string_view dtype_name(DType t) {
       return "i32";
     case DType::f64:
       return "fp64";
+    case DType::i64:
+      return "i64";
+    case DType::u64:
+      return "u64";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
-
-// Parses "fp32"/"f32"/"float32" and "bf16"/"bfloat16"; throws InputError naming `what`.
-DType parse_float_dtype(std::string_view text, std::string_view what);
 
 template <class T>
 constexpr DType dtype_of();
@@ -47,6 +65,18 @@ constexpr DType dtype_of<double>() {
 template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint64_t>() {
+  return DType::u64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
 }
 
 }  // namespace st

@@ -53,15 +53,6 @@ Tensor Tensor::zeros(std::string name, Shape shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::wrap(std::string name, Shape shape, DType dtype, void* data) {
-  Tensor t;
-  t.name_ = std::move(name);
-  t.shape_ = std::move(shape);
-  t.dtype_ = dtype;
-  t.data_ = data;
-  return t;
-}
-
 int64_t Tensor::dim(int i) const {
   if (i < 0) i += ndim();
   if (i < 0 || i >= ndim()) fail("tensor '{}' {}: no dimension {}", name_, shape_string(shape_), i);
@@ -96,6 +87,20 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   t.shape_[0] = end - begin;
   const int64_t row_elems = rows == 0 ? 0 : numel() / rows;
   if (data_) t.data_ = static_cast<char*>(data_) + size_t(begin * row_elems) * dtype_size(dtype_);
+  return t;
+}
+
+Tensor Tensor::carve(std::string name, Shape shape, DType dtype, size_t byte_offset) const {
+  Tensor t;
+  t.name_ = std::move(name);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device_;
+  if (byte_offset + t.nbytes() > nbytes())
+    fail("tensor '{}' {} at byte {} does not fit inside '{}' ({} bytes)", t.name_,
+         shape_string(t.shape_), byte_offset, name_, nbytes());
+  t.storage_ = storage_;
+  if (data_) t.data_ = static_cast<char*>(data_) + byte_offset;
   return t;
 }
 

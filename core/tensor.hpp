@@ -39,8 +39,6 @@ class Tensor {
   // Uninitialized storage (or none, on meta).
   static Tensor empty(std::string name, Shape shape, DType dtype, Device device = Device::cpu);
   static Tensor zeros(std::string name, Shape shape, DType dtype);
-  // A non-owning view of memory someone else keeps alive.
-  static Tensor wrap(std::string name, Shape shape, DType dtype, void* data);
 
   const std::string& name() const { return name_; }
   const Shape& shape() const { return shape_; }
@@ -68,6 +66,9 @@ class Tensor {
   Tensor view(Shape shape) const;
   // Rows [begin, end) along the first dimension.
   Tensor slice(int64_t begin, int64_t end) const;
+  // A tensor of its own name, shape and dtype inside this one's storage, starting
+  // `byte_offset` bytes in (one allocation carved into many; meta stays meta).
+  Tensor carve(std::string name, Shape shape, DType dtype, size_t byte_offset) const;
   Tensor renamed(std::string name) const;
   void zero_();
 

@@ -62,6 +62,7 @@ int run_train(const CommonOptions& options) {
     }
   });
   if (!options.json) print_summary(s);
+  s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
   const auto& ckpt = s.config.checkpoint;
   int64_t start = 0;
   agree_on_startup(*s.ranks.group, [&] {

@@ -9,6 +9,7 @@ struct CommonOptions {
   std::string config = "tiny";  // a path or a bundled config name
   std::vector<std::string> overrides;
   bool json = false;
+  int test_slow_checkpoint_ms = 0;  // train's hidden test hook (see ShardedTrainer)
 };
 
 int run_train(const CommonOptions& options);

@@ -13,8 +13,10 @@
 #include <sstream>
 #include <variant>
 
+#include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "launch/bundled_configs.hpp"
+#include "launch/names.hpp"
 
 namespace st {
 namespace {
@@ -81,13 +83,18 @@ KeySpec bool_key(T Config::*section, bool T::*field) {
       [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<bool>(v); },
       [=](const Config& c) { return std::string(c.*section.*field ? "true" : "false"); }};
 }
-template <class T>
-KeySpec dtype_key(T Config::*section, DType T::*field) {
+// A key whose words name the values of an enum: `parse` reads a word, `name` writes one.
+template <class T, class E, class Parse, class Name>
+KeySpec enum_key(T Config::*section, E T::*field, Parse parse, Name name) {
   return {Kind::string,
           [=](Config& c, const Value& v, const std::string& key) {
-            c.*section.*field = parse_float_dtype(std::get<std::string>(v), key);
+            c.*section.*field = parse(std::get<std::string>(v), key);
           },
-          [=](const Config& c) { return fmt::format("\"{}\"", dtype_name(c.*section.*field)); }};
+          [=](const Config& c) { return fmt::format("\"{}\"", name(c.*section.*field)); }};
+}
+template <class T>
+KeySpec dtype_key(T Config::*section, DType T::*field) {
+  return enum_key(section, field, parse_float_dtype, dtype_name);
 }
 
 using Model = GPTConfig;
@@ -116,7 +123,8 @@ const std::map<std::string, KeySpec>& registry() {
       {"training.grad_clip", num_key(&Config::training, &Training::grad_clip)},
       {"training.threads", int_key(&Config::training, &Training::threads)},
       {"training.init_from", str_key(&Config::training, &Training::init_from)},
-      {"optimizer.name", str_key(&Config::optimizer, &OptimizerConfig::name)},
+      {"optimizer.name",
+       enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name)},
       {"optimizer.lr", num_key(&Config::schedule, &Schedule::lr)},
       {"optimizer.beta1", float_key(&Config::optimizer, &OptimizerConfig::beta1)},
       {"optimizer.beta2", float_key(&Config::optimizer, &OptimizerConfig::beta2)},
@@ -130,9 +138,10 @@ const std::map<std::string, KeySpec>& registry() {
       {"sharding.reshard_after_forward",
        bool_key(&Config::sharding, &Sharding::reshard_after_forward)},
       {"sharding.prefetch", int_key(&Config::sharding, &Sharding::prefetch)},
-      {"sharding.accumulation", str_key(&Config::sharding, &Sharding::accumulation)},
-      {"sharding.collective_algorithm",
-       str_key(&Config::sharding, &Sharding::collective_algorithm)},
+      {"sharding.accumulation",
+       enum_key(&Config::sharding, &Sharding::accumulation, parse_accumulation, accumulation_name)},
+      {"sharding.collective_algorithm", enum_key(&Config::sharding, &Sharding::collective_algorithm,
+                                                 parse_algorithm, algorithm_name)},
       {"checkpoint.dir", str_key(&Config::checkpoint, &Checkpoint::dir)},
       {"checkpoint.every", int_key(&Config::checkpoint, &Checkpoint::every)},
       {"checkpoint.keep", int_key(&Config::checkpoint, &Checkpoint::keep)},
@@ -310,27 +319,33 @@ Config load_config(const std::string& source_in, const std::vector<std::string>&
   return config;
 }
 
-void validate_config(const Config& c, int world_size) {
-  auto positive = [](int64_t v, const char* key) {
-    if (v < 1) fail_input("{} = {} must be at least 1", key, v);
-  };
-  positive(c.model.n_layer, "model.n_layer");
-  positive(c.model.n_embd, "model.n_embd");
-  positive(c.model.n_head, "model.n_head");
-  positive(c.model.block_size, "model.block_size");
+namespace {
+
+void at_least_one(int64_t v, const char* key) {
+  if (v < 1) fail_input("{} = {} must be at least 1", key, v);
+}
+
+void validate_model(const Config& c) {
+  at_least_one(c.model.n_layer, "model.n_layer");
+  at_least_one(c.model.n_embd, "model.n_embd");
+  at_least_one(c.model.n_head, "model.n_head");
+  at_least_one(c.model.block_size, "model.block_size");
   if (c.model.n_embd % c.model.n_head != 0)
     fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.model.n_embd,
                c.model.n_head);
-  if (c.model.vocab_size < 256)
-    fail_input("model.vocab_size = {} is too small for byte tokens; it must be at least 256",
-               c.model.vocab_size);
+  if (c.model.vocab_size < kByteVocabSize)
+    fail_input("model.vocab_size = {} is too small for byte tokens; it must be at least {}",
+               c.model.vocab_size, kByteVocabSize);
+}
+
+void validate_training(const Config& c, int world_size) {
   if (!(c.data.val_fraction >= 0 && c.data.val_fraction < 1))
     fail_input("data.val_fraction = {} must be in [0, 1)", c.data.val_fraction);
   if (c.training.max_steps < 0)
     fail_input("training.max_steps = {} must not be negative", c.training.max_steps);
-  positive(c.training.global_batch, "training.global_batch");
-  positive(c.training.micro_batches, "training.micro_batches");
-  positive(c.training.seq_len, "training.seq_len");
+  at_least_one(c.training.global_batch, "training.global_batch");
+  at_least_one(c.training.micro_batches, "training.micro_batches");
+  at_least_one(c.training.seq_len, "training.seq_len");
   if (c.training.seq_len > c.model.block_size)
     fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
                c.training.seq_len, c.model.block_size);
@@ -346,9 +361,9 @@ void validate_config(const Config& c, int world_size) {
     fail_input("training.threads = {} must be >= 0 (0: cores / ranks on the node)",
                c.training.threads);
   if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
-  if (c.optimizer.name != "adamw" && c.optimizer.name != "sgd")
-    fail_input("optimizer.name = '{}' is not an optimizer; expected adamw or sgd",
-               c.optimizer.name);
+}
+
+void validate_optimizer(const Config& c) {
   if (!(c.schedule.lr > 0)) fail_input("optimizer.lr = {} must be > 0", c.schedule.lr);
   if (!(c.schedule.min_lr >= 0 && c.schedule.min_lr <= c.schedule.lr))
     fail_input("optimizer.min_lr = {} must be in [0, optimizer.lr = {}]", c.schedule.min_lr,
@@ -362,6 +377,9 @@ void validate_config(const Config& c, int world_size) {
     fail_input("optimizer.weight_decay = {} must be >= 0", c.optimizer.weight_decay);
   if (c.schedule.warmup_steps < 0)
     fail_input("optimizer.warmup_steps = {} must not be negative", c.schedule.warmup_steps);
+}
+
+void validate_precision(const Config& c) {
   if (c.precision.param_dtype == DType::f32 && c.precision.reduce_dtype == DType::bf16)
     fail_input(
         "precision.reduce_dtype = bf16 is less precise than precision.param_dtype = fp32; "
@@ -377,19 +395,26 @@ void validate_config(const Config& c, int world_size) {
         "precision.output_dtype = {}: only fp32 is supported (logits feed the FP32 "
         "cross-entropy)",
         dtype_name(c.precision.output_dtype));
+}
+
+void validate_outputs(const Config& c) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
-  if (c.sharding.accumulation != "reduce_each" && c.sharding.accumulation != "reduce_last")
-    fail_input("sharding.accumulation = '{}' must be reduce_each or reduce_last",
-               c.sharding.accumulation);
-  const auto& algo = c.sharding.collective_algorithm;
-  if (algo != "auto" && algo != "mpi" && algo != "ring" && algo != "shm")
-    fail_input("sharding.collective_algorithm = '{}' must be auto, mpi, ring or shm", algo);
   parse_trace_steps(c.metrics.trace_steps);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)
     fail_input("checkpoint.keep = {} must be at least 1", c.checkpoint.keep);
+}
+
+}  // namespace
+
+void validate_config(const Config& c, int world_size) {
+  validate_model(c);
+  validate_training(c, world_size);
+  validate_optimizer(c);
+  validate_precision(c);
+  validate_outputs(c);
 }
 
 std::vector<std::string> describe_config(const Config& config) {

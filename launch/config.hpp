@@ -4,9 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "collectives/process_group.hpp"
 #include "core/dtype.hpp"
 #include "core/model/gpt.hpp"
 #include "optim/optimizer.hpp"
+#include "sharding/fsdp_runtime.hpp"
 
 namespace st {
 
@@ -40,8 +42,8 @@ struct Config {
   struct {
     bool reshard_after_forward = true;
     int64_t prefetch = 1;
-    std::string accumulation = "reduce_each";
-    std::string collective_algorithm = "auto";  // auto | mpi | ring | shm
+    Accumulation accumulation = Accumulation::reduce_each;
+    Algorithm collective_algorithm = Algorithm::automatic;
   } sharding;
   struct {
     std::string dir;

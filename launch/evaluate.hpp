@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {

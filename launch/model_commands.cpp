@@ -9,15 +9,16 @@
 #include <thread>
 
 #include "core/data/dataset.hpp"
+#include "core/file_io.hpp"
 #include "core/model/gpt.hpp"
 #include "core/rng.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/evaluate.hpp"
+#include "launch/names.hpp"
 #include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
-#include "core/file_io.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

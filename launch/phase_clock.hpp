@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
 

@@ -47,10 +47,10 @@ void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn) {
     message = "unknown exception";
   }
   // codes[r] = rank r's exit code (0: fine); one max-reduction tells every rank everything.
-  Tensor codes = Tensor::zeros("startup_status", {group.size()}, DType::f64);
-  codes.data<double>()[group.rank()] = code;
+  Tensor codes = Tensor::zeros("startup_status", {group.size()}, DType::i64);
+  codes.data<int64_t>()[group.rank()] = code;
   group.all_reduce(codes, {.op = ReduceOp::max})->wait();
-  const double* all = codes.data<double>();
+  const int64_t* all = codes.data<int64_t>();
   int first_failed = -1, failed = 0;
   for (int r = 0; r < group.size(); ++r)
     if (all[r] != 0) {

@@ -79,11 +79,9 @@ void print_summary(Session& s) {
         "(correct, slower)\n");
   int64_t params = 0;
   for (const auto& spec : t.model().param_specs()) params += spec.numel();
-  fmt::print(
-      "model: L={} C={} H={} T={} V={} | {} parameters | precision: param {} reduce {} output {}\n",
-      c.model.n_layer, c.model.n_embd, c.model.n_head, c.model.block_size, c.model.vocab_size,
-      params, dtype_name(c.precision.param_dtype), dtype_name(c.precision.reduce_dtype),
-      dtype_name(c.precision.output_dtype));
+  fmt::print("model: {} | {} parameters | precision: param {} reduce {} output {}\n",
+             t.model().describe(), params, dtype_name(c.precision.param_dtype),
+             dtype_name(c.precision.reduce_dtype), dtype_name(c.precision.output_dtype));
   fmt::print(
       "data: {} ({} train / {} val tokens) | global batch {} x {} tokens in {} micro-batch{}\n",
       s.data->source(), s.data->train().size(), s.data->val().size(), c.training.global_batch,
@@ -97,14 +95,14 @@ void print_summary(Session& s) {
   fmt::print(
       "sharding: {} units (root + {} blocks), largest {} elements | reshard_after_forward {} "
       "(ZeRO-{}) | prefetch {} | collectives {}\n",
-      units.size(), units.size() - 1, largest, c.sharding.reshard_after_forward,
+      units.size(), t.fsdp().topology().blocks(), largest, c.sharding.reshard_after_forward,
       c.sharding.reshard_after_forward ? 3 : 2, c.sharding.prefetch,
-      c.sharding.collective_algorithm);
+      algorithm_name(c.sharding.collective_algorithm));
   const double psize = double(dtype_size(c.precision.param_dtype));
   const int64_t m = c.training.micro_batches;
   const double gather_mib = 2 * psize * double(padded) / kMiB;  // forward + backward
   const double scatter_mib = 4.0 * double(padded) / kMiB;
-  if (c.sharding.accumulation == "reduce_each")
+  if (c.sharding.accumulation == Accumulation::reduce_each)
     fmt::print(
         "accumulation reduce_each: reduce-scatters {:.1f} MiB per micro-batch ({:.1f} MiB per "
         "step); no unsharded gradient outlives its unit's backward. reduce_last would keep "

@@ -9,7 +9,9 @@
 #include "core/timer.hpp"
 #include "core/trace.hpp"
 #include "launch/evaluate.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/phase_clock.hpp"
+#include "optim/clip.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
@@ -19,16 +21,15 @@ FsdpOptions fsdp_options(const Config& config) {
   o.param_dtype = config.precision.param_dtype;
   o.reshard_after_forward = config.sharding.reshard_after_forward;
   o.prefetch = int(config.sharding.prefetch);
-  o.accumulation = parse_accumulation(config.sharding.accumulation, "sharding.accumulation");
-  o.collective.algorithm =
-      parse_algorithm(config.sharding.collective_algorithm, "sharding.collective_algorithm");
+  o.accumulation = config.sharding.accumulation;
+  o.algorithm = config.sharding.collective_algorithm;
   return o;
 }
 
 ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, ProcessGroup& group)
     : config_(config), data_(data), group_(group) {
   validate_config(config, group.size());
-  model_ = std::make_unique<GPT>(config.model, config.precision.param_dtype);
+  model_ = make_model(config);
   fsdp_ = std::make_unique<FsdpRuntime>(*model_, group, fsdp_options(config),
                                         uint64_t(config.training.seed));
   if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
@@ -41,61 +42,73 @@ ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, Pr
                config.schedule.warmup_steps, config.training.max_steps};
 }
 
+// One step, llm.c's loop over the FSDP runtime: this rank's rows of each micro-batch forward
+// and backward (gradients reduce-scattered as units finish), the last reductions, clipping by
+// the global norm, the optimizer on the master shards, then the stats every rank agrees on.
 StepStats ShardedTrainer::step(int64_t step) {
   StepStats s;
   s.step = step;
   s.lr = schedule_.at(step);
-  const auto& t = config_.training;
-  const int64_t rows_per_micro = t.global_batch / t.micro_batches;
-  const int64_t rows_per_rank = rows_per_micro / group_.size();
-  s.tokens = t.global_batch * t.seq_len;
-  // Every token of the global step weighs the same, whichever rank holds it.
-  const float grad_scale = 1.0f / float(s.tokens);
-
+  s.tokens = config_.training.global_batch * config_.training.seq_len;
   Timer step_clock;
   TraceScope step_span(fmt::format("step {}", step + 1), true);
   fsdp_->reset_comm();
   fsdp_->reset_memory_peak();
-  fsdp_->begin_step(int(t.micro_batches));
+  const int64_t micro_batches = config_.training.micro_batches;
+  fsdp_->begin_step(int(micro_batches));
   double loss_sum = 0;
-  for (int64_t micro = 0; micro < t.micro_batches; ++micro) {
-    fsdp_->begin_micro_batch(int(micro));
-    const int64_t first = micro * rows_per_micro + group_.rank() * rows_per_rank;
-    Batch batch = training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch, first,
-                                 first + rows_per_rank, t.seq_len);
-    PhaseClock phases(*fsdp_, &unit_names_);
-    loss_sum += model_->forward_backward(batch, grad_scale, phases);
-    s.forward_ms += phases.forward_end_ms;
-    s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
-  }
-  Timer finish_clock;
-  {
-    TraceScope finish("finish backward (last reduce-scatters)");
-    fsdp_->finish_backward();
-  }
-  s.backward_ms += finish_clock.ms();
-
-  Timer opt_clock;
-  TraceScope opt_span("optimizer (norm all-reduce, clip, AdamW)");
-  const auto& params = optimizer_->params();
-  // One all-reduce carries the loss and this rank's part of the squared gradient norm.
-  Tensor sums = Tensor::empty("step_sums", {2}, DType::f64);
-  sums.data<double>()[0] = loss_sum;
-  sums.data<double>()[1] = grad_sum_of_squares(params);
-  group_.all_reduce(sums)->wait();
-  s.loss = sums.data<double>()[0] / double(s.tokens);
-  s.grad_norm = std::sqrt(sums.data<double>()[1]);
-  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
-    fail(
-        "step {}: the loss ({}) or gradient norm ({}) is not finite; lower optimizer.lr or "
-        "check the data",
-        step, s.loss, s.grad_norm);
-  const float factor = clip_factor(s.grad_norm, t.grad_clip);
-  if (factor != 1.0f) scale_grads(params, factor);
-  optimizer_->step(s.lr);
-  s.optimizer_ms = opt_clock.ms();
+  for (int64_t micro = 0; micro < micro_batches; ++micro)
+    loss_sum += forward_backward(step, micro, s);
+  finish_backward(s);
+  update(step, loss_sum, s);
   s.step_ms = step_clock.ms();
+  agree_on_stats(s);
+  return s;
+}
 
+Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
+  const auto& t = config_.training;
+  const int64_t rows_per_micro = t.global_batch / t.micro_batches;
+  const int64_t rows_per_rank = rows_per_micro / group_.size();
+  const int64_t first = micro * rows_per_micro + group_.rank() * rows_per_rank;
+  return training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch, first,
+                        first + rows_per_rank, t.seq_len);
+}
+
+double ShardedTrainer::forward_backward(int64_t step, int64_t micro, StepStats& s) {
+  fsdp_->begin_micro_batch(int(micro));
+  const Batch batch = rows_of(step, micro);
+  PhaseClock phases(*fsdp_, &unit_names_);
+  // Every token of the global step weighs the same, whichever rank holds it.
+  const double loss = model_->forward_backward(batch, 1.0f / float(s.tokens), phases);
+  s.forward_ms += phases.forward_end_ms;
+  s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
+  return loss;
+}
+
+void ShardedTrainer::finish_backward(StepStats& s) {
+  Timer clock;
+  TraceScope span("finish backward (last reduce-scatters)");
+  fsdp_->finish_backward();
+  s.backward_ms += clock.ms();
+}
+
+void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
+  Timer clock;
+  TraceScope span("optimizer (norm all-reduce, clip, AdamW)");
+  // The loss rides along in the norm's all-reduce.
+  double riders[] = {loss_sum};
+  s.grad_norm = clip_grad_norm(optimizer_->params(), config_.training.grad_clip, group_, riders,
+                               fmt::format("step {}", step));
+  s.loss = riders[0] / double(s.tokens);
+  if (!std::isfinite(s.loss))
+    fail("step {}: the loss ({}) is not finite; lower optimizer.lr or check the data", step,
+         s.loss);
+  optimizer_->step(s.lr);
+  s.optimizer_ms = clock.ms();
+}
+
+void ShardedTrainer::agree_on_stats(StepStats& s) {
   const CommStats& comm = fsdp_->comm();
   s.exposed_comm_ms = comm.exposed_ms;
   s.collective_ms = comm.collective_ms;
@@ -112,7 +125,6 @@ StepStats ShardedTrainer::step(int64_t step) {
   s.rank_peak_rss_mib.assign(v + W, v + 2 * W);
   s.slowest_step_ms = *std::max_element(v, v + W);
   s.max_peak_rss_mib = *std::max_element(v + W, v + 2 * W);
-  return s;
 }
 
 double ShardedTrainer::evaluate(int64_t max_windows) {
@@ -130,7 +142,7 @@ MemoryBudget ShardedTrainer::budget() const {
   const int64_t rows = t.global_batch / t.micro_batches / group_.size();
   return memory_budget(
       {&fsdp_->units(), config_.precision.param_dtype, int(config_.sharding.prefetch),
-       config_.optimizer.name == "sgd" ? 1 : 2,
+       optimizer_->states_per_element(),
        fsdp_->options().accumulation == Accumulation::reduce_last && t.micro_batches > 1,
        config_.sharding.reshard_after_forward, model_->activation_bytes(rows, t.seq_len)});
 }
@@ -147,23 +159,22 @@ namespace st {
 
 nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
   const Config& c = config_;
-  return {{"model",
-           {{"n_layer", c.model.n_layer},
-            {"n_embd", c.model.n_embd},
-            {"n_head", c.model.n_head},
-            {"block_size", c.model.block_size},
-            {"vocab_size", c.model.vocab_size}}},
-          {"optimizer", {{"name", c.optimizer.name}, {"steps_taken", optimizer_->steps_taken()}}},
-          {"training",
-           {{"seed", c.training.seed},
-            {"global_batch", c.training.global_batch},
-            {"seq_len", c.training.seq_len},
-            {"max_steps", c.training.max_steps}}},
-          {"precision", {{"param_dtype", dtype_name(c.precision.param_dtype)}}},
-          // The data order is a function of (seed, global sample index), the schedule of the
-          // step and the initial weights of the seed: these positions are the whole RNG state.
-          {"data", {{"next_sample", steps_done * c.training.global_batch}}},
-          {"schedule", {{"step", steps_done}}}};
+  nlohmann::json model = nlohmann::json::object();
+  for (const auto& [key, value] : model_->hyperparameters()) model[key] = value;
+  return {
+      {"model", model},
+      {"optimizer",
+       {{"name", optimizer_name(c.optimizer.kind)}, {"steps_taken", optimizer_->steps_taken()}}},
+      {"training",
+       {{"seed", c.training.seed},
+        {"global_batch", c.training.global_batch},
+        {"seq_len", c.training.seq_len},
+        {"max_steps", c.training.max_steps}}},
+      {"precision", {{"param_dtype", dtype_name(c.precision.param_dtype)}}},
+      // The data order is a function of (seed, global sample index), the schedule of the
+      // step and the initial weights of the seed: these positions are the whole RNG state.
+      {"data", {{"next_sample", steps_done * c.training.global_batch}}},
+      {"schedule", {{"step", steps_done}}}};
 }
 
 std::vector<ShardedState> ShardedTrainer::checkpoint_states() {
@@ -187,8 +198,11 @@ std::vector<ShardedState> ShardedTrainer::checkpoint_states() {
 std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   if (config_.checkpoint.dir.empty()) fail_input("checkpoint.dir is empty: nowhere to save");
   TraceScope span("checkpoint save");
+  SaveOptions options;
+  options.keep = int(config_.checkpoint.keep);
+  options.slow_ms_per_unit = slow_checkpoint_ms_;
   return st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
-                             *fsdp_, checkpoint_states(), int(config_.checkpoint.keep));
+                             *fsdp_, checkpoint_states(), options);
 }
 
 int64_t ShardedTrainer::load_checkpoint(const std::string& path) {

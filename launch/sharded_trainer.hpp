@@ -5,9 +5,8 @@
 
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
-#include "core/model/gpt.hpp"
+#include "core/model/model.hpp"
 #include "launch/config.hpp"
-#include "launch/trainer.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "sharding/checkpoint.hpp"
@@ -16,11 +15,29 @@
 
 namespace st {
 
+// What one training step did and cost, as every rank agrees after it.
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;  // mean over the tokens of the global batch
+  float lr = 0;
+  double grad_norm = 0;  // before clipping
+  int64_t tokens = 0;
+  double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  // Sharded runs only.
+  double exposed_comm_ms = 0;  // compute blocked on collectives
+  double collective_ms = 0;    // all-gathers and reduce-scatters running (comm thread)
+  double slowest_step_ms = 0;  // the slowest rank's step time
+  std::vector<double> rank_step_ms, rank_peak_rss_mib;  // every rank's, by rank
+  double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
+  int64_t gathered_bytes = 0, scattered_bytes = 0;
+};
+
 FsdpOptions fsdp_options(const Config& config);
 
 class ShardedTrainer {
  public:
-  // Builds the model on the meta device (shapes only) and materializes this rank's shards.
+  // Makes the config's model (parameter specs only: nothing is materialized) and materializes
+  // this rank's shards of its parameters, nothing more.
   ShardedTrainer(const Config& config, const TextDataset& data, ProcessGroup& group);
 
   // Training step `step` (0-based); a collective: every rank calls it.
@@ -28,9 +45,8 @@ class ShardedTrainer {
   // Mean loss over up to `max_windows` validation windows, split over the ranks.
   double evaluate(int64_t max_windows);
 
-  GPT& model() { return *model_; }
+  Model& model() { return *model_; }
   FsdpRuntime& fsdp() { return *fsdp_; }
-  Optimizer& optimizer() { return *optimizer_; }
   // The analytical per-rank budget and the bytes of optimizer state actually held.
   MemoryBudget budget() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
@@ -39,19 +55,31 @@ class ShardedTrainer {
 
   // Collective. Saves the state after `steps_done` steps under checkpoint.dir; returns the path.
   std::string save_checkpoint(int64_t steps_done);
+  // A test hook: checkpoint writes sleep `ms` after each unit, so a test can kill a save.
+  void slow_checkpoint_writes(int ms) { slow_checkpoint_ms_ = ms; }
   // Collective. Loads a checkpoint saved at any world size; returns the steps it had done.
   // A checkpoint of another model or optimizer is an InputError naming the differing key.
   int64_t load_checkpoint(const std::string& path);
 
  private:
+  // This rank's rows of micro-batch `micro` of step `step`'s global batch.
+  Batch rows_of(int64_t step, int64_t micro) const;
+  double forward_backward(int64_t step, int64_t micro, StepStats& s);
+  void finish_backward(StepStats& s);
+  // Loss and norm in one all-reduce, clipping, the optimizer step.
+  void update(int64_t step, double loss_sum, StepStats& s);
+  // Communication stats, and every rank's step time and peak RSS.
+  void agree_on_stats(StepStats& s);
+
   const Config& config_;
   const TextDataset& data_;
   ProcessGroup& group_;
-  std::unique_ptr<GPT> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::vector<std::string> unit_names_;
+  int slow_checkpoint_ms_ = 0;
 };
 
 }  // namespace st

@@ -18,12 +18,4 @@ struct OptimParam {
 // Validates dtypes, devices and sizes; throws an Error naming the parameter and what it holds.
 OptimParam make_optim_param(std::string name, Tensor master, Tensor grad, bool weight_decay);
 
-// Sum over all spans of grad^2 (in double), this process's part of the global norm.
-double grad_sum_of_squares(const std::vector<OptimParam>& params);
-// Multiplies every gradient by `factor`.
-void scale_grads(const std::vector<OptimParam>& params, float factor);
-
-// Clip factor for a global norm: min(1, max_norm / (norm + 1e-6)); max_norm <= 0 disables it.
-float clip_factor(double global_norm, double max_norm);
-
 }  // namespace st

@@ -83,9 +83,17 @@ std::vector<std::pair<std::string, Tensor>> SGD::state() {
 
 std::unique_ptr<Optimizer> make_optimizer(std::vector<OptimParam> params,
                                           const OptimizerConfig& config) {
-  if (config.name == "adamw") return std::make_unique<AdamW>(std::move(params), config);
-  if (config.name == "sgd") return std::make_unique<SGD>(std::move(params), config);
-  fail_input("optimizer.name = '{}' is not an optimizer (expected adamw or sgd)", config.name);
+  switch (config.kind) {
+    case OptimizerKind::adamw:
+      return std::make_unique<AdamW>(std::move(params), config);
+    case OptimizerKind::sgd:
+      return std::make_unique<SGD>(std::move(params), config);
+  }
+  fail("unknown optimizer kind {}", int(config.kind));
+}
+
+const char* optimizer_name(OptimizerKind kind) {
+  return kind == OptimizerKind::adamw ? "adamw" : "sgd";
 }
 
 }  // namespace st

@@ -8,9 +8,12 @@
 
 namespace st {
 
+enum class OptimizerKind { adamw, sgd };
+const char* optimizer_name(OptimizerKind kind);
+
 struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | sgd
-  float beta1 = 0.9f;          // AdamW beta1; SGD momentum
+  OptimizerKind kind = OptimizerKind::adamw;
+  float beta1 = 0.9f;  // AdamW beta1; SGD momentum
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;
@@ -23,6 +26,8 @@ class Optimizer {
   virtual void step(float lr) = 0;
   // Named FP32 state buffers (e.g. "exp_avg" of each span), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
+  // FP32 state buffers per parameter element (AdamW 2, SGD 1), for memory budgets.
+  virtual int states_per_element() const = 0;
   int64_t steps_taken() const { return steps_; }
   // For resuming from a checkpoint: bias correction continues from here.
   void set_steps_taken(int64_t steps) { steps_ = steps; }
@@ -41,6 +46,7 @@ class AdamW final : public Optimizer {
   AdamW(std::vector<OptimParam> params, const OptimizerConfig& config);
   void step(float lr) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
+  int states_per_element() const override { return 2; }
 
  private:
   OptimizerConfig config_;
@@ -53,6 +59,7 @@ class SGD final : public Optimizer {
   SGD(std::vector<OptimParam> params, const OptimizerConfig& config);
   void step(float lr) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
+  int states_per_element() const override { return 1; }
 
  private:
   OptimizerConfig config_;

@@ -11,7 +11,6 @@ Tensor BufferPool::acquire(std::string name, int64_t numel, DType dtype) {
   if (it != free_.end() && !it->second.empty()) {
     t = it->second.back().renamed(std::move(name));
     it->second.pop_back();
-    cached_ -= bytes;
   } else {
     t = Tensor::empty(std::move(name), {numel}, dtype);
   }
@@ -24,7 +23,6 @@ void BufferPool::release(Tensor buffer) {
   if (!buffer.defined()) return;
   const int64_t bytes = int64_t(buffer.nbytes());
   in_use_ -= bytes;
-  cached_ += bytes;
   free_[{buffer.numel(), buffer.dtype()}].push_back(std::move(buffer));
 }
 

@@ -18,14 +18,12 @@ class BufferPool {
   // Returns a buffer from acquire(). The caller must hold no other view of it.
   void release(Tensor buffer);
 
-  int64_t in_use_bytes() const { return in_use_; }
   int64_t peak_in_use_bytes() const { return peak_in_use_; }
-  int64_t cached_bytes() const { return cached_; }
   void reset_peak() { peak_in_use_ = in_use_; }
 
  private:
   std::map<std::pair<int64_t, DType>, std::vector<Tensor>> free_;  // by (numel, dtype)
-  int64_t in_use_ = 0, peak_in_use_ = 0, cached_ = 0;
+  int64_t in_use_ = 0, peak_in_use_ = 0;
 };
 
 }  // namespace st

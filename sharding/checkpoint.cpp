@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -21,10 +20,6 @@ constexpr int kVersion = 1;
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kComplete = "COMPLETE";
 
-std::string file_name(const std::string& state, int rank) {
-  return fmt::format("{}.rank-{:05}.bin", state, rank);
-}
-
 std::string step_dir_name(int64_t step) {
   return fmt::format("step-{:08}", step);
 }
@@ -34,12 +29,6 @@ std::vector<int64_t> unit_file_offsets(const std::vector<int64_t>& shard_numel) 
   std::vector<int64_t> off(shard_numel.size() + 1, 0);
   for (size_t u = 0; u < shard_numel.size(); ++u) off[u + 1] = off[u] + shard_numel[u];
   return off;
-}
-
-// Tests slow the writer down to kill a run mid-save (SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS).
-void test_delay() {
-  static const char* ms = std::getenv("SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS");
-  if (ms) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
 }
 
 void check_states(const std::vector<ShardedState>& states, const std::vector<ShardSpan>& spans) {
@@ -54,38 +43,28 @@ void check_states(const std::vector<ShardedState>& states, const std::vector<Sha
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
-                            FsdpRuntime& fsdp, const std::vector<ShardedState>& states, int keep) {
-  ProcessGroup& group = fsdp.group();
-  const int rank = group.rank(), world = group.size();
-  const std::vector<ShardSpan> spans = fsdp.spans();
-  check_states(states, spans);
-  const auto& units = fsdp.units();
-  const fs::path final_dir = fs::path(root) / step_dir_name(step);
-  const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
-  if (rank == 0) {
-    fs::create_directories(root);
-    fs::remove_all(tmp_dir);  // a crashed earlier attempt
-    fs::create_directory(tmp_dir);
-  }
-  group.barrier()->wait();
+namespace {
 
-  // This rank's files: per state, each unit's shard in unit order, padding as zeros.
+// Writes this rank's file of each state into `dir`: per state, each unit's shard in unit
+// order, spans where they lie (no copy), the shard's tail padding as zeros. Returns per state
+// {bytes, xxh64} as u64 [2 * states].
+Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLayout>& units,
+                        const std::vector<ShardSpan>& spans,
+                        const std::vector<ShardedState>& states, const SaveOptions& options) {
   const size_t n = states.size();
-  Tensor sums = Tensor::zeros("checkpoint.sums", {int64_t(4 * n)}, DType::i32);
+  Tensor sums = Tensor::zeros("checkpoint.sums", {int64_t(2 * n)}, DType::u64);
+  static const std::vector<float> zeros(4096, 0.f);
   for (size_t s = 0; s < n; ++s) {
-    OutputFile out((tmp_dir / file_name(states[s].name, rank)).string());
+    OutputFile out((dir / checkpoint_file_name(states[s].name, rank)).string());
     XXH64_state_t* hash = XXH64_createState();
     XXH64_reset(hash, 0);
-    int64_t bytes = 0;
-    size_t k = 0;
-    // Spans are written where they lie (no copy); the shard's tail padding as zeros.
+    uint64_t bytes = 0;
     auto put = [&](const void* data, size_t len) {
       out.write(data, len);
       XXH64_update(hash, data, len);
-      bytes += int64_t(len);
+      bytes += len;
     };
-    static const std::vector<float> zeros(4096, 0.f);
+    size_t k = 0;
     for (size_t u = 0; u < units.size(); ++u) {
       int64_t filled = 0;
       for (; k < spans.size() && spans[k].unit == int(u); ++k) {
@@ -99,86 +78,120 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
         put(zeros.data(), size_t(chunk) * sizeof(float));
         left -= chunk;
       }
-      test_delay();
+      if (options.slow_ms_per_unit > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms_per_unit));
     }
     out.sync_and_close();
-    const uint64_t h = XXH64_digest(hash);
+    sums.data<uint64_t>()[2 * s] = bytes;
+    sums.data<uint64_t>()[2 * s + 1] = XXH64_digest(hash);
     XXH64_freeState(hash);
-    int32_t* v = sums.data<int32_t>() + 4 * s;
-    v[0] = int32_t(uint64_t(bytes) & 0xffffffffu);
-    v[1] = int32_t(uint64_t(bytes) >> 32);
-    v[2] = int32_t(h & 0xffffffffu);
-    v[3] = int32_t(h >> 32);
   }
-  Tensor all = Tensor::empty("checkpoint.all_sums", {int64_t(4 * n) * world}, DType::i32);
-  group.all_gather(sums, all)->wait();
+  return sums;
+}
 
-  if (rank == 0) {
-    nlohmann::json manifest = {{"format", kFormat},
-                               {"version", kVersion},
-                               {"step", step},
-                               {"world_size", world},
-                               {"meta", meta},
-                               {"states", nlohmann::json::array()},
-                               {"units", nlohmann::json::array()},
-                               {"params", nlohmann::json::array()},
-                               {"files", nlohmann::json::array()}};
-    for (const ShardedState& s : states) manifest["states"].push_back(s.name);
-    const auto& specs = fsdp.model().param_specs();
-    for (const UnitLayout& u : units) {
-      manifest["units"].push_back(
-          {{"name", u.name}, {"numel", u.numel}, {"shard_numel", u.shard_numel}});
-      for (size_t k = 0; k < u.params.size(); ++k)
-        manifest["params"].push_back({{"name", specs[u.params[k]].name},
-                                      {"shape", specs[u.params[k]].shape},
-                                      {"unit", u.unit},
-                                      {"flat_offset", u.flat_offsets[k]}});
-    }
-    const uint32_t* a = reinterpret_cast<const uint32_t*>(all.data<int32_t>());
-    for (int r = 0; r < world; ++r)
-      for (size_t s = 0; s < n; ++s) {
-        const uint32_t* v = a + size_t(r) * 4 * n + 4 * s;
-        manifest["files"].push_back(
-            {{"file", file_name(states[s].name, r)},
-             {"state", states[s].name},
-             {"rank", r},
-             {"bytes", (uint64_t(v[1]) << 32) | v[0]},
-             {"xxh64", fmt::format("{:016x}", (uint64_t(v[3]) << 32) | v[2])}});
-      }
-    write_text_file((tmp_dir / kManifest).string(), manifest.dump(1));
-    sync_directory(tmp_dir.string());
-    // Replace an existing checkpoint of the same step only once the new one is whole.
-    const fs::path old_dir = fs::path(root) / fmt::format(".{}.old", step_dir_name(step));
-    fs::remove_all(old_dir);
-    if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
-    fs::rename(tmp_dir, final_dir);
-    sync_directory(root);
-    write_text_file((final_dir / kComplete).string(), "complete\n");
-    sync_directory(final_dir.string());
-    fs::remove_all(old_dir);
-    // Keep the newest `keep` complete checkpoints.
-    std::vector<fs::path> complete;
-    for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-          fs::exists(e.path() / kComplete))
-        complete.push_back(e.path());
-    std::sort(complete.begin(), complete.end());
-    for (size_t i = 0; i + size_t(keep) < complete.size(); ++i) fs::remove_all(complete[i]);
+// The manifest: format, step, world, caller's meta, the layout, and every file's size and
+// checksum (`all_sums`: write_rank_files' sums of every rank, rank after rank).
+nlohmann::json make_manifest(int64_t step, int world, const nlohmann::json& meta,
+                             const FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
+                             const Tensor& all_sums) {
+  nlohmann::json manifest = {{"format", kFormat},
+                             {"version", kVersion},
+                             {"step", step},
+                             {"world_size", world},
+                             {"meta", meta},
+                             {"states", nlohmann::json::array()},
+                             {"units", nlohmann::json::array()},
+                             {"params", nlohmann::json::array()},
+                             {"files", nlohmann::json::array()}};
+  for (const ShardedState& s : states) manifest["states"].push_back(s.name);
+  const auto& specs = fsdp.model().param_specs();
+  for (const UnitLayout& u : fsdp.units()) {
+    manifest["units"].push_back(
+        {{"name", u.name}, {"numel", u.numel}, {"shard_numel", u.shard_numel}});
+    for (size_t k = 0; k < u.params.size(); ++k)
+      manifest["params"].push_back({{"name", specs[u.params[k]].name},
+                                    {"shape", specs[u.params[k]].shape},
+                                    {"unit", u.unit},
+                                    {"flat_offset", u.flat_offsets[k]}});
   }
+  const size_t n = states.size();
+  const uint64_t* v = all_sums.data<uint64_t>();
+  for (int r = 0; r < world; ++r)
+    for (size_t s = 0; s < n; ++s) {
+      const uint64_t* sum = v + (size_t(r) * n + s) * 2;
+      manifest["files"].push_back({{"file", checkpoint_file_name(states[s].name, r)},
+                                   {"state", states[s].name},
+                                   {"rank", r},
+                                   {"bytes", sum[0]},
+                                   {"xxh64", fmt::format("{:016x}", sum[1])}});
+    }
+  return manifest;
+}
+
+// Rank 0, after every file is written: the manifest, then the atomic rename, then the
+// COMPLETE marker, then only the newest `keep` complete checkpoints remain.
+void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& final_dir,
+             const nlohmann::json& manifest, int keep) {
+  write_text_file((tmp_dir / kManifest).string(), manifest.dump(1));
+  sync_directory(tmp_dir.string());
+  // Replace an existing checkpoint of the same step only once the new one is whole.
+  const fs::path old_dir = root / fmt::format(".{}.old", final_dir.filename().string());
+  fs::remove_all(old_dir);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
+  fs::rename(tmp_dir, final_dir);
+  sync_directory(root.string());
+  write_text_file((final_dir / kComplete).string(), "complete\n");
+  sync_directory(final_dir.string());
+  fs::remove_all(old_dir);
+  const std::vector<std::string> complete = complete_checkpoints(root.string());
+  for (size_t i = 0; i + size_t(keep) < complete.size(); ++i) fs::remove_all(complete[i]);
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(const std::string& state, int rank) {
+  return fmt::format("{}.rank-{:05}.bin", state, rank);
+}
+
+std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
+                            FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
+                            const SaveOptions& options) {
+  ProcessGroup& group = fsdp.group();
+  const int rank = group.rank(), world = group.size();
+  const std::vector<ShardSpan> spans = fsdp.spans();
+  check_states(states, spans);
+  const fs::path final_dir = fs::path(root) / step_dir_name(step);
+  const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
+  if (rank == 0) {
+    fs::create_directories(root);
+    fs::remove_all(tmp_dir);  // a crashed earlier attempt
+    fs::create_directory(tmp_dir);
+  }
+  group.barrier()->wait();
+  const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
+  Tensor all = Tensor::empty("checkpoint.all_sums", {sums.numel() * world}, DType::u64);
+  group.all_gather(sums, all)->wait();
+  if (rank == 0)
+    publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, all),
+            options.keep);
   group.barrier()->wait();
   return final_dir.string();
 }
 
+std::vector<std::string> complete_checkpoints(const std::string& root) {
+  std::vector<std::string> complete;
+  if (root.empty() || !fs::is_directory(root)) return complete;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
+        fs::exists(e.path() / kComplete))
+      complete.push_back(e.path().string());
+  std::sort(complete.begin(), complete.end());
+  return complete;
+}
+
 std::string latest_checkpoint(const std::string& root) {
-  if (root.empty() || !fs::is_directory(root)) return "";
-  std::string best;
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / kComplete) &&
-        (best.empty() || name > fs::path(best).filename().string()))
-      best = e.path().string();
-  }
-  return best;
+  const std::vector<std::string> complete = complete_checkpoints(root);
+  return complete.empty() ? std::string() : complete.back();
 }
 
 namespace {
@@ -281,8 +294,8 @@ void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp
                  states.size() * size_t(info.world_size), states.size(), info.world_size);
     for (size_t i = 0; i < files.size(); ++i) {
       const std::string where = fmt::format("files[{}]", i);
-      const std::string want =
-          file_name(states[i % states.size()].get<std::string>(), int(i / states.size()));
+      const std::string want = checkpoint_file_name(states[i % states.size()].get<std::string>(),
+                                                    int(i / states.size()));
       if (field(files[i], "file", where) != want)
         fail_input("'{}': {} should be '{}'", manifest_path, where, want);
       field(files[i], "bytes", where).get<uint64_t>();
@@ -293,89 +306,102 @@ void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp
   }
 }
 
+namespace {
+
+enum class FileStatus : int64_t { ok, missing, wrong_size, bad_checksum };
+
+FileStatus check_file(const std::string& path, int64_t file_bytes, const nlohmann::json& entry) {
+  if (!fs::exists(path)) return FileStatus::missing;
+  InputFile f(path);
+  if (f.size() != file_bytes || entry["bytes"].get<int64_t>() != file_bytes)
+    return FileStatus::wrong_size;
+  XXH64_state_t* hash = XXH64_createState();
+  XXH64_reset(hash, 0);
+  std::vector<char> buf(size_t(8) << 20);
+  for (int64_t off = 0; off < file_bytes; off += int64_t(buf.size())) {
+    const size_t len = size_t(std::min<int64_t>(int64_t(buf.size()), file_bytes - off));
+    f.read_at(buf.data(), len, off);
+    XXH64_update(hash, buf.data(), len);
+  }
+  const bool good = fmt::format("{:016x}", XXH64_digest(hash)) == entry["xxh64"].get<std::string>();
+  XXH64_freeState(hash);
+  return good ? FileStatus::ok : FileStatus::bad_checksum;
+}
+
+// Verifies every file's size and checksum before any is used; file i is read by rank
+// i % world, and one integer max all-reduce tells every rank every file's status.
+void verify_files(const CheckpointInfo& info, ProcessGroup& group, int64_t file_bytes) {
+  const auto& files = info.manifest["files"];
+  const fs::path dir(info.path);
+  Tensor status = Tensor::zeros("checkpoint.status", {int64_t(files.size())}, DType::i64);
+  for (size_t i = size_t(group.rank()); i < files.size(); i += size_t(group.size()))
+    status.data<int64_t>()[i] = int64_t(
+        check_file((dir / files[i]["file"].get<std::string>()).string(), file_bytes, files[i]));
+  group.all_reduce(status, {.op = ReduceOp::max})->wait();
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string path = (dir / files[i]["file"].get<std::string>()).string();
+    switch (FileStatus(status.data<int64_t>()[i])) {
+      case FileStatus::ok:
+        break;
+      case FileStatus::missing:
+        fail_input("checkpoint file '{}' is missing", path);
+      case FileStatus::wrong_size:
+        fail_input(
+            "checkpoint file '{}' has the wrong size (expected {} bytes): truncated or "
+            "not from this checkpoint",
+            path, file_bytes);
+      case FileStatus::bad_checksum:
+        fail_input("checkpoint file '{}' fails its xxh64 checksum: it is corrupt", path);
+    }
+  }
+}
+
+// Fills `state`'s spans with this rank's new shard of each unit, reading only the old byte
+// ranges (of ranks that saved with shards of `old_shard` elements) that overlap it.
+void read_state(const CheckpointInfo& info, const ShardedState& state, int rank,
+                const std::vector<UnitLayout>& units, const std::vector<ShardSpan>& spans,
+                const std::vector<int64_t>& old_shard) {
+  const std::vector<int64_t> old_off = unit_file_offsets(old_shard);
+  const fs::path dir(info.path);
+  std::vector<std::unique_ptr<InputFile>> readers(size_t(info.world_size));
+  size_t k = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const int64_t numel = units[u].numel, S = units[u].shard_numel, So = old_shard[u];
+    const int64_t lo = int64_t(rank) * S, hi = std::min(numel, lo + S);
+    std::vector<float> shard(size_t(S), 0.f);
+    for (int q = 0; q < info.world_size && lo < hi; ++q) {
+      const int64_t a = std::max(lo, int64_t(q) * So), b = std::min(hi, int64_t(q + 1) * So);
+      if (a >= b) continue;
+      if (!readers[size_t(q)])
+        readers[size_t(q)] =
+            std::make_unique<InputFile>((dir / checkpoint_file_name(state.name, q)).string());
+      readers[size_t(q)]->read_at(shard.data() + (a - lo), size_t(b - a) * sizeof(float),
+                                  (old_off[u] + a - int64_t(q) * So) * int64_t(sizeof(float)));
+    }
+    for (; k < spans.size() && spans[k].unit == int(u); ++k)
+      std::copy_n(shard.data() + spans[k].shard_offset, spans[k].master.numel(),
+                  state.spans[k].data<float>());
+  }
+}
+
+}  // namespace
+
 void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
                      const std::vector<ShardedState>& states) {
   ProcessGroup& group = fsdp.group();
-  const int rank = group.rank(), world = group.size();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
   const nlohmann::json& m = info.manifest;
-  const fs::path dir(info.path);
-  const auto& units = fsdp.units();
-  const int old_world = info.world_size;
   std::vector<int64_t> old_shard;
   for (const auto& u : m["units"]) old_shard.push_back(u["shard_numel"].get<int64_t>());
-  const std::vector<int64_t> old_off = unit_file_offsets(old_shard);
-  const int64_t file_bytes = old_off.back() * int64_t(sizeof(float));
-  std::vector<std::string> state_names = m["states"].get<std::vector<std::string>>();
+  const std::vector<std::string> state_names = m["states"].get<std::vector<std::string>>();
   for (const ShardedState& s : states)
     if (std::find(state_names.begin(), state_names.end(), s.name) == state_names.end())
       fail_input("checkpoint '{}' holds no '{}' state (it has {})", info.path, s.name,
                  nlohmann::json(state_names).dump());
-
-  // 1. Verify every file (size, checksum) before using any; file i is read by rank i % world.
-  const auto& files = m["files"];
-  Tensor status = Tensor::zeros("checkpoint.status", {int64_t(files.size())}, DType::f64);
-  for (size_t i = size_t(rank); i < files.size(); i += size_t(world)) {
-    const std::string path = (dir / files[i]["file"].get<std::string>()).string();
-    double code = 0;
-    if (!fs::exists(path)) {
-      code = 1;
-    } else {
-      InputFile f(path);
-      if (f.size() != file_bytes || files[i]["bytes"].get<int64_t>() != file_bytes) {
-        code = 2;
-      } else {
-        XXH64_state_t* hash = XXH64_createState();
-        XXH64_reset(hash, 0);
-        std::vector<char> buf(size_t(8) << 20);
-        for (int64_t off = 0; off < file_bytes; off += int64_t(buf.size())) {
-          const size_t len = size_t(std::min<int64_t>(int64_t(buf.size()), file_bytes - off));
-          f.read_at(buf.data(), len, off);
-          XXH64_update(hash, buf.data(), len);
-        }
-        if (fmt::format("{:016x}", XXH64_digest(hash)) != files[i]["xxh64"].get<std::string>())
-          code = 3;
-        XXH64_freeState(hash);
-      }
-    }
-    status.data<double>()[i] = code;
-  }
-  group.all_reduce(status, {.op = ReduceOp::max})->wait();
-  for (size_t i = 0; i < files.size(); ++i) {
-    const double code = status.data<double>()[i];
-    const std::string path = (dir / files[i]["file"].get<std::string>()).string();
-    if (code == 1) fail_input("checkpoint file '{}' is missing", path);
-    if (code == 2)
-      fail_input(
-          "checkpoint file '{}' has the wrong size (expected {} bytes): truncated or "
-          "not from this checkpoint",
-          path, file_bytes);
-    if (code == 3) fail_input("checkpoint file '{}' fails its xxh64 checksum: it is corrupt", path);
-  }
-
-  // 2. Read the old byte ranges that overlap this rank's new shard of each unit.
-  for (const ShardedState& state : states) {
-    std::vector<std::unique_ptr<InputFile>> readers(static_cast<size_t>(old_world));
-    size_t k = 0;
-    for (size_t u = 0; u < units.size(); ++u) {
-      const int64_t numel = units[u].numel, S = units[u].shard_numel, So = old_shard[u];
-      const int64_t lo = int64_t(rank) * S, hi = std::min(numel, lo + S);
-      std::vector<float> shard(size_t(S), 0.f);
-      for (int q = 0; q < old_world && lo < hi; ++q) {
-        const int64_t a = std::max(lo, int64_t(q) * So), b = std::min(hi, int64_t(q + 1) * So);
-        if (a >= b) continue;
-        if (!readers[size_t(q)])
-          readers[size_t(q)] =
-              std::make_unique<InputFile>((dir / file_name(state.name, q)).string());
-        readers[size_t(q)]->read_at(shard.data() + (a - lo), size_t(b - a) * sizeof(float),
-                                    (old_off[u] + a - int64_t(q) * So) * int64_t(sizeof(float)));
-      }
-      for (; k < spans.size() && spans[k].unit == int(u); ++k)
-        std::copy_n(shard.data() + spans[k].shard_offset, spans[k].master.numel(),
-                    state.spans[k].data<float>());
-    }
-  }
+  verify_files(info, group, unit_file_offsets(old_shard).back() * int64_t(sizeof(float)));
+  for (const ShardedState& state : states)
+    read_state(info, state, group.rank(), fsdp.units(), spans, old_shard);
   group.barrier()->wait();
 }
 

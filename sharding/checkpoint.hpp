@@ -26,14 +26,24 @@ struct CheckpointInfo {
   nlohmann::json manifest;
 };
 
+struct SaveOptions {
+  int keep = 2;              // complete checkpoints kept under the root, newest first
+  int slow_ms_per_unit = 0;  // a test hook: sleep after each unit's shard is written
+};
+
 // Collective. Writes <root>/step-<step, 8 digits> (through a temporary directory, fsynced,
 // renamed, then the COMPLETE marker) and removes all but the newest `keep` complete ones.
 // Returns the checkpoint's path.
 std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
-                            FsdpRuntime& fsdp, const std::vector<ShardedState>& states, int keep);
+                            FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
+                            const SaveOptions& options);
 
+// The complete checkpoints directly under `root`, oldest first (none: empty).
+std::vector<std::string> complete_checkpoints(const std::string& root);
 // The newest complete checkpoint directly under `root`, or "" when there is none.
 std::string latest_checkpoint(const std::string& root);
+// The file that rank `rank` writes for state `state` inside a checkpoint directory.
+std::string checkpoint_file_name(const std::string& state, int rank);
 
 // Reads a checkpoint's manifest and checks its format, version and completion marker; an
 // InputError naming the file or key otherwise.

@@ -9,10 +9,8 @@
 
 namespace st {
 
-Accumulation parse_accumulation(const std::string& text, const std::string& key) {
-  if (text == "reduce_each") return Accumulation::reduce_each;
-  if (text == "reduce_last") return Accumulation::reduce_last;
-  fail_input("{} = '{}': expected 'reduce_each' or 'reduce_last'", key, text);
+const char* accumulation_name(Accumulation a) {
+  return a == Accumulation::reduce_each ? "reduce_each" : "reduce_last";
 }
 
 FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed)
@@ -20,7 +18,7 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
   if (options_.param_dtype != model.compute_dtype())
     fail("FSDP param_dtype {} differs from the model's compute dtype {}",
          dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
-  if (options_.prefetch < 0) fail_input("sharding.prefetch = {} must be >= 0", options_.prefetch);
+  if (options_.prefetch < 0) fail_input("prefetch depth {} must be >= 0", options_.prefetch);
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());
   units_.resize(layouts_.size());
@@ -35,11 +33,7 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
       init_param_elements(specs[s.param], seed, s.param, uint64_t(s.param_offset), size_t(s.numel),
                           master + s.shard_offset);
   }
-  // Units are entered in declaration order for the forward; the root (0) first and left last,
-  // so the backward meets the root first and then the blocks in reverse.
-  for (int u = 0; u < int(units_.size()); ++u) forward_order_.push_back(u);
-  backward_order_.push_back(0);
-  for (int u = int(units_.size()) - 1; u >= 1; --u) backward_order_.push_back(u);
+  topology_ = UnitTopology::root_and_chain(int(units_.size()));
 }
 
 FsdpRuntime::~FsdpRuntime() {
@@ -92,7 +86,7 @@ void FsdpRuntime::issue_gather(int u) {
   const int64_t first = int64_t(group_.rank()) * layout.shard_numel;
   Tensor slot = unit.full.slice(first, first + layout.shard_numel);
   cast(unit.master.raw(), DType::f32, slot.raw(), dtype, size_t(layout.shard_numel));
-  unit.gathering = group_.all_gather(slot, unit.full, options_.collective);
+  unit.gathering = group_.all_gather(slot, unit.full, gather_options());
   comm_.gathered_bytes += int64_t(unit.full.nbytes());
   comm_.gathers += 1;
 }
@@ -136,21 +130,35 @@ void FsdpRuntime::release_full(int u) {
   unit.full = Tensor();
 }
 
+void FsdpRuntime::check_order(const std::vector<int>& order, size_t& next, int u,
+                              const char* phase) {
+  if (UnitTopology::is_root(u)) next = 0;  // the root opens every pass
+  if (next >= order.size() || order[next] != u)
+    fail(
+        "model '{}' entered unit {} for {} out of order (expected {}): units must follow the "
+        "root-and-chain topology of sharding/unit_topology.hpp",
+        model_.describe(), u, phase,
+        next < order.size() ? std::to_string(order[next]) : std::string("no further unit"));
+  ++next;
+}
+
 void FsdpRuntime::before_forward(int u) {
-  prefetch(forward_order_, u);
+  check_order(topology_.forward, next_forward_, u, "forward");
+  prefetch(topology_.forward, u);
   wait_and_bind(u, false);
 }
 
 void FsdpRuntime::after_forward(int u) {
   // The root is needed again at once by the head's backward, and the last unit of the forward
   // is the first block of the backward: freeing either would only re-gather it.
-  if (u == forward_order_.front() || u == forward_order_.back()) return;
+  if (UnitTopology::is_root(u) || u == topology_.last_forward()) return;
   if (options_.reshard_after_forward) release_full(u);
 }
 
 void FsdpRuntime::before_backward(int u) {
+  check_order(topology_.backward, next_backward_, u, "backward");
   drain_reductions(false);
-  prefetch(backward_order_, u);
+  prefetch(topology_.backward, u);
   Unit& unit = units_[size_t(u)];
   if (!unit.full_grad.defined()) {
     const UnitLayout& layout = layouts_[size_t(u)];
@@ -181,9 +189,9 @@ void FsdpRuntime::issue_reduce(int u) {
     r.partial = pool_.acquire(layout.name + ".partial_grad", layout.shard_numel, DType::f32);
     target = r.partial;
   }
-  CollectiveOptions o = options_.collective;
-  o.op = ReduceOp::sum;  // gradients already carry 1 / (global tokens)
-  r.work = group_.reduce_scatter(r.full_grad, target, o);
+  // Sum: gradients already carry 1 / (global tokens).
+  r.work = group_.reduce_scatter(r.full_grad, target,
+                                 {ReduceOp::sum, options_.algorithm, options_.timeout_s});
   comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
   comm_.scatters += 1;
   reductions_.push_back(std::move(r));
@@ -241,8 +249,7 @@ Tensor FsdpRuntime::gather_master(size_t index) {
   const ParamSpec& spec = specs[index];
   const UnitLayout& layout = layouts_[size_t(spec.unit)];
   Tensor full = Tensor::empty(layout.name + ".master_gathered", {layout.padded_numel}, DType::f32);
-  CollectiveOptions o = options_.collective;
-  group_.all_gather(units_[size_t(spec.unit)].master, full, o)->wait();
+  group_.all_gather(units_[size_t(spec.unit)].master, full, gather_options())->wait();
   const size_t k =
       size_t(std::find(layout.params.begin(), layout.params.end(), index) - layout.params.begin());
   const int64_t off = layout.flat_offsets[k];
@@ -254,9 +261,7 @@ Tensor FsdpRuntime::gather_master(size_t index) {
 FsdpMemory FsdpRuntime::memory() const {
   FsdpMemory m;
   for (const Unit& u : units_) m.shard_bytes += int64_t(u.master.nbytes() + u.grad.nbytes());
-  m.unsharded_in_use_bytes = pool_.in_use_bytes();
   m.unsharded_peak_bytes = pool_.peak_in_use_bytes();
-  m.unsharded_cached_bytes = pool_.cached_bytes();
   return m;
 }
 

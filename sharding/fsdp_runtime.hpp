@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "collectives/process_group.hpp"
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 #include "sharding/buffer_pool.hpp"
 #include "sharding/unit_layout.hpp"
+#include "sharding/unit_topology.hpp"
 
 namespace st {
 
@@ -18,15 +19,15 @@ enum class Accumulation {
   reduce_each,  // reduce-scatter every micro-batch into the FP32 shard: least memory
   reduce_last,  // keep unsharded FP32 gradients, reduce once on the last micro-batch
 };
-// Parses "reduce_each" | "reduce_last"; an InputError naming `key` otherwise.
-Accumulation parse_accumulation(const std::string& text, const std::string& key);
+const char* accumulation_name(Accumulation a);
 
 struct FsdpOptions {
   DType param_dtype = DType::bf16;    // what units are gathered and computed in
   bool reshard_after_forward = true;  // ZeRO-3 (true) or ZeRO-2 (false)
   int prefetch = 1;                   // units whose all-gather is in flight ahead of compute
   Accumulation accumulation = Accumulation::reduce_each;
-  CollectiveOptions collective;  // algorithm and watchdog timeout
+  Algorithm algorithm = Algorithm::automatic;  // for the all-gathers and reduce-scatters
+  double timeout_s = kDefaultTimeoutS;         // the watchdog's limit per collective
 };
 
 // One parameter's part of this rank's shard: what an optimizer updates.
@@ -49,10 +50,9 @@ struct CommStats {
 };
 
 struct FsdpMemory {
-  int64_t shard_bytes = 0;             // FP32 master + gradient shards, padding included
-  int64_t unsharded_in_use_bytes = 0;  // gathered parameters and unsharded gradients, now
-  int64_t unsharded_peak_bytes = 0;    // ... their peak since the last reset
-  int64_t unsharded_cached_bytes = 0;  // freed buffers kept for reuse
+  int64_t shard_bytes = 0;           // FP32 master + gradient shards, padding included
+  int64_t unsharded_peak_bytes = 0;  // gathered parameters and unsharded gradients, peak since
+                                     // the last reset
 };
 
 class FsdpRuntime final : public UnitHooks {
@@ -66,6 +66,7 @@ class FsdpRuntime final : public UnitHooks {
   FsdpRuntime& operator=(const FsdpRuntime&) = delete;
 
   const std::vector<UnitLayout>& units() const { return layouts_; }
+  const UnitTopology& topology() const { return topology_; }
   const FsdpOptions& options() const { return options_; }
   const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
@@ -109,6 +110,7 @@ class FsdpRuntime final : public UnitHooks {
     Tensor partial;    // FP32 [shard]: added into the gradient shard when done (or undefined)
   };
 
+  AllGatherOptions gather_options() const { return {options_.algorithm, options_.timeout_s}; }
   void issue_gather(int unit);
   void wait_and_bind(int unit, bool with_grad);
   void release_full(int unit);
@@ -117,13 +119,16 @@ class FsdpRuntime final : public UnitHooks {
   void drain_reductions(bool block);
   void timed_wait(Work& work);
   void prefetch(const std::vector<int>& order, int unit);
+  // A model's hook call must be the next unit of `order` (the root restarts it).
+  void check_order(const std::vector<int>& order, size_t& next, int unit, const char* phase);
 
   Model& model_;
   ProcessGroup& group_;
   FsdpOptions options_;
   std::vector<UnitLayout> layouts_;
   std::vector<Unit> units_;
-  std::vector<int> forward_order_, backward_order_;
+  UnitTopology topology_;
+  size_t next_forward_ = 0, next_backward_ = 0;  // positions in its orders, for the check
   BufferPool pool_;
   std::deque<Reduction> reductions_;
   int micro_batches_ = 1, micro_ = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sharding/unit_topology.hpp"
+
 namespace st {
 
 MemoryBudget memory_budget(const BudgetInputs& in) {
@@ -10,9 +12,9 @@ MemoryBudget memory_budget(const BudgetInputs& in) {
   for (const UnitLayout& u : *in.units) {
     shard += u.shard_numel;
     all_padded += u.padded_numel;
-    if (u.unit != 0) largest_block = std::max(largest_block, u.padded_numel);
+    if (!UnitTopology::is_root(u.unit)) largest_block = std::max(largest_block, u.padded_numel);
   }
-  const int64_t root = in.units->front().padded_numel;
+  const int64_t root = (*in.units)[UnitTopology::kRoot].padded_numel;
   const int64_t psize = int64_t(dtype_size(in.param_dtype));
   b.master_and_grad = 8 * shard;
   b.optimizer_state = 4 * int64_t(in.optimizer_moments) * shard;

@@ -9,8 +9,7 @@ trap 'pkill -9 -f "checkpoint.dir=$dir" 2>/dev/null; rm -rf "$dir" "$dir.log"' E
 common=(model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 training.seq_len=32
         training.global_batch=4 training.max_steps=6 "checkpoint.dir=$dir" checkpoint.every=3)
 
-SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS=200 "$shardrun" -n 2 -x SHARDTRAIN_TEST_SLOW_CHECKPOINT_MS \
-  "$st" train "${common[@]}" > "$dir.log" 2>&1 &
+"$shardrun" -n 2 "$st" train --test-slow-checkpoint-ms 200 "${common[@]}" > "$dir.log" 2>&1 &
 for _ in $(seq 600); do
   [ -f "$dir/step-00000003/COMPLETE" ] && [ -d "$dir/.step-00000006.tmp" ] && break
   sleep 0.1

@@ -40,11 +40,16 @@ float read(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f32 ? t.data<float>()[i] : bf16_to_f32(t.data<bf16>()[i]);
 }
 
-CollectiveOptions with(Algorithm a, ReduceOp op = ReduceOp::sum) {
-  CollectiveOptions o;
-  o.algorithm = a;
-  o.op = op;
-  return o;
+// Options of any collective with `algorithm` and `op` where the operation has them.
+struct With {
+  Algorithm a;
+  ReduceOp op;
+  operator AllGatherOptions() const { return {a}; }
+  operator ReduceScatterOptions() const { return {op, a}; }
+  operator AllReduceOptions() const { return {op}; }
+};
+With with(Algorithm a, ReduceOp op = ReduceOp::sum) {
+  return {a, op};
 }
 
 TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {

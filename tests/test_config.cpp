@@ -108,7 +108,7 @@ namespace {
 TEST(Config, CollectiveAlgorithmKey) {
   EXPECT_EQ(
       load_config("tiny", {"sharding.collective_algorithm=shm"}).sharding.collective_algorithm,
-      "shm");
+      Algorithm::shm);
   EXPECT_THROW(load_config("tiny", {"sharding.collective_algorithm=tree"}), InputError);
 }
 }  // namespace

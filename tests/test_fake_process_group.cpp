@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "collectives/fake_process_group.hpp"
+#include "collectives/pending_work.hpp"
 #include "core/bf16.hpp"
 
 namespace st {
@@ -31,7 +32,7 @@ TEST(FakeProcessGroup, CollectivesGiveHandComputedValues) {
     Tensor grads = Tensor::empty("grads", {6}, DType::f32);
     for (int i = 0; i < 6; ++i) grads.data<float>()[i] = float(i * (r + 1));
     Tensor shard = Tensor::empty("shard", {2}, DType::f32);
-    CollectiveOptions avg;
+    ReduceScatterOptions avg;
     avg.op = ReduceOp::avg;
     g.reduce_scatter(grads, shard, avg)->wait();
     // sum over r of i * (r + 1) = 6 i, averaged over 3 ranks = 2 i, for i in this rank's pair.
@@ -49,7 +50,67 @@ TEST(FakeProcessGroup, CollectivesGiveHandComputedValues) {
     EXPECT_EQ(seed.data<int32_t>()[0], 77);
     g.barrier()->wait();
     EXPECT_THROW(g.all_gather(in, Tensor::empty("short", {5}, DType::bf16)), Error);
+
+    // Integer agreement: an exact max over i64 (sizes, hashes, status codes).
+    Tensor big = Tensor::empty("big", {1}, DType::i64);
+    big.data<int64_t>()[0] = (int64_t(1) << 40) + r;
+    g.all_reduce(big, {.op = ReduceOp::max})->wait();
+    EXPECT_EQ(big.data<int64_t>()[0], (int64_t(1) << 40) + 2);
   });
+}
+
+// Four ranks split into even and odd groups, the odd ones in reverse order by key; a sub-group
+// works like any group, and a negative color gives no group.
+TEST(FakeProcessGroup, SplitMakesWorkingSubGroups) {
+  on_ranks(4, [](ProcessGroup& g) {
+    const int r = g.rank();
+    auto sub = g.split(r % 2, r % 2 == 1 ? -r : r);
+    ASSERT_TRUE(sub);
+    EXPECT_EQ(sub->size(), 2);
+    EXPECT_EQ(sub->name(), fmt::format("fake/{}", r % 2));
+    const int expected_rank = r % 2 == 0 ? r / 2 : (r == 3 ? 0 : 1);
+    EXPECT_EQ(sub->rank(), expected_rank);
+    Tensor v = Tensor::empty("v", {1}, DType::f64);
+    v.data<double>()[0] = r;
+    sub->all_reduce(v)->wait();
+    EXPECT_EQ(v.data<double>()[0], r % 2 == 0 ? 0 + 2 : 1 + 3);
+    Tensor mine = Tensor::empty("mine", {1}, DType::i32);
+    mine.data<int32_t>()[0] = r;
+    Tensor all = Tensor::empty("all", {2}, DType::i32);
+    sub->all_gather(mine, all)->wait();
+    if (r % 2 == 1) {
+      EXPECT_EQ(all.data<int32_t>()[0], 3);  // key -3 comes first
+      EXPECT_EQ(all.data<int32_t>()[1], 1);
+    }
+    auto none = g.split(r == 0 ? 5 : -1, 0);
+    EXPECT_EQ(bool(none), r == 0);
+    if (none) {
+      EXPECT_EQ(none->size(), 1);
+    }
+  });
+}
+
+// A collective's bad-input failure keeps its kind through Work::wait (exit code 2 upstream);
+// any other failure stays an Error. Both carry the operation's description.
+TEST(Work, WaitKeepsTheKindOfTheFailure) {
+  PendingWork bad_input("all_gather #3 on group 'g'");
+  bad_input.finish(std::make_exception_ptr(InputError("shard of 'w' is empty")));
+  try {
+    bad_input.wait();
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "all_gather #3 on group 'g' failed: shard of 'w' is empty");
+  }
+  PendingWork broken("barrier #1");
+  broken.finish(std::make_exception_ptr(std::runtime_error("peer vanished")));
+  try {
+    broken.wait();
+    FAIL();
+  } catch (const InputError&) {
+    FAIL() << "a runtime failure became bad input";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "barrier #1 failed: peer vanished");
+  }
 }
 
 }  // namespace

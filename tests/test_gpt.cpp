@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "core/model/gpt.hpp"
-#include "core/model/mlp.hpp"
-#include "launch/local_params.hpp"
 #include "tests/grad_check.hpp"
+#include "tests/support/local_params.hpp"
+#include "tests/support/mlp.hpp"
 
 namespace st {
 namespace {

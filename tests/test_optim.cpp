@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
+#include "collectives/fake_process_group.hpp"
+#include "optim/clip.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 
@@ -12,7 +15,7 @@ TEST(AdamW, MatchesHandComputedSteps) {
   Tensor w = Tensor::empty("w", {2}, DType::f32), g = Tensor::empty("w.grad", {2}, DType::f32);
   w.data<float>()[0] = 1.0f;
   w.data<float>()[1] = -2.0f;
-  OptimizerConfig cfg{"adamw", 0.9f, 0.99f, 1e-8f, 0.1f};
+  OptimizerConfig cfg{OptimizerKind::adamw, 0.9f, 0.99f, 1e-8f, 0.1f};
   AdamW opt({make_optim_param("w", w, g, true)}, cfg);
   double ref_w[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0};
   const double grads[3][2] = {{0.5, -1.0}, {0.25, 2.0}, {-0.5, 0.1}};
@@ -35,7 +38,7 @@ TEST(AdamW, NoDecaySpansAreNotDecayed) {
   Tensor w = Tensor::empty("b", {1}, DType::f32), g = Tensor::zeros("b.grad", {1}, DType::f32);
   w.data<float>()[0] = 3.0f;
   AdamW opt({make_optim_param("b", w, g, false)},
-            OptimizerConfig{"adamw", 0.9f, 0.95f, 1e-8f, 0.5f});
+            OptimizerConfig{OptimizerKind::adamw, 0.9f, 0.95f, 1e-8f, 0.5f});
   opt.step(0.1f);
   EXPECT_EQ(w.data<float>()[0], 3.0f);
 }
@@ -44,7 +47,8 @@ TEST(SGD, MomentumAndDecay) {
   Tensor w = Tensor::empty("w", {1}, DType::f32), g = Tensor::empty("w.grad", {1}, DType::f32);
   w.data<float>()[0] = 1.0f;
   g.data<float>()[0] = 2.0f;
-  SGD opt({make_optim_param("w", w, g, true)}, OptimizerConfig{"sgd", 0.5f, 0.f, 0.f, 0.1f});
+  SGD opt({make_optim_param("w", w, g, true)},
+          OptimizerConfig{OptimizerKind::sgd, 0.5f, 0.f, 0.f, 0.1f});
   opt.step(0.1f);  // buf = 2, w = 1 * 0.99 - 0.2
   EXPECT_NEAR(w.data<float>()[0], 0.79, 1e-6);
   opt.step(0.1f);  // buf = 3, w = 0.79 * 0.99 - 0.3
@@ -85,6 +89,52 @@ TEST(Clipping, GlobalNormAndFactor) {
   const float f = clip_factor(norm, 1.0);
   scale_grads(ps, f);
   EXPECT_NEAR(std::sqrt(grad_sum_of_squares(ps)), 1.0, 1e-5);
+}
+
+// Two ranks hold [3, 0] and [4] of one gradient: the global norm is 5, each part counted once;
+// the loss riding along comes back summed, and every rank clips by the same factor.
+TEST(Clipping, ShardedNormOverAGroupWithRiders) {
+  auto groups = FakeProcessGroup::create(2);
+  std::vector<double> norms(2), riders(2);
+  std::vector<std::vector<float>> clipped(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      Tensor g = Tensor::empty("g", {r == 0 ? 2 : 1}, DType::f32);
+      if (r == 0) {
+        g.data<float>()[0] = 3;
+        g.data<float>()[1] = 0;
+      } else {
+        g.data<float>()[0] = 4;
+      }
+      Tensor m = Tensor::zeros("m", {g.numel()}, DType::f32);
+      std::vector<OptimParam> ps{make_optim_param("w", m, g, true)};
+      double rider[] = {double(r + 1)};
+      norms[size_t(r)] = clip_grad_norm(ps, 1.0, *groups[size_t(r)], rider, "test");
+      riders[size_t(r)] = rider[0];
+      clipped[size_t(r)].assign(g.data<float>(), g.data<float>() + g.numel());
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_DOUBLE_EQ(norms[size_t(r)], 5.0);
+    EXPECT_DOUBLE_EQ(riders[size_t(r)], 3.0);
+  }
+  EXPECT_NEAR(clipped[0][0], 0.6f, 1e-6);
+  EXPECT_NEAR(clipped[1][0], 0.8f, 1e-6);
+}
+
+TEST(Clipping, NonFiniteNormIsAnErrorNamingTheContext) {
+  auto group = FakeProcessGroup::create(1);
+  Tensor g = Tensor::empty("g", {1}, DType::f32);
+  g.data<float>()[0] = std::nanf("");
+  std::vector<OptimParam> ps{make_optim_param("w", Tensor::zeros("m", {1}, DType::f32), g, true)};
+  try {
+    clip_grad_norm(ps, 1.0, *group.front(), {}, "step 7");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step 7: the global gradient norm is not finite"),
+              std::string::npos);
+  }
 }
 
 TEST(Schedule, WarmupThenCosine) {

@@ -12,9 +12,9 @@
 
 #include "collectives/mpi_process_group.hpp"
 #include "core/memory_stats.hpp"
-#include "core/model/mlp.hpp"
 #include "launch/sharded_trainer.hpp"
-#include "launch/trainer.hpp"
+#include "tests/support/local_trainer.hpp"
+#include "tests/support/mlp.hpp"
 
 namespace st {
 namespace {
@@ -287,8 +287,8 @@ TEST(Sharding, UnitTooSmallForTheWorldIsAnErrorNamingIt) {
 
 #include <map>
 
-#include "launch/trace_session.hpp"
 #include "core/file_io.hpp"
+#include "launch/trace_session.hpp"
 
 namespace st {
 namespace {

@@ -72,12 +72,36 @@ TEST(Tensor, ElementSizesMatchTheCTypes) {
   EXPECT_EQ(dtype_size(DType::bf16), sizeof(uint16_t));
   EXPECT_EQ(dtype_size(DType::i32), sizeof(int32_t));
   EXPECT_EQ(dtype_size(DType::f64), sizeof(double));
+  EXPECT_EQ(dtype_size(DType::i64), sizeof(int64_t));
+  EXPECT_EQ(dtype_size(DType::u64), sizeof(uint64_t));
+  EXPECT_EQ(dtype_size(DType::u8), sizeof(uint8_t));
   EXPECT_EQ(Tensor::zeros("d", {3}, DType::f64).nbytes(), 3 * sizeof(double));
 }
 
 TEST(Tensor, UnboundTensorAccessIsAnError) {
   Tensor unbound;
   EXPECT_THROW(unbound.data<float>(), Error);
+}
+
+// One allocation carved into tensors of several dtypes: they share it, sit where asked, and a
+// piece that would run past the end is refused naming both tensors.
+TEST(Tensor, CarveViewsIntoOneAllocation) {
+  Tensor arena = Tensor::zeros("arena", {256}, DType::u8);
+  Tensor a = arena.carve("a", {4, 4}, DType::f32, 0);
+  Tensor b = arena.carve("b", {8}, DType::bf16, 64);
+  a.data<float>()[15] = 1.5f;
+  EXPECT_EQ(static_cast<char*>(b.raw()) - static_cast<char*>(a.raw()), 64);
+  EXPECT_EQ(static_cast<float*>(arena.raw())[15], 1.5f);
+  EXPECT_EQ(b.name(), "b");
+  try {
+    arena.carve("c", {64}, DType::f32, 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'c'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'arena' (256 bytes)"), std::string::npos);
+  }
+  Tensor meta = Tensor::empty("m", {1024}, DType::u8, Device::meta);
+  EXPECT_TRUE(meta.carve("piece", {16}, DType::f32, 512).is_meta());
 }
 
 }  // namespace st

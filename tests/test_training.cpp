@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "launch/trainer.hpp"
+#include "tests/support/local_trainer.hpp"
 
 namespace st {
 namespace {

@@ -2,7 +2,10 @@
 // checked against hand-computed values.
 #include <gtest/gtest.h>
 
+#include "collectives/fake_process_group.hpp"
+#include "sharding/fsdp_runtime.hpp"
 #include "sharding/unit_layout.hpp"
+#include "tests/support/mlp.hpp"
 
 namespace st {
 namespace {
@@ -68,6 +71,31 @@ TEST(UnitLayout, WorldTooLargeForAUnitNamesItAndTheLargestThatFits) {
                  "unit 'h.0.c' has 5 parameter elements and cannot be split over 4 ranks (some "
                  "ranks would own only padding); run on at most 3 ranks or use a larger model");
   }
+}
+
+// The unit topology is stated once and checked on every hook call: a model that enters its
+// units out of the root-and-chain order is an error naming the model and the units.
+TEST(UnitTopology, RootAndChainOrdersAndTheCheck) {
+  const UnitTopology t = UnitTopology::root_and_chain(4);
+  EXPECT_EQ(t.forward, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(t.backward, (std::vector<int>{0, 3, 2, 1}));
+  EXPECT_EQ(t.blocks(), 3);
+  EXPECT_EQ(t.last_forward(), 3);
+
+  MLP mlp({.vocab_size = 16, .n_embd = 4, .hidden = 4}, DType::f32);
+  auto group = FakeProcessGroup::create(1);
+  FsdpRuntime fsdp(mlp, *group.front(), FsdpOptions{.param_dtype = DType::f32}, 1);
+  fsdp.before_forward(0);
+  try {
+    fsdp.before_forward(2);  // unit 1 skipped
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'MLP V=16 D=4 H=4' entered unit 2 for forward "
+                                         "out of order (expected 1)"),
+              std::string::npos)
+        << e.what();
+  }
+  fsdp.reshard_all();
 }
 
 }  // namespace

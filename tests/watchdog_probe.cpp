@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   st::mpi_init(&argc, &argv);
   auto world = st::MpiProcessGroup::world();
   if (world->rank() == 0) {
-    st::CollectiveOptions options;
+    st::BarrierOptions options;
     options.timeout_s = 2;
     world->barrier(options)->wait();
   } else {

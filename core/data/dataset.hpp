@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/param_spec.hpp"
+#include "core/data/batch.hpp"
 
 namespace st {
 

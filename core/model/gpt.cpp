@@ -12,27 +12,9 @@
 #include "core/ops/matmul.hpp"
 
 namespace st {
-namespace {
 
-// Offsets of each block's parameters within its group of twelve.
-enum BlockParam {
-  kLn1W,
-  kLn1B,
-  kAttnW,
-  kAttnB,
-  kAttnProjW,
-  kAttnProjB,
-  kLn2W,
-  kLn2B,
-  kFcW,
-  kFcB,
-  kMlpProjW,
-  kMlpProjB
-};
-
-}  // namespace
-
-// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch.
+// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch:
+// tensors carved out of one allocation (llm.c's activation memory), each 64-byte aligned.
 struct GPT::Activations {
   int64_t B, T;
   AttentionShape att;
@@ -56,20 +38,33 @@ struct GPT::Activations {
   Tensor d_big;         // FP32 [B,T,4C]
   Tensor cast_scratch;  // dtype [B*T, max(4C, V)]
   Tensor att_scores, att_dq, att_dk, att_dv, att_dy, att_ds;
-  int64_t bytes = 0;  // the sum over all of the above
+  Tensor arena;       // u8 [bytes]: the one allocation all of the above point into
+  int64_t bytes = 0;  // its size, alignment padding included
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
   Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, Device device)
       : B(B_), T(T_) {
+    // Two passes over one declaration: the first only sums the sizes, the second carves.
+    for (const bool carve : {false, true}) {
+      if (carve) arena = Tensor::empty("gpt.activations", {bytes}, DType::u8, device);
+      bytes = 0;
+      declare(cfg, dt, carve);
+    }
+  }
+
+  void declare(const GPTConfig& cfg, DType dt, bool carve) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
     att = {B, T, H, C / H};
     auto make = [&](const char* name, Shape s, DType d) {
-      Tensor t = Tensor::empty(name, std::move(s), d, device);
-      bytes += int64_t(t.nbytes());
-      return t;
+      const int64_t at = bytes;
+      bytes += (shape_numel(s) * int64_t(dtype_size(d)) + 63) / 64 * 64;
+      return carve ? arena.carve(name, std::move(s), d, size_t(at)) : Tensor();
     };
     auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
     auto act = [&](const char* name, Shape s) { return make(name, std::move(s), dt); };
+    x.clear(), x_mid.clear(), ln1.clear(), ln2.clear(), ln1_mean.clear(), ln1_rstd.clear();
+    ln2_mean.clear(), ln2_rstd.clear(), qkv.clear(), q.clear(), k.clear(), v.clear();
+    probs.clear(), att_y.clear(), fc.clear(), fc_gelu.clear();
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     for (int64_t l = 0; l < L; ++l) {
       x_mid.push_back(f32("x_mid", {B, T, C}));
@@ -119,33 +114,39 @@ struct GPT::Activations {
 GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
   if (C % cfg.n_head != 0)
-    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", C, cfg.n_head);
+    fail_input("GPT: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * float(L));
+  // Declares a parameter (in Hugging Face's GPT-2 naming) and returns its index.
   auto add = [&](std::string name, Shape shape, InitKind init, float init_std, bool decay,
                  int unit) {
     specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
+    return specs_.size() - 1;
   };
-  add("transformer.wte.weight", {V, C}, InitKind::normal, std, false, 0);
-  add("transformer.wpe.weight", {cfg.block_size, C}, InitKind::normal, std, false, 0);
+  p_.wte = add("transformer.wte.weight", {V, C}, InitKind::normal, std, false, 0);
+  p_.wpe = add("transformer.wpe.weight", {cfg.block_size, C}, InitKind::normal, std, false, 0);
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     const int unit = int(l) + 1;
-    add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, unit);
-    add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, unit);
-    add(p + "attn.c_attn.weight", {C, 3 * C}, InitKind::normal, std, true, unit);
-    add(p + "attn.c_attn.bias", {3 * C}, InitKind::zeros, 0, false, unit);
-    add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, proj_std, true, unit);
-    add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
-    add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, unit);
-    add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, unit);
-    add(p + "mlp.c_fc.weight", {C, 4 * C}, InitKind::normal, std, true, unit);
-    add(p + "mlp.c_fc.bias", {4 * C}, InitKind::zeros, 0, false, unit);
-    add(p + "mlp.c_proj.weight", {4 * C, C}, InitKind::normal, proj_std, true, unit);
-    add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+    BlockParams b{};
+    b.ln_1_weight = add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, unit);
+    b.ln_1_bias = add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, unit);
+    b.c_attn_weight = add(p + "attn.c_attn.weight", {C, 3 * C}, InitKind::normal, std, true, unit);
+    b.c_attn_bias = add(p + "attn.c_attn.bias", {3 * C}, InitKind::zeros, 0, false, unit);
+    b.attn_proj_weight =
+        add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, proj_std, true, unit);
+    b.attn_proj_bias = add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+    b.ln_2_weight = add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, unit);
+    b.ln_2_bias = add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, unit);
+    b.c_fc_weight = add(p + "mlp.c_fc.weight", {C, 4 * C}, InitKind::normal, std, true, unit);
+    b.c_fc_bias = add(p + "mlp.c_fc.bias", {4 * C}, InitKind::zeros, 0, false, unit);
+    b.mlp_proj_weight =
+        add(p + "mlp.c_proj.weight", {4 * C, C}, InitKind::normal, proj_std, true, unit);
+    b.mlp_proj_bias = add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+    p_.h.push_back(b);
   }
-  add("transformer.ln_f.weight", {C}, InitKind::ones, 0, false, 0);
-  add("transformer.ln_f.bias", {C}, InitKind::zeros, 0, false, 0);
+  p_.ln_f_weight = add("transformer.ln_f.weight", {C}, InitKind::ones, 0, false, 0);
+  p_.ln_f_bias = add("transformer.ln_f.bias", {C}, InitKind::zeros, 0, false, 0);
 }
 
 GPT::~GPT() = default;
@@ -167,6 +168,21 @@ const float* GPT::last_logits() const {
   return acts_->logits.data<float>();
 }
 
+std::string GPT::describe() const {
+  const GPTConfig& c = config_;
+  return fmt::format("GPT L={} C={} H={} T={} V={}", c.n_layer, c.n_embd, c.n_head, c.block_size,
+                     c.vocab_size);
+}
+
+std::vector<std::pair<std::string, int64_t>> GPT::hyperparameters() const {
+  const GPTConfig& c = config_;
+  return {{"n_layer", c.n_layer},
+          {"n_embd", c.n_embd},
+          {"n_head", c.n_head},
+          {"block_size", c.block_size},
+          {"vocab_size", c.vocab_size}};
+}
+
 double GPT::flops_per_token() const {
   // 2 FLOPs per multiply-add, x3 for forward + backward (two matmuls per forward matmul).
   const double C = double(config_.n_embd), L = double(config_.n_layer);
@@ -183,33 +199,37 @@ void GPT::check_batch(const Batch& batch) const {
     fail("GPT batch: inputs {} and targets {} must both be [B, T]",
          shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
   if (batch.T() > config_.block_size)
-    fail_input("sequence length {} exceeds model.block_size = {}", batch.T(), config_.block_size);
+    fail_input("GPT batch: sequence length {} exceeds the context length block_size {}", batch.T(),
+               config_.block_size);
 }
 
 void GPT::embed_forward(Activations& a, const Batch& batch) {
   const auto& c = config_;
-  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), param(0).value.raw(),
-                    param(1).value.raw(), a.B, a.T, c.n_embd, c.vocab_size, dtype_);
+  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), w(p_.wpe), a.B,
+                    a.T, c.n_embd, c.vocab_size, dtype_);
 }
 
 void GPT::block_forward(Activations& a, int64_t l) {
   const int64_t M = a.B * a.T, C = config_.n_embd;
-  auto w = [&](int which) { return param(block_param(l, which)).value.raw(); };
+  const BlockParams& p = p_.h[size_t(l)];
   layernorm_forward(a.ln1[l].raw(), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(),
-                    a.x[l].data<float>(), w(kLn1W), w(kLn1B), M, C, dtype_);
-  linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(kAttnW), w(kAttnB), M, C, 3 * C, dtype_);
+                    a.x[l].data<float>(), w(p.ln_1_weight), w(p.ln_1_bias), M, C, dtype_);
+  linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(p.c_attn_weight), w(p.c_attn_bias), M, C, 3 * C,
+                 dtype_);
   attention_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
-  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(kAttnProjW), w(kAttnProjB), M, C, C, dtype_);
+  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(p.attn_proj_weight), w(p.attn_proj_bias), M,
+                 C, C, dtype_);
   float* x_mid = a.x_mid[l].data<float>();
   std::copy_n(a.x[l].data<float>(), M * C, x_mid);
   residual_add(x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
 
   layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), x_mid,
-                    w(kLn2W), w(kLn2B), M, C, dtype_);
-  linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(kFcW), w(kFcB), M, C, 4 * C, dtype_);
-  gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(kMlpProjW), w(kMlpProjB), M, 4 * C, C,
+                    w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
+  linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
                  dtype_);
+  gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
+  linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias), M,
+                 4 * C, C, dtype_);
   float* x_next = a.x[l + 1].data<float>();
   std::copy_n(x_mid, M * C, x_next);
   residual_add(x_next, a.proj_out.raw(), dtype_, size_t(M * C));
@@ -217,13 +237,12 @@ void GPT::block_forward(Activations& a, int64_t l) {
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
   const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
-  const size_t lnf = ln_f_weight();
   layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
-                    a.x[config_.n_layer].data<float>(), param(lnf).value.raw(),
-                    param(lnf + 1).value.raw(), M, C, dtype_);
+                    a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), M, C,
+                    dtype_);
   // logits = ln_f(x) · wteᵀ (weights tied with the token embedding), produced in FP32.
   gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(param(0).value.raw(), dtype_, V, C).t(),
+       MatView::row_major(w(p_.wte), dtype_, V, C).t(),
        MatView::row_major(a.logits.data<float>(), DType::f32, M, V));
   float* losses = a.losses.data<float>();
   cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M, V);
@@ -237,57 +256,57 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   float* d_logits = a.logits.data<float>();  // overwritten in place
   cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M, V);
   // logits = lnf · wteᵀ: d_lnf = d_logits · wte, d_wte += d_logitsᵀ · lnf.
-  const void* g = d_logits;
+  const void* grad_logits = d_logits;
   if (dtype_ != DType::f32) {
     cast(d_logits, DType::f32, a.cast_scratch.raw(), dtype_, size_t(M * V));
-    g = a.cast_scratch.raw();
+    grad_logits = a.cast_scratch.raw();
   }
-  gemm(1, MatView::row_major(g, dtype_, M, V),
-       MatView::row_major(param(0).value.raw(), dtype_, V, C),
+  gemm(1, MatView::row_major(grad_logits, dtype_, M, V),
+       MatView::row_major(w(p_.wte), dtype_, V, C),
        MatView::row_major(a.d_small.data<float>(), DType::f32, M, C));
   GemmOptions accumulate;
   accumulate.accumulate = true;
-  gemm(1, MatView::row_major(g, dtype_, M, V).t(), MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(param(0).grad.data<float>(), DType::f32, V, C), accumulate);
+  gemm(1, MatView::row_major(grad_logits, dtype_, M, V).t(),
+       MatView::row_major(a.lnf.raw(), dtype_, M, C),
+       MatView::row_major(g(p_.wte), DType::f32, V, C), accumulate);
   a.dx.zero_();
-  const size_t lnf = ln_f_weight();
-  layernorm_backward(a.dx.data<float>(), param(lnf).grad.data<float>(),
-                     param(lnf + 1).grad.data<float>(), a.d_small.data<float>(),
-                     a.x[config_.n_layer].data<float>(), param(lnf).value.raw(),
+  layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias),
+                     a.d_small.data<float>(), a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
                      a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
 }
 
 void GPT::block_backward(Activations& a, int64_t l) {
   const int64_t M = a.B * a.T, C = config_.n_embd;
-  auto w = [&](int which) { return param(block_param(l, which)).value.raw(); };
-  auto g = [&](int which) { return param(block_param(l, which)).grad.data<float>(); };
+  const BlockParams& p = p_.h[size_t(l)];
   float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
   float* d_big = a.d_big.data<float>();
   float* d_small = a.d_small.data<float>();
   void* scratch = a.cast_scratch.raw();
 
   // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
-  linear_backward(d_big, g(kMlpProjW), g(kMlpProjB), dx, scratch, a.fc_gelu[l].raw(), w(kMlpProjW),
-                  M, 4 * C, C, dtype_);
+  linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), dx, scratch, a.fc_gelu[l].raw(),
+                  w(p.mlp_proj_weight), M, 4 * C, C, dtype_);
   gelu_backward(d_big, d_big, a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  linear_backward(d_small, g(kFcW), g(kFcB), d_big, scratch, a.ln2[l].raw(), w(kFcW), M, C, 4 * C,
-                  dtype_);
-  layernorm_backward(dx, g(kLn2W), g(kLn2B), d_small, a.x_mid[l].data<float>(), w(kLn2W),
-                     a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M, C, dtype_);
+  linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
+                  w(p.c_fc_weight), M, C, 4 * C, dtype_);
+  layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
+                     w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
+                     C, dtype_);
 
   // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
-  linear_backward(d_small, g(kAttnProjW), g(kAttnProjB), dx, scratch, a.att_y[l].raw(),
-                  w(kAttnProjW), M, C, C, dtype_);
+  linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), dx, scratch,
+                  a.att_y[l].raw(), w(p.attn_proj_weight), M, C, C, dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.saved(l), a.scratch(), a.att, dtype_);
-  linear_backward(d_small, g(kAttnW), g(kAttnB), a.d_qkv.data<float>(), scratch, a.ln1[l].raw(),
-                  w(kAttnW), M, C, 3 * C, dtype_);
-  layernorm_backward(dx, g(kLn1W), g(kLn1B), d_small, a.x[l].data<float>(), w(kLn1W),
-                     a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M, C, dtype_);
+  linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
+                  a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * C, dtype_);
+  layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_small, a.x[l].data<float>(),
+                     w(p.ln_1_weight), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M,
+                     C, dtype_);
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {
-  embedding_backward(param(0).grad.data<float>(), param(1).grad.data<float>(), a.dx.data<float>(),
-                     batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
+  embedding_backward(g(p_.wte), g(p_.wpe), a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
+                     a.T, config_.n_embd);
 }
 
 double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {

@@ -1,11 +1,12 @@
 #pragma once
 // GPT-2's architecture with explicit forward/backward pairs per block (llm.c style).
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 #include "core/ops/attention.hpp"
 
 namespace st {
@@ -31,9 +32,10 @@ class GPT final : public Model {
   double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
-
-  // Bytes of activations and scratch one micro-batch of [B, T] keeps (counted on meta).
-  int64_t activation_bytes(int64_t B, int64_t T) const;
+  // Counted on the meta device: the same layout, no memory.
+  int64_t activation_bytes(int64_t B, int64_t T) const override;
+  std::string describe() const override;
+  std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
 
   // The logits [B*T, V] (FP32) of the last forward.
   const float* last_logits() const;
@@ -42,9 +44,20 @@ class GPT final : public Model {
   struct Activations;
   Activations& activations_for(int64_t B, int64_t T);
 
-  // Indices into specs_ of the twelve parameters of block l (in declaration order).
-  size_t block_param(int64_t layer, int which) const { return 2 + size_t(layer) * 12 + which; }
-  size_t ln_f_weight() const { return 2 + size_t(config_.n_layer) * 12; }
+  // Where each parameter sits in specs_ (llm.c's ParameterTensors, as indices): set once, as
+  // the specs are declared, and the only way the compute code finds a parameter.
+  struct BlockParams {
+    size_t ln_1_weight, ln_1_bias, c_attn_weight, c_attn_bias, attn_proj_weight, attn_proj_bias;
+    size_t ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight, mlp_proj_bias;
+  };
+  struct ParamIndex {
+    size_t wte = 0, wpe = 0;
+    std::vector<BlockParams> h;
+    size_t ln_f_weight = 0, ln_f_bias = 0;
+  };
+  // The compute-dtype value and the FP32 gradient of parameter `index`.
+  const void* w(size_t index) const { return param(index).value.raw(); }
+  float* g(size_t index) const { return param(index).grad.data<float>(); }
 
   void check_batch(const Batch& batch) const;
   void embed_forward(Activations& a, const Batch& batch);
@@ -59,6 +72,7 @@ class GPT final : public Model {
   GPTConfig config_;
   DType dtype_;
   std::vector<ParamSpec> specs_;
+  ParamIndex p_;
   std::unique_ptr<Activations> acts_;
 };
 

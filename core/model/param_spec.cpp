@@ -21,30 +21,4 @@ void init_param_elements(const ParamSpec& spec, uint64_t seed, uint64_t param_in
   }
 }
 
-void Model::bind(size_t index, Tensor value, Tensor grad) {
-  const auto& specs = param_specs();
-  ST_CHECK(index < specs.size(), "parameter index {} out of range", index);
-  const ParamSpec& spec = specs[index];
-  if (value.shape() != spec.shape || value.dtype() != compute_dtype())
-    fail("binding parameter '{}': expected {} {} but got {} {}", spec.name,
-         dtype_name(compute_dtype()), shape_string(spec.shape), dtype_name(value.dtype()),
-         shape_string(value.shape()));
-  if (grad.defined() && (grad.shape() != spec.shape || grad.dtype() != DType::f32))
-    fail("binding gradient of '{}': expected fp32 {} but got {} {}", spec.name,
-         shape_string(spec.shape), dtype_name(grad.dtype()), shape_string(grad.shape()));
-  if (bound_.size() < specs.size()) bound_.resize(specs.size());
-  bound_[index] = {std::move(value), std::move(grad)};
-}
-
-void Model::unbind(size_t index) {
-  if (index < bound_.size()) bound_[index] = {};
-}
-
-const BoundParam& Model::param(size_t index) const {
-  if (index >= bound_.size() || !bound_[index].value.defined())
-    fail("parameter '{}' is used before it was bound to memory",
-         index < param_specs().size() ? param_specs()[index].name : std::to_string(index));
-  return bound_[index];
-}
-
 }  // namespace st

@@ -22,6 +22,9 @@ memory::data_type dnnl_type(DType t) {
       return memory::data_type::bf16;
     case DType::i32:
     case DType::f64:
+    case DType::i64:
+    case DType::u64:
+    case DType::u8:
       break;
   }
   fail("matmul: {} operands are not supported", dtype_name(t));

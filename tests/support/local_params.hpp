@@ -4,7 +4,7 @@
 // reference that the sharded runtime is tested against.
 #include <vector>
 
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 #include "optim/optim_param.hpp"
 
 namespace st {

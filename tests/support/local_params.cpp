@@ -1,4 +1,4 @@
-#include "launch/local_params.hpp"
+#include "tests/support/local_params.hpp"
 
 #include "core/ops/elementwise.hpp"
 

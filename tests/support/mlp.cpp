@@ -1,4 +1,4 @@
-#include "core/model/mlp.hpp"
+#include "tests/support/mlp.hpp"
 
 #include <cstring>
 
@@ -21,6 +21,22 @@ MLP::MLP(const MLPConfig& c, DType compute_dtype) : config_(c), dtype_(compute_d
 
 double MLP::flops_per_token() const {
   return 6.0 * double(config_.n_embd * config_.hidden + config_.hidden * config_.vocab_size);
+}
+
+int64_t MLP::activation_bytes(int64_t B, int64_t T) const {
+  const int64_t M = B * T, D = config_.n_embd, H = config_.hidden, V = config_.vocab_size;
+  const int64_t s = int64_t(dtype_size(dtype_));
+  // emb, h, gelu, logits (dtype and FP32), losses, then backward's d_gelu, scratch and d_emb.
+  return s * (M * D + 2 * M * H + M * V) + 4 * (M * V + M + M * H + M * D) + s * M * std::max(H, V);
+}
+
+std::string MLP::describe() const {
+  return fmt::format("MLP V={} D={} H={}", config_.vocab_size, config_.n_embd, config_.hidden);
+}
+
+std::vector<std::pair<std::string, int64_t>> MLP::hyperparameters() const {
+  return {
+      {"vocab_size", config_.vocab_size}, {"n_embd", config_.n_embd}, {"hidden", config_.hidden}};
 }
 
 double MLP::forward_loss(const Batch& batch, UnitHooks& hooks) {

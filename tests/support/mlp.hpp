@@ -1,9 +1,11 @@
 #pragma once
 // A small model for tests: token embedding -> fc1 -> GELU -> fc2 -> cross-entropy (a bigram MLP).
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include "core/model/param_spec.hpp"
+#include "core/model/model.hpp"
 
 namespace st {
 
@@ -22,6 +24,9 @@ class MLP final : public Model {
   double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
+  int64_t activation_bytes(int64_t B, int64_t T) const override;
+  std::string describe() const override;
+  std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
 
  private:
   double run(const Batch& batch, float grad_scale, bool backward, UnitHooks& hooks);

@@ -1,0 +1,67 @@
+#pragma once
+// The interface every trainable model offers to trainers and sharders: parameter specs grouped
+// into units, forward/backward of a micro-batch, and hooks around each unit's work.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/data/batch.hpp"
+#include "core/model/param_spec.hpp"
+
+namespace st {
+
+// Called by models around each unit's work, so a sharder can gather and free parameters.
+// The order is the unit topology the sharder states and checks (sharding/unit_topology.hpp):
+// root unit 0 is entered first and left last; block units 1..n-1 are entered in order for the
+// forward and in reverse for the backward.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int /*unit*/) {}
+  virtual void after_forward(int /*unit*/) {}
+  virtual void before_backward(int /*unit*/) {}
+  virtual void after_backward(int /*unit*/) {}
+};
+
+// A parameter as the model sees it during compute: its value in the compute dtype and its
+// FP32 gradient accumulator. Whoever owns the memory binds these before the unit runs.
+struct BoundParam {
+  Tensor value;
+  Tensor grad;
+};
+
+// The interface every trainable model offers to trainers and sharders.
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const std::vector<ParamSpec>& param_specs() const = 0;
+  virtual int num_units() const = 0;
+  virtual DType compute_dtype() const = 0;
+
+  // Forward and backward of one micro-batch. Gradients are added into the bound grads, scaled
+  // by `grad_scale` (1 / tokens in the global step). Returns the sum of the token losses.
+  virtual double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) = 0;
+  // Forward only; returns the sum of the token losses.
+  virtual double forward_loss(const Batch& batch, UnitHooks& hooks) = 0;
+  // Matmul FLOPs of one forward+backward over one token (for MFU).
+  virtual double flops_per_token() const = 0;
+  // Bytes of activations and scratch one micro-batch of [B, T] keeps (for memory budgets).
+  virtual int64_t activation_bytes(int64_t B, int64_t T) const = 0;
+  // One line for people ("GPT L=4 C=256 ..."), and the shape hyper-parameters by name for
+  // checkpoint manifests (a checkpoint loads only into a model with the same ones).
+  virtual std::string describe() const = 0;
+  virtual std::vector<std::pair<std::string, int64_t>> hyperparameters() const = 0;
+
+  // `grad` may be left undefined for forward-only use (touching it is then an error).
+  void bind(size_t index, Tensor value, Tensor grad);
+  // Forgets the memory of parameter `index` (a sharder freeing its unsharded buffer), so a
+  // use after the free is an error naming the parameter instead of a read of reused memory.
+  void unbind(size_t index);
+  const BoundParam& param(size_t index) const;
+
+ protected:
+  std::vector<BoundParam> bound_;
+};
+
+}  // namespace st

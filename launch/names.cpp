@@ -1,0 +1,50 @@
+#include "launch/names.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace st {
+namespace {
+
+template <class E>
+E parse_word(std::string_view text, std::string_view key,
+             const std::vector<std::pair<std::string_view, E>>& words, std::string_view expected) {
+  for (const auto& [word, value] : words)
+    if (text == word) return value;
+  fail_input("{} = '{}' must be {}", key, text, expected);
+}
+
+}  // namespace
+
+DType parse_float_dtype(std::string_view text, std::string_view key) {
+  if (text == "fp32" || text == "f32" || text == "float32") return DType::f32;
+  if (text == "bf16" || text == "bfloat16") return DType::bf16;
+  fail_input("{}: '{}' is not a floating-point dtype (expected fp32 or bf16)", key, text);
+}
+
+Algorithm parse_algorithm(std::string_view text, std::string_view key) {
+  return parse_word<Algorithm>(text, key,
+                               {{"auto", Algorithm::automatic},
+                                {"mpi", Algorithm::mpi},
+                                {"ring", Algorithm::ring},
+                                {"shm", Algorithm::shm}},
+                               "auto, mpi, ring or shm");
+}
+
+Accumulation parse_accumulation(std::string_view text, std::string_view key) {
+  return parse_word<Accumulation>(
+      text, key,
+      {{"reduce_each", Accumulation::reduce_each}, {"reduce_last", Accumulation::reduce_last}},
+      "reduce_each or reduce_last");
+}
+
+OptimizerKind parse_optimizer(std::string_view text, std::string_view key) {
+  return parse_word<OptimizerKind>(
+      text, key, {{"adamw", OptimizerKind::adamw}, {"sgd", OptimizerKind::sgd}}, "adamw or sgd");
+}
+
+}  // namespace st

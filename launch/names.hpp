@@ -1,0 +1,23 @@
+#pragma once
+// Parsing of the words that name enum values in configs and on the command line. Only launch/
+// parses text; the layers below take the enums. Each failure is an InputError naming `key` and
+// the accepted words.
+#include <string_view>
+
+#include "collectives/process_group.hpp"
+#include "core/dtype.hpp"
+#include "optim/optimizer.hpp"
+#include "sharding/fsdp_runtime.hpp"
+
+namespace st {
+
+// "fp32" (also "f32", "float32") or "bf16" (also "bfloat16").
+DType parse_float_dtype(std::string_view text, std::string_view key);
+// "auto", "mpi", "ring" or "shm".
+Algorithm parse_algorithm(std::string_view text, std::string_view key);
+// "reduce_each" or "reduce_last".
+Accumulation parse_accumulation(std::string_view text, std::string_view key);
+// "adamw" or "sgd".
+OptimizerKind parse_optimizer(std::string_view text, std::string_view key);
+
+}  // namespace st
