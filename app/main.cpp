@@ -1,9 +1,12 @@
-// shardtrain: one program; subcommands train, eval, sample, export and bench.
+// shardtrain: one program; subcommands train, eval, sample, export and bench. This file is the
+// command table: it parses the command line and dispatches to launch/ and bench/.
 // Exit codes: 0 success, 2 bad input (config, data, checkpoint, command line), 1 any other failure.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
+#include <vector>
 
 #include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
@@ -16,6 +19,26 @@
 
 namespace {
 
+// One subcommand: its CLI11 node and what runs it once it was parsed.
+struct Command {
+  CLI::App* cli;
+  std::function<int()> run;
+};
+
+// Every command's options; they live as long as main.
+struct Options {
+  st::CommonOptions train, bench_step, bench_checkpoint;
+  st::BenchStepOptions step;
+  bool collectives_json = false;
+  long long collectives_max_bytes = 256ll << 20;
+  st::ScalingOptions scaling;
+  int checkpoint_repeats = 5;
+  std::string checkpoint_dir = "/tmp/shardtrain-bench-checkpoint";
+  st::ExportOptions export_;
+  st::EvalOptions eval;
+  st::SampleOptions sample;
+};
+
 void add_common(CLI::App* command, st::CommonOptions& options) {
   command->add_option("--config", options.config,
                       "TOML config file, or a bundled config name (tiny, small)");
@@ -23,104 +46,91 @@ void add_common(CLI::App* command, st::CommonOptions& options) {
   command->add_option("overrides", options.overrides, "section.key=value overrides");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"shardtrain: FSDP-style sharded training on CPUs"};
-  app.require_subcommand(1);
-  st::CommonOptions train_options, bench_options;
-  st::BenchStepOptions step_options;
-
+void add_train(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* train = app.add_subcommand("train", "train a model");
-  add_common(train, train_options);
+  add_common(train, o.train);
   // A hidden test hook: checkpoint writes sleep after each unit so a test can kill a save.
-  train->add_option("--test-slow-checkpoint-ms", train_options.test_slow_checkpoint_ms)->group("");
+  train->add_option("--test-slow-checkpoint-ms", o.train.test_slow_checkpoint_ms)->group("");
+  table.push_back({train, [&o] { return st::run_train(o.train); }});
+}
 
+void add_bench(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
-  CLI::App* bench_step = bench->add_subcommand("step", "time forward, backward and optimizer");
-  add_common(bench_step, bench_options);
-  bench_step->add_option("--warmup", step_options.warmup, "untimed steps first");
-  bench_step->add_option("--steps", step_options.steps, "timed steps (the median is reported)");
-  bool collectives_json = false;
-  long long collectives_max_bytes = 256ll << 20;
-  CLI::App* bench_collectives = bench->add_subcommand(
+
+  CLI::App* step = bench->add_subcommand("step", "time forward, backward and optimizer");
+  add_common(step, o.bench_step);
+  step->add_option("--warmup", o.step.warmup, "untimed steps first");
+  step->add_option("--steps", o.step.steps, "timed steps (the median is reported)");
+  table.push_back({step, [&o] { return st::run_bench_step(o.bench_step, o.step); }});
+
+  CLI::App* collectives = bench->add_subcommand(
       "collectives", "all-gather and reduce-scatter bandwidth (under mpirun)");
-  bench_collectives->add_flag("--json", collectives_json, "print JSON lines instead of a table");
-  bench_collectives->add_option("--max-bytes", collectives_max_bytes, "largest buffer (bytes)");
+  collectives->add_flag("--json", o.collectives_json, "print JSON lines instead of a table");
+  collectives->add_option("--max-bytes", o.collectives_max_bytes, "largest buffer (bytes)");
+  table.push_back({collectives, [&o] {
+                     st::mpi_init(nullptr, nullptr);
+                     return st::run_bench_collectives(o.collectives_json, o.collectives_max_bytes);
+                   }});
 
-  st::ScalingOptions scaling;
-  CLI::App* bench_scaling = bench->add_subcommand(
+  st::ScalingOptions& s = o.scaling;
+  CLI::App* scaling = bench->add_subcommand(
       "scaling", "tokens/s, exposed communication and memory at 1, 2 and 4 ranks (runs mpirun)");
-  bench_scaling->add_option("--config", scaling.config, "TOML config file or bundled name");
-  bench_scaling->add_flag("--json", scaling.json, "print JSON lines instead of a table");
-  bench_scaling->add_option("--ranks", scaling.ranks, "rank counts to run")->delimiter(',');
-  bench_scaling->add_option("--steps", scaling.steps, "timed steps per run (median reported)");
-  bench_scaling->add_option("--warmup", scaling.warmup, "untimed steps first");
-  bench_scaling->add_option("--repeats", scaling.repeats, "runs per row (the median is reported)");
-  bench_scaling->add_option("overrides", scaling.overrides, "section.key=value overrides");
+  scaling->add_option("--config", s.config, "TOML config file or bundled name");
+  scaling->add_flag("--json", s.json, "print JSON lines instead of a table");
+  scaling->add_option("--ranks", s.ranks, "rank counts to run")->delimiter(',');
+  scaling->add_option("--steps", s.steps, "timed steps per run (median reported)");
+  scaling->add_option("--warmup", s.warmup, "untimed steps first");
+  scaling->add_option("--repeats", s.repeats, "runs per row (the median is reported)");
+  scaling->add_option("overrides", s.overrides, "section.key=value overrides");
+  table.push_back({scaling, [&o] { return st::run_bench_scaling(o.scaling); }});
 
-  st::CommonOptions checkpoint_bench_options;
-  int checkpoint_repeats = 5;
-  std::string checkpoint_bench_dir = "/tmp/shardtrain-bench-checkpoint";
-  CLI::App* bench_checkpoint = bench->add_subcommand(
+  CLI::App* checkpoint = bench->add_subcommand(
       "checkpoint", "checkpoint save and load bandwidth beside plain writes (under mpirun)");
-  add_common(bench_checkpoint, checkpoint_bench_options);
-  bench_checkpoint->add_option("--repeats", checkpoint_repeats, "saves and loads (median)");
-  bench_checkpoint->add_option("--dir", checkpoint_bench_dir, "where to write (removed after)");
+  add_common(checkpoint, o.bench_checkpoint);
+  checkpoint->add_option("--repeats", o.checkpoint_repeats, "saves and loads (median)");
+  checkpoint->add_option("--dir", o.checkpoint_dir, "where to write (removed after)");
+  table.push_back({checkpoint, [&o] {
+                     return st::run_bench_checkpoint(o.bench_checkpoint, o.checkpoint_repeats,
+                                                     o.checkpoint_dir);
+                   }});
+}
 
-  st::ExportOptions export_options;
+// export, eval and sample: the commands that load a trained model.
+void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* export_cmd = app.add_subcommand("export", "a checkpoint as a safetensors file");
-  export_cmd->add_option("--checkpoint", export_options.checkpoint, "checkpoint directory");
-  export_cmd->add_option("--out", export_options.out, "safetensors file to write");
-  export_cmd->add_option("--dtype", export_options.dtype, "bf16 or fp32");
+  export_cmd->add_option("--checkpoint", o.export_.checkpoint, "checkpoint directory");
+  export_cmd->add_option("--out", o.export_.out, "safetensors file to write");
+  export_cmd->add_option("--dtype", o.export_.dtype, "bf16 or fp32");
+  table.push_back({export_cmd, [&o] { return st::run_export(o.export_); }});
 
-  st::EvalOptions eval_options;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "validation loss of a trained model");
-  add_common(eval_cmd, eval_options.common);
-  eval_cmd->add_option("--weights", eval_options.weights, "safetensors file (config.json beside)");
-  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "checkpoint directory");
-  eval_cmd->add_option("--data", eval_options.data,
-                       "text file: its validation split (default: the config's data)");
-  eval_cmd->add_option("--tokens", eval_options.tokens,
-                       "little-endian uint16 token ids, windows of seq_len + 1");
+  CLI::App* eval = app.add_subcommand("eval", "validation loss of a trained model");
+  add_common(eval, o.eval.common);
+  eval->add_option("--weights", o.eval.weights, "safetensors file (config.json beside)");
+  eval->add_option("--checkpoint", o.eval.checkpoint, "checkpoint directory");
+  eval->add_option("--data", o.eval.data,
+                   "text file: its validation split (default: the config's data)");
+  eval->add_option("--tokens", o.eval.tokens,
+                   "little-endian uint16 token ids, windows of seq_len + 1");
+  table.push_back({eval, [&o] { return st::run_eval(o.eval); }});
 
-  st::SampleOptions sample_options;
-  CLI::App* sample_cmd = app.add_subcommand("sample", "generate text from a trained model");
-  sample_cmd->add_option("--checkpoint", sample_options.checkpoint, "checkpoint directory");
-  sample_cmd->add_option("--weights", sample_options.weights, "safetensors file");
-  sample_cmd->add_option("--prompt", sample_options.prompt, "text to continue");
-  sample_cmd->add_option("--tokens", sample_options.tokens, "bytes to generate");
-  sample_cmd->add_option("--temperature", sample_options.temperature, "0: greedy");
-  sample_cmd->add_option("--seed", sample_options.seed, "the same seed gives the same text");
+  CLI::App* sample = app.add_subcommand("sample", "generate text from a trained model");
+  sample->add_option("--checkpoint", o.sample.checkpoint, "checkpoint directory");
+  sample->add_option("--weights", o.sample.weights, "safetensors file");
+  sample->add_option("--prompt", o.sample.prompt, "text to continue");
+  sample->add_option("--tokens", o.sample.tokens, "bytes to generate");
+  sample->add_option("--temperature", o.sample.temperature, "0: greedy");
+  sample->add_option("--seed", o.sample.seed, "the same seed gives the same text");
+  table.push_back({sample, [&o] { return st::run_sample(o.sample); }});
+}
 
+// Runs the parsed command; every failure becomes one message and an exit code, and under
+// mpirun a failure on one rank ends every rank.
+int run(const Command& command) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  try {
-    int rc = -1;
-    if (train->parsed()) rc = st::run_train(train_options);
-    if (bench_step->parsed()) rc = st::run_bench_step(bench_options, step_options);
-    if (export_cmd->parsed()) rc = st::run_export(export_options);
-    if (bench_checkpoint->parsed())
-      rc = st::run_bench_checkpoint(checkpoint_bench_options, checkpoint_repeats,
-                                    checkpoint_bench_dir);
-    if (eval_cmd->parsed()) rc = st::run_eval(eval_options);
-    if (sample_cmd->parsed()) rc = st::run_sample(sample_options);
-    if (rc >= 0) {
-      st::mpi_finalize();
-      return rc;
-    }
-    if (bench_scaling->parsed()) return st::run_bench_scaling(scaling);
-    if (bench_collectives->parsed()) {
-      st::mpi_init(&argc, &argv);
-      const int rc = st::run_bench_collectives(collectives_json, collectives_max_bytes);
-      st::mpi_finalize();
-      return rc;
-    }
+    const int rc = command.run();
+    st::mpi_finalize();
+    return rc;
   } catch (const st::ExitQuietly& quiet) {
     // Every rank agreed on a start-up failure and one of them has reported it.
     st::mpi_finalize();
@@ -138,5 +148,25 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "shardtrain: failed: {}\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shardtrain: FSDP-style sharded training on CPUs"};
+  app.require_subcommand(1);
+  Options options;
+  std::vector<Command> table;
+  add_train(app, options, table);
+  add_bench(app, options, table);
+  add_model_commands(app, options, table);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  for (const Command& command : table)
+    if (command.cli->parsed()) return run(command);
   return 1;
 }

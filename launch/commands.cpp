@@ -50,19 +50,9 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"ranks", s.ranks.size()}};
 }
 
-}  // namespace
-
-int run_train(const CommonOptions& options) {
-  Session s = open_session(options);
-  std::ofstream metrics;
-  agree_on_startup(*s.ranks.group, [&] {
-    if (s.lead() && !s.config.metrics.file.empty()) {
-      metrics.open(s.config.metrics.file, std::ios::trunc);
-      if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
-    }
-  });
-  if (!options.json) print_summary(s);
-  s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
+// The step to start from: 0, or the steps of the checkpoint that checkpoint.resume names
+// (auto: the newest complete one under checkpoint.dir), verified and loaded on every rank.
+int64_t resume(Session& s) {
   const auto& ckpt = s.config.checkpoint;
   int64_t start = 0;
   agree_on_startup(*s.ranks.group, [&] {
@@ -77,59 +67,83 @@ int run_train(const CommonOptions& options) {
     start = s.trainer->load_checkpoint(from);
     progress.finish(fmt::format("resumed from {} after step {}", from, start));
   });
-  const int64_t max_steps = s.config.training.max_steps;
+  return start;
+}
+
+void save(Session& s, int64_t steps_done) {
+  Progress progress("checkpoint", 0, s.lead());
+  progress.update(0, fmt::format("saving step {} to {}", steps_done, s.config.checkpoint.dir));
+  const std::string path = s.trainer->save_checkpoint(steps_done);
+  progress.finish("saved " + path);
+}
+
+void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t max_steps,
+                     double eta_s) {
+  fmt::print(
+      "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
+      "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}\n",
+      st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
+      100 * line["mfu"].get<double>(), st.slowest_step_ms, st.exposed_comm_ms, st.max_peak_rss_mib,
+      format_duration(eta_s));
+}
+
+// After the last step: the trace file, then the validation loss.
+void finish_run(Session& s, TraceSession& trace, bool json) {
+  if (trace.enabled()) {
+    const int64_t spans = trace.write();
+    if (s.lead() && !json)
+      fmt::print("trace: {} ({} spans; open in https://ui.perfetto.dev or chrome://tracing)\n",
+                 s.config.metrics.trace, spans);
+  }
+  const double val = s.trainer->evaluate(64);
+  if (!s.lead()) return;
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"val_loss", val}}.dump());
+  else
+    fmt::print("validation loss: {:.4f}\n", val);
+}
+
+}  // namespace
+
+int run_train(const CommonOptions& options) {
+  Session s = open_session(options);
+  std::ofstream metrics;
+  agree_on_startup(*s.ranks.group, [&] {
+    if (s.lead() && !s.config.metrics.file.empty()) {
+      metrics.open(s.config.metrics.file, std::ios::trunc);
+      if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
+    }
+  });
+  if (!options.json) print_summary(s);
+  s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
+  const auto& ckpt = s.config.checkpoint;
+  const int64_t start = resume(s), max_steps = s.config.training.max_steps;
   TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
   Timer run_clock;
-  auto save = [&](int64_t steps_done) {
-    Progress progress("checkpoint", 0, s.lead());
-    progress.update(0, fmt::format("saving step {} to {}", steps_done, ckpt.dir));
-    const std::string path = s.trainer->save_checkpoint(steps_done);
-    progress.finish("saved " + path);
-  };
   // With --json, stdout carries only JSON; the progress line goes to stderr.
   Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
   for (int64_t step = start; step < max_steps; ++step) {
     trace.begin_step(step);
     const StepStats st = s.trainer->step(step);
     trace.end_step(step);
-    const bool save_now =
-        !ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 && step + 1 < max_steps;
-    if (!s.lead()) {
-      if (save_now) save(step + 1);
-      continue;
+    if (s.lead()) {
+      const nlohmann::json line = step_json(s, st);
+      if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
+      if (options.json) {
+        fmt::print("{}\n", line.dump());
+        step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
+      } else {
+        const double done = double(step + 1 - start);
+        print_step_line(st, line, max_steps,
+                        run_clock.seconds() / done * double(max_steps - step - 1));
+      }
+      std::fflush(stdout);
     }
-    const nlohmann::json line = step_json(s, st);
-    if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
-    if (options.json) {
-      fmt::print("{}\n", line.dump());
-      step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
-    } else {
-      fmt::print(
-          "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
-          "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}\n",
-          st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
-          100 * line["mfu"].get<double>(), st.slowest_step_ms, st.exposed_comm_ms,
-          st.max_peak_rss_mib,
-          format_duration(run_clock.seconds() / double(step + 1 - start) *
-                          double(max_steps - step - 1)));
-    }
-    std::fflush(stdout);
-    if (save_now) save(step + 1);
+    if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 && step + 1 < max_steps)
+      save(s, step + 1);
   }
-  if (!ckpt.dir.empty() && start < max_steps) save(max_steps);
-  if (trace.enabled()) {
-    const int64_t spans = trace.write();
-    if (s.lead() && !options.json)
-      fmt::print("trace: {} ({} spans; open in https://ui.perfetto.dev or chrome://tracing)\n",
-                 s.config.metrics.trace, spans);
-  }
-  const double val = s.trainer->evaluate(64);
-  if (s.lead()) {
-    if (options.json)
-      fmt::print("{}\n", nlohmann::json{{"val_loss", val}}.dump());
-    else
-      fmt::print("validation loss: {:.4f}\n", val);
-  }
+  if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
+  finish_run(s, trace, options.json);
   return 0;
 }
 

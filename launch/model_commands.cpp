@@ -1,12 +1,10 @@
 // export, eval and sample: commands that load a trained model (from a sharded checkpoint or a
 // safetensors file) into the sharded runtime at the current world size and use it.
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/data/dataset.hpp"
 #include "core/file_io.hpp"
@@ -50,13 +48,13 @@ GPTConfig gpt_config_from(const nlohmann::json& j, const std::string& where) {
   }
 }
 
-// `param_dtype`: the compute dtype asked for, or nullopt for the file's own.
+// `param_dtype`: the compute dtype asked for, or nullopt for the file's own. `config` gives
+// the thread count (training.threads; commands without a config pass the defaults).
 void load_model(LoadedModel& m, const std::string& checkpoint, const std::string& weights,
-                std::optional<DType> param_dtype) {
+                std::optional<DType> param_dtype, const Config& config) {
   if (checkpoint.empty() == weights.empty())
     fail_input("give exactly one of --checkpoint DIR and --weights FILE");
-  int threads = int(std::max(1u, std::thread::hardware_concurrency())) / m.ranks.ranks_on_node;
-  omp_set_num_threads(std::max(1, threads));
+  use_threads(config, m.ranks.ranks_on_node);
   CheckpointInfo info;
   if (!checkpoint.empty()) {
     info = read_checkpoint_info(checkpoint);
@@ -126,7 +124,7 @@ int run_export(const ExportOptions& o) {
   const DType dtype = parse_float_dtype(o.dtype, "--dtype");
   agree_on_startup(*m.ranks.group, [&] {
     if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
-    load_model(m, o.checkpoint, "", DType::f32);
+    load_model(m, o.checkpoint, "", DType::f32, Config{});
     const fs::path parent = fs::absolute(o.out).parent_path();
     std::error_code ec;
     if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
@@ -173,7 +171,8 @@ int run_eval(const EvalOptions& o) {
     for (const auto& kv : o.common.overrides)
       dtype_given = dtype_given || kv.rfind("precision.param_dtype=", 0) == 0;
     load_model(m, o.checkpoint, o.weights,
-               dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt);
+               dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt,
+               config);
     T = std::min(config.training.seq_len, m.config.block_size);
     if (!o.tokens.empty()) {
       tokens = read_uint16_tokens(o.tokens, m.config.vocab_size);
@@ -218,7 +217,7 @@ int run_sample(const SampleOptions& o) {
     if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
     if (o.temperature < 0) fail_input("sample: --temperature must be >= 0");
     if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
-    load_model(m, o.checkpoint, o.weights, std::nullopt);
+    load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
   });
   std::vector<int32_t> text(o.prompt.begin(), o.prompt.end());
   for (auto& t : text) t = int32_t(uint8_t(t));

@@ -13,16 +13,15 @@
 #include "launch/peak.hpp"
 
 namespace st {
-namespace {
-
-// Threads for this process: training.threads, or the node's cores split over its ranks.
-int choose_threads(const Config& config, int ranks_on_node) {
-  if (config.training.threads > 0) return int(config.training.threads);
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, ranks_on_node));
+int use_threads(const Config& config, int ranks_on_node) {
+  int threads = int(config.training.threads);
+  if (threads == 0) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, ranks_on_node));
+  }
+  omp_set_num_threads(threads);
+  return threads;
 }
-
-}  // namespace
 
 TextDataset load_data(const Config& config) {
   if (config.data.path.empty())
@@ -43,8 +42,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     s.config = load_config(options.config, options.overrides);
     if (adjust) adjust(s.config);
     validate_config(s.config, group.size());
-    s.threads = choose_threads(s.config, s.ranks.ranks_on_node);
-    omp_set_num_threads(s.threads);
+    s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
   });
   // Every rank measures its matmul peak at once, as they will compute during training.

@@ -30,6 +30,11 @@ Session open_session(const CommonOptions& options,
 // The start-up summary: machine, model, ranks, units, precision, memory (rank 0 prints it).
 void print_summary(Session& s);
 
+// The data a config names (data.path, or the built-in corpus); errors name data.path.
 TextDataset load_data(const Config& config);
+
+// The one thread-count rule: training.threads, or (0) this node's cores split over its ranks.
+// Sets OpenMP's team size and returns it.
+int use_threads(const Config& config, int ranks_on_node);
 
 }  // namespace st
