@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/dataset.hpp"
+#include "core/data/tokenizer.hpp"
 #include "core/file_io.hpp"
 #include "core/model/gpt.hpp"
 #include "core/rng.hpp"
@@ -219,8 +220,7 @@ int run_sample(const SampleOptions& o) {
     if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
     load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
   });
-  std::vector<int32_t> text(o.prompt.begin(), o.prompt.end());
-  for (auto& t : text) t = int32_t(uint8_t(t));
+  std::vector<int32_t> text = encode_bytes(o.prompt);
   const int64_t V = m.config.vocab_size;
   std::vector<double> p(static_cast<size_t>(V));
   for (int64_t i = 0; i < o.tokens; ++i) {
@@ -253,7 +253,7 @@ int run_sample(const SampleOptions& o) {
   }
   m.fsdp->reshard_all();
   if (m.ranks.rank() == 0) {
-    std::string out(text.begin(), text.end());
+    const std::string out = decode_bytes(text.data(), text.size());
     fmt::print("{}\n", out);
   }
   return 0;

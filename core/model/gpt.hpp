@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data/tokenizer.hpp"
 #include "core/model/model.hpp"
 #include "core/ops/attention.hpp"
 
@@ -16,7 +17,7 @@ struct GPTConfig {
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t block_size = 256;
-  int64_t vocab_size = 256;
+  int64_t vocab_size = kByteVocabSize;
 };
 
 class GPT final : public Model {
