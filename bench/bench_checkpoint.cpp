@@ -65,10 +65,10 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     fs::remove(file);
   }
   progress.finish("done");
-  Tensor total = Tensor::empty("bench.bytes", {1}, DType::f64);
-  total.data<double>()[0] = double(bytes_per_rank);
+  Tensor total = Tensor::empty("bench.bytes", {1}, DType::i64);
+  total.data<int64_t>()[0] = bytes_per_rank;
   g.all_reduce(total)->wait();
-  const double bytes = total.data<double>()[0];
+  const double bytes = double(total.data<int64_t>()[0]);
   if (g.rank() == 0) fs::remove_all(dir);
   if (!s.lead()) return 0;
   const double save_ms = median(save), load_ms = median(load), plain_ms = median(plain);

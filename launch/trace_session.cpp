@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -72,16 +73,16 @@ int64_t TraceSession::write() {
                       {"ts", s.begin_us + offset_us_ - origin_us_},
                       {"dur", s.end_us - s.begin_us}});
   const std::string text = events.dump();
-  // Variable-length texts travel as equal-sized int32 blocks of the longest.
-  Tensor lengths = Tensor::zeros("trace.lengths", {world}, DType::f64);
-  lengths.data<double>()[rank] = double(text.size());
+  // Variable-length texts travel as equal-sized byte blocks of the longest; their lengths as
+  // exact integers, each rank's in its own slot.
+  Tensor lengths = Tensor::zeros("trace.lengths", {world}, DType::i64);
+  const int64_t* length = lengths.data<int64_t>();
+  lengths.data<int64_t>()[rank] = int64_t(text.size());
   group_.all_reduce(lengths)->wait();
-  int64_t longest = 0;
-  for (int r = 0; r < world; ++r) longest = std::max(longest, int64_t(lengths.data<double>()[r]));
-  const int64_t words = (longest + 3) / 4;
-  Tensor mine = Tensor::zeros("trace.mine", {words}, DType::i32);
+  const int64_t longest = *std::max_element(length, length + world);
+  Tensor mine = Tensor::zeros("trace.mine", {longest}, DType::u8);
   std::memcpy(mine.raw(), text.data(), text.size());
-  Tensor all = Tensor::zeros("trace.all", {words * world}, DType::i32);
+  Tensor all = Tensor::zeros("trace.all", {longest * world}, DType::u8);
   group_.all_gather(mine, all)->wait();
   if (rank != 0) return 0;
   nlohmann::json trace = {{"traceEvents", nlohmann::json::array()},
@@ -104,9 +105,8 @@ int64_t TraceSession::write() {
                    {"pid", r},
                    {"tid", 1},
                    {"args", {{"name", "communication"}}}});
-    const char* p = reinterpret_cast<const char*>(all.data<int32_t>() + r * words);
-    const auto rank_events =
-        nlohmann::json::parse(std::string(p, size_t(lengths.data<double>()[r])));
+    const auto* p = all.data<uint8_t>() + r * longest;
+    const auto rank_events = nlohmann::json::parse(p, p + length[r]);
     for (const auto& e : rank_events) {
       out.push_back(e);
       ++spans;
