@@ -22,19 +22,24 @@ struct FakeProcessGroup::Shared {
   std::mutex split_mutex;
 };
 
-std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size) {
+std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size,
+                                                                        int ranks_per_node) {
   if (size < 1) fail("FakeProcessGroup::create: size {} must be at least 1", size);
   auto shared = std::make_shared<Shared>(size);
+  std::vector<int> nodes(size_t(size), 0);
+  for (int r = 0; r < size && ranks_per_node > 0; ++r) nodes[size_t(r)] = r / ranks_per_node;
   std::vector<std::unique_ptr<FakeProcessGroup>> groups;
   for (int r = 0; r < size; ++r)
     groups.push_back(
-        std::unique_ptr<FakeProcessGroup>(new FakeProcessGroup(r, size, "fake", shared)));
+        std::unique_ptr<FakeProcessGroup>(new FakeProcessGroup(r, size, "fake", nodes, shared)));
   return groups;
 }
 
-FakeProcessGroup::FakeProcessGroup(int rank, int size, std::string name,
+FakeProcessGroup::FakeProcessGroup(int rank, int size, std::string name, std::vector<int> nodes,
                                    std::shared_ptr<Shared> shared)
-    : rank_(rank), size_(size), name_(std::move(name)), shared_(std::move(shared)) {}
+    : rank_(rank), size_(size), name_(std::move(name)), shared_(std::move(shared)) {
+  nodes_ = std::move(nodes);
+}
 
 template <class Body>
 std::shared_ptr<Work> FakeProcessGroup::rendezvous(OpType op, const void* in, void* out,
@@ -159,8 +164,11 @@ std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key) {
   const int new_rank = int(std::find_if(members.begin(), members.end(),
                                         [&](const auto& m) { return m.second == rank_; }) -
                            members.begin());
-  return std::unique_ptr<ProcessGroup>(new FakeProcessGroup(
-      new_rank, int(members.size()), fmt::format("{}/{}", name_, color), std::move(child)));
+  std::vector<int> nodes;
+  for (const auto& m : members) nodes.push_back(nodes_[size_t(m.second)]);
+  return std::unique_ptr<ProcessGroup>(new FakeProcessGroup(new_rank, int(members.size()),
+                                                            fmt::format("{}/{}", name_, color),
+                                                            std::move(nodes), std::move(child)));
 }
 
 }  // namespace st

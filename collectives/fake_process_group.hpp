@@ -12,8 +12,9 @@ namespace st {
 
 class FakeProcessGroup final : public ProcessGroup {
  public:
-  // One group object per rank, all sharing one rendezvous.
-  static std::vector<std::unique_ptr<FakeProcessGroup>> create(int size);
+  // One group object per rank, all sharing one rendezvous. `ranks_per_node` > 0 places ranks
+  // r / ranks_per_node on the same (pretend) node; 0: all on one node.
+  static std::vector<std::unique_ptr<FakeProcessGroup>> create(int size, int ranks_per_node = 0);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -35,7 +36,8 @@ class FakeProcessGroup final : public ProcessGroup {
   struct Shared;
 
  private:
-  FakeProcessGroup(int rank, int size, std::string name, std::shared_ptr<Shared> shared);
+  FakeProcessGroup(int rank, int size, std::string name, std::vector<int> nodes,
+                   std::shared_ptr<Shared> shared);
   // Publishes this rank's pointers, waits for all, runs `body`, waits again.
   template <class Body>
   std::shared_ptr<Work> rendezvous(OpType op, const void* in, void* out, Body&& body);

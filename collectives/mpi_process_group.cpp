@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/mpi_runtime.hpp"
@@ -21,18 +22,37 @@ void divide(float* x, size_t n, float by) {
 std::unique_ptr<MpiProcessGroup> MpiProcessGroup::world() {
   if (!mpi_is_initialized()) fail("MpiProcessGroup::world: MPI is not initialized (call mpi_init)");
   MPI_Comm comm = MPI_COMM_NULL;
+  int my_node = 0;
   CommThread::instance().run("MPI_Comm_dup of the world", 60, [&] {
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+    // A node is named by the lowest world rank on it (ranks sharing memory).
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    int world_rank = 0;
+    check_mpi(MPI_Comm_rank(comm, &world_rank), "MPI_Comm_rank");
+    check_mpi(MPI_Allreduce(&world_rank, &my_node, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");
+    MPI_Comm_free(&node);
   });
-  return std::unique_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, "world"));
+  auto g = std::unique_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, "world", my_node));
+  // Node ids 0, 1, ... in order of their lowest rank.
+  std::vector<int> ids = g->nodes_;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (int& n : g->nodes_) n = int(std::lower_bound(ids.begin(), ids.end(), n) - ids.begin());
+  return g;
 }
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name) : name_(std::move(name)) {
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, int my_node)
+    : name_(std::move(name)), thread_(CommThread::for_new_group()) {
   comm_.comm = comm;
-  CommThread::instance().run("group set-up of '" + name_ + "'", 60, [&] {
+  thread_->run("group set-up of '" + name_ + "'", 60, [&] {
     check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(comm, &comm_.rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(comm, &comm_.size), "MPI_Comm_size");
+    nodes_.resize(size_t(comm_.size));
+    check_mpi(MPI_Allgather(&my_node, 1, MPI_INT, nodes_.data(), 1, MPI_INT, comm),
+              "MPI_Allgather");
     check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm_),
               "MPI_Comm_split_type");
     int node_size = 0;
@@ -40,20 +60,34 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name) : name_(std::m
     // Every rank must agree, or some would take the shm path and others not.
     int local = node_size == comm_.size, all = 0;
     check_mpi(MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_LAND, comm), "MPI_Allreduce");
-    single_node_ = all;
-    if (single_node_) {
+    shares_memory_ = all;
+    if (shares_memory_) {
       int node_rank = 0;
       check_mpi(MPI_Comm_rank(node_comm_, &node_rank), "MPI_Comm_rank");
       // Ranks order the same way in both communicators (key 0 keeps the parent order).
       ST_CHECK(node_rank == comm_.rank, "node rank {} != group rank {}", node_rank, comm_.rank);
-      shm_ = std::make_unique<ShmArena>(Comm{node_comm_, comm_.rank, comm_.size});
     }
+    update_single_node();
   });
+}
+
+void MpiProcessGroup::update_single_node() {
+  const bool one_node =
+      std::all_of(nodes_.begin(), nodes_.end(), [&](int n) { return n == nodes_.front(); });
+  single_node_ = shares_memory_ && one_node;
+  if (single_node_ && !shm_)
+    shm_ = std::make_unique<ShmArena>(Comm{node_comm_, comm_.rank, comm_.size});
+  if (!single_node_) shm_.reset();
+}
+
+void MpiProcessGroup::set_ranks_per_node(int ranks_per_node) {
+  ProcessGroup::set_ranks_per_node(ranks_per_node);
+  thread_->run("node map of '" + name_ + "'", 60, [&] { update_single_node(); });
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
   if (!mpi_is_initialized()) return;
-  CommThread::instance().run("group tear-down of '" + name_ + "'", 60, [&] {
+  thread_->run("group tear-down of '" + name_ + "'", 60, [&] {
     shm_.reset();
     if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
     MPI_Comm_free(&comm_.comm);
@@ -85,15 +119,15 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
   const Algorithm a = resolve(options.algorithm, OpType::all_gather, output.nbytes());
   const void* in = input.raw();
   void* out = output.raw();
-  return CommThread::instance().submit(describe(OpType::all_gather, output.nbytes(), a),
-                                       options.timeout_s, [this, a, in, out, bytes] {
-                                         if (a == Algorithm::ring)
-                                           ring_all_gather(comm_, in, out, bytes);
-                                         else if (a == Algorithm::shm)
-                                           shm_->all_gather(in, out, bytes);
-                                         else
-                                           mpi_all_gather(comm_, in, out, bytes);
-                                       });
+  return thread_->submit(describe(OpType::all_gather, output.nbytes(), a), options.timeout_s,
+                         [this, a, in, out, bytes] {
+                           if (a == Algorithm::ring)
+                             ring_all_gather(comm_, in, out, bytes);
+                           else if (a == Algorithm::shm)
+                             shm_->all_gather(in, out, bytes);
+                           else
+                             mpi_all_gather(comm_, in, out, bytes);
+                         });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
@@ -107,16 +141,16 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
   float* out = output.data<float>();
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
-  return CommThread::instance().submit(describe(OpType::reduce_scatter, input.nbytes(), a),
-                                       options.timeout_s, [this, a, in, dtype, out, n, average] {
-                                         if (a == Algorithm::ring)
-                                           ring_reduce_scatter(comm_, in, dtype, out, n);
-                                         else if (a == Algorithm::shm)
-                                           shm_->reduce_scatter(in, dtype, out, n);
-                                         else
-                                           mpi_reduce_scatter(comm_, in, dtype, out, n);
-                                         if (average) divide(out, n, float(comm_.size));
-                                       });
+  return thread_->submit(describe(OpType::reduce_scatter, input.nbytes(), a), options.timeout_s,
+                         [this, a, in, dtype, out, n, average] {
+                           if (a == Algorithm::ring)
+                             ring_reduce_scatter(comm_, in, dtype, out, n);
+                           else if (a == Algorithm::shm)
+                             shm_->reduce_scatter(in, dtype, out, n);
+                           else
+                             mpi_reduce_scatter(comm_, in, dtype, out, n);
+                           if (average) divide(out, n, float(comm_.size));
+                         });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
@@ -127,18 +161,19 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   const size_t n = size_t(buffer.numel());
   const ReduceOp op = options.op;
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
-  return CommThread::instance().submit(
-      describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
-      [this, data, dtype, n, op] {
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, int(n), mpi_type(dtype),
-                                op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_.comm),
-                  "MPI_Allreduce");
-        if (op != ReduceOp::avg) return;
-        if (dtype == DType::f32)
-          divide(static_cast<float*>(data), n, float(comm_.size));
-        else
-          for (size_t i = 0; i < n; ++i) static_cast<double*>(data)[i] /= comm_.size;
-      });
+  return thread_->submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi),
+                         options.timeout_s, [this, data, dtype, n, op] {
+                           check_mpi(
+                               MPI_Allreduce(MPI_IN_PLACE, data, int(n), mpi_type(dtype),
+                                             op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_.comm),
+                               "MPI_Allreduce");
+                           if (op != ReduceOp::avg) return;
+                           if (dtype == DType::f32)
+                             divide(static_cast<float*>(data), n, float(comm_.size));
+                           else
+                             for (size_t i = 0; i < n; ++i)
+                               static_cast<double*>(data)[i] /= comm_.size;
+                         });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
@@ -148,29 +183,30 @@ std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
          comm_.size);
   char* data = static_cast<char*>(buffer.raw());
   const size_t bytes = buffer.nbytes();
-  return CommThread::instance().submit(
-      describe(OpType::broadcast, bytes, Algorithm::mpi), options.timeout_s,
-      [this, data, bytes, root] {
-        for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
-          check_mpi(MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)), MPI_BYTE,
-                              root, comm_.comm),
-                    "MPI_Bcast");
-      });
+  return thread_->submit(describe(OpType::broadcast, bytes, Algorithm::mpi), options.timeout_s,
+                         [this, data, bytes, root] {
+                           for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
+                             check_mpi(
+                                 MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)),
+                                           MPI_BYTE, root, comm_.comm),
+                                 "MPI_Bcast");
+                         });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& options) {
-  return CommThread::instance().submit(
-      describe(OpType::barrier, 0, Algorithm::mpi), options.timeout_s,
-      [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
+  return thread_->submit(describe(OpType::barrier, 0, Algorithm::mpi), options.timeout_s,
+                         [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
 }
 
 std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
   MPI_Comm sub = MPI_COMM_NULL;
-  CommThread::instance().run(describe(OpType::split, 0, Algorithm::mpi), 60, [&] {
-    check_mpi(MPI_Comm_split(comm_.comm, color, key, &sub), "MPI_Comm_split");
+  thread_->run(describe(OpType::split, 0, Algorithm::mpi), 60, [&] {
+    check_mpi(MPI_Comm_split(comm_.comm, color < 0 ? MPI_UNDEFINED : color, key, &sub),
+              "MPI_Comm_split");
   });
+  if (sub == MPI_COMM_NULL) return nullptr;
   return std::unique_ptr<ProcessGroup>(
-      new MpiProcessGroup(sub, fmt::format("{}/{}", name_, color)));
+      new MpiProcessGroup(sub, fmt::format("{}/{}", name_, color), nodes_[size_t(comm_.rank)]));
 }
 
 }  // namespace st

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/mpi_runtime.hpp"
 #include "collectives/process_group.hpp"
 #include "collectives/shm_arena.hpp"
 
@@ -20,8 +21,10 @@ class MpiProcessGroup final : public ProcessGroup {
   int rank() const override { return comm_.rank; }
   int size() const override { return comm_.size; }
   const std::string& name() const override { return name_; }
-  // True when every rank of the group shares this node (the shared-memory path applies).
+  // True when every rank of the group is on one node and shares its memory (shm applies).
   bool single_node() const { return single_node_; }
+  // Also drops the shared-memory window when the group now spans nodes.
+  void set_ranks_per_node(int ranks_per_node) override;
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                    const AllGatherOptions& options = {}) override;
@@ -38,12 +41,16 @@ class MpiProcessGroup final : public ProcessGroup {
   Algorithm choose(OpType op, size_t bytes) const;
 
  private:
-  MpiProcessGroup(MPI_Comm comm, std::string name);  // takes ownership of comm
+  // Takes ownership of comm; `my_node`: this rank's node id (gathered into nodes()).
+  MpiProcessGroup(MPI_Comm comm, std::string name, int my_node);
+  void update_single_node();  // on the group's thread
   std::string describe(OpType op, size_t bytes, Algorithm algorithm);
   Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
 
   Comm comm_;
   std::string name_;
+  std::shared_ptr<CommThread> thread_;  // this group's operations, in order
+  bool shares_memory_ = false;          // MPI's shared-memory split holds the whole group
   bool single_node_ = false;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShmArena> shm_;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <thread>
+#include <vector>
 
 #include "collectives/pending_work.hpp"
 #include "core/error.hpp"
@@ -15,7 +16,8 @@
 namespace st {
 namespace {
 int g_ranks_on_node = 1;
-}
+bool g_thread_multiple = false;
+}  // namespace
 
 void mpi_init(int* argc, char*** argv) {
   int already = 0;
@@ -27,6 +29,7 @@ void mpi_init(int* argc, char*** argv) {
     std::fprintf(stderr, "shardtrain: MPI_Init_thread failed with code %d\n", rc);
     std::exit(1);
   }
+  g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   if (provided < MPI_THREAD_SERIALIZED)
     abort_job(
         fmt::format("MPI granted thread level {} but shardtrain needs at least "
@@ -41,9 +44,13 @@ void mpi_init(int* argc, char*** argv) {
   MPI_Comm_free(&node);
 }
 
+bool mpi_thread_multiple() {
+  return g_thread_multiple;
+}
+
 void mpi_finalize() {
   if (!mpi_is_initialized()) return;
-  CommThread::instance().stop();
+  CommThread::stop_all();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -102,6 +109,18 @@ struct CommThread::State {
   bool stopping = false;
   std::thread worker, watchdog;
 
+  void stop() {
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) return;
+      stopping = true;
+    }
+    wake.notify_all();
+    watch.notify_all();
+    if (worker.joinable()) worker.join();
+    if (watchdog.joinable()) watchdog.join();
+  }
+
   void work_loop() {
     for (;;) {
       Task task;
@@ -141,14 +160,46 @@ struct CommThread::State {
   }
 };
 
+namespace {
+// Every communication thread of the process, so MPI_Finalize comes after all have stopped.
+std::mutex g_threads_mutex;
+std::vector<std::weak_ptr<CommThread::State>>& all_threads() {
+  static std::vector<std::weak_ptr<CommThread::State>> threads;
+  return threads;
+}
+}  // namespace
+
 CommThread::CommThread() : state_(std::make_shared<State>()) {
   state_->worker = std::thread([s = state_] { s->work_loop(); });
   state_->watchdog = std::thread([s = state_] { s->watchdog_loop(); });
+  std::lock_guard lock(g_threads_mutex);
+  all_threads().push_back(state_);
+}
+
+CommThread::~CommThread() {
+  stop();
 }
 
 CommThread& CommThread::instance() {
   static CommThread thread;
   return thread;
+}
+
+std::shared_ptr<CommThread> CommThread::for_new_group() {
+  if (mpi_thread_multiple()) return std::make_shared<CommThread>();
+  // Without MPI_THREAD_MULTIPLE only one thread may call MPI: every group shares it.
+  return std::shared_ptr<CommThread>(&instance(), [](CommThread*) {});
+}
+
+void CommThread::stop_all() {
+  std::vector<std::shared_ptr<State>> live;
+  {
+    std::lock_guard lock(g_threads_mutex);
+    for (auto& w : all_threads())
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    all_threads().clear();
+  }
+  for (auto& s : live) s->stop();
 }
 
 std::shared_ptr<Work> CommThread::submit(std::string description, double timeout_s,
@@ -171,15 +222,7 @@ void CommThread::run(std::string description, double timeout_s, std::function<vo
 }
 
 void CommThread::stop() {
-  {
-    std::lock_guard lock(state_->mutex);
-    if (state_->stopping) return;
-    state_->stopping = true;
-  }
-  state_->wake.notify_all();
-  state_->watch.notify_all();
-  if (state_->worker.joinable()) state_->worker.join();
-  if (state_->watchdog.joinable()) state_->watchdog.join();
+  state_->stop();
 }
 
 }  // namespace st

@@ -20,15 +20,30 @@ int mpi_world_rank();
 int mpi_world_size();
 // Ranks of the world that share this rank's node (from the shared-memory split).
 int mpi_ranks_on_node();
+// True when MPI granted MPI_THREAD_MULTIPLE: then every group has its own communication thread.
+bool mpi_thread_multiple();
 
 // Throws an Error carrying MPI_Error_string, the operation and the world rank.
 void check_mpi(int rc, std::string_view operation);
 // Prints "shardtrain: rank R: message" to stderr and ends every rank with MPI_Abort.
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 
+// A communication thread: runs the operations submitted to it one at a time, in order, with a
+// watchdog. Each process group has its own (so a slow operation of one group never delays
+// another's), unless MPI lacks MPI_THREAD_MULTIPLE, when all share instance().
 class CommThread {
  public:
+  CommThread();
+  ~CommThread();
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+  // The process's first thread: group set-up and tear-down, and every group's operations
+  // without MPI_THREAD_MULTIPLE.
   static CommThread& instance();
+  // A thread for a new group: its own, or instance() without MPI_THREAD_MULTIPLE.
+  static std::shared_ptr<CommThread> for_new_group();
+  // Stops every thread (before MPI_Finalize); each finishes what was queued first.
+  static void stop_all();
   // Queues `fn`; it runs on the communication thread in submission order. If it has not
   // finished `timeout_s` seconds after submission the watchdog aborts the job, naming it.
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
@@ -36,9 +51,9 @@ class CommThread {
   void run(std::string description, double timeout_s, std::function<void()> fn);
   void stop();
 
- private:
-  CommThread();
   struct State;
+
+ private:
   std::shared_ptr<State> state_;
 };
 

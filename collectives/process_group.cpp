@@ -2,6 +2,18 @@
 
 namespace st {
 
+void ProcessGroup::set_ranks_per_node(int k) {
+  if (k < 1 || size() % k != 0)
+    fail_input("{} ranks cannot be split into nodes of {} ranks each", size(), k);
+  for (int r = 0; r < size(); ++r) nodes_[size_t(r)] = r / k;
+}
+
+bool ProcessGroup::spans_nodes() const {
+  for (int n : nodes_)
+    if (n != nodes_.front()) return true;
+  return false;
+}
+
 const char* op_name(OpType op) {
   switch (op) {
     case OpType::all_gather:

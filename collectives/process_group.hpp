@@ -3,6 +3,7 @@
 // Every call checks its tensors before any communication and returns a Work handle.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/work.hpp"
 #include "core/tensor.hpp"
@@ -47,6 +48,15 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const std::string& name() const = 0;
+  // The node of each rank of this group (ids shared by the whole job; ranks on one node share
+  // memory), for placement checks, algorithm choice and summaries.
+  const std::vector<int>& nodes() const { return nodes_; }
+  // True when the group's ranks sit on more than one node.
+  bool spans_nodes() const;
+  // Overrides the node map for experiments on one host: ranks r and r' share a node when
+  // r / k == r' / k; groups split from this one inherit it, and a group spanning these nodes
+  // never takes a shared-memory path. Collective; before any other operation.
+  virtual void set_ranks_per_node(int ranks_per_node);
 
   // output[size * n] = concat over ranks of input[n]; any dtype (BF16 moves as 2-byte words).
   // In place when input is this rank's slot of output.
@@ -62,8 +72,12 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                           const BroadcastOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
-  // Collective. Ranks with equal color form a new group, ordered by key, then by rank.
+  // Collective. Ranks with equal color form a new group, ordered by key, then by rank; a
+  // negative color joins no group (nullptr).
   virtual std::unique_ptr<ProcessGroup> split(int color, int key) = 0;
+
+ protected:
+  std::vector<int> nodes_;
 };
 
 // Checks shared by every implementation; throw an Error naming the op, tensor and group.

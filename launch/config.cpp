@@ -142,6 +142,13 @@ const std::map<std::string, KeySpec>& registry() {
        enum_key(&Config::sharding, &Sharding::accumulation, parse_accumulation, accumulation_name)},
       {"sharding.collective_algorithm", enum_key(&Config::sharding, &Sharding::collective_algorithm,
                                                  parse_algorithm, algorithm_name)},
+      {"sharding.shard_degree", int_key(&Config::sharding, &Sharding::shard_degree)},
+      {"sharding.replicate_degree", int_key(&Config::sharding, &Sharding::replicate_degree)},
+      {"sharding.replica_sync",
+       enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name)},
+      {"sharding.ranks_per_node", int_key(&Config::sharding, &Sharding::ranks_per_node)},
+      {"sharding.allow_cross_node_shard",
+       bool_key(&Config::sharding, &Sharding::allow_cross_node_shard)},
       {"checkpoint.dir", str_key(&Config::checkpoint, &Checkpoint::dir)},
       {"checkpoint.every", int_key(&Config::checkpoint, &Checkpoint::every)},
       {"checkpoint.keep", int_key(&Config::checkpoint, &Checkpoint::keep)},
@@ -315,7 +322,7 @@ Config load_config(const std::string& source_in, const std::vector<std::string>&
     const KeySpec& spec = find_key(key, "command line");
     spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
   }
-  validate_config(config, 1);
+  validate_config(config, 0);  // the world size is not known yet
   return config;
 }
 
@@ -349,7 +356,7 @@ void validate_training(const Config& c, int world_size) {
   if (c.training.seq_len > c.model.block_size)
     fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
                c.training.seq_len, c.model.block_size);
-  const int64_t divisor = int64_t(world_size) * c.training.micro_batches;
+  const int64_t divisor = int64_t(std::max(world_size, 1)) * c.training.micro_batches;
   if (c.training.global_batch % divisor != 0)
     fail_input(
         "training.global_batch = {} cannot be split evenly over {} rank(s) x "
@@ -397,9 +404,16 @@ void validate_precision(const Config& c) {
         dtype_name(c.precision.output_dtype));
 }
 
-void validate_outputs(const Config& c) {
+void validate_outputs(const Config& c, int world_size) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
+  if (world_size > 0) mesh_shape(c, world_size);
+  if (c.sharding.ranks_per_node < 0)
+    fail_input("sharding.ranks_per_node = {} must be >= 0 (0: detect)", c.sharding.ranks_per_node);
+  if (world_size > 0 && c.sharding.ranks_per_node > 0 &&
+      world_size % c.sharding.ranks_per_node != 0)
+    fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
+               c.sharding.ranks_per_node, world_size);
   parse_trace_steps(c.metrics.trace_steps);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
@@ -414,7 +428,34 @@ void validate_config(const Config& c, int world_size) {
   validate_training(c, world_size);
   validate_optimizer(c);
   validate_precision(c);
-  validate_outputs(c);
+  validate_outputs(c, world_size);
+}
+
+MeshShape mesh_shape(const Config& c, int world_size) {
+  int64_t shard = c.sharding.shard_degree, replicate = c.sharding.replicate_degree;
+  auto check = [](int64_t v, const char* key) {
+    if (v != -1 && v < 1) fail_input("sharding.{} = {} must be >= 1, or -1 for the rest", key, v);
+  };
+  check(shard, "shard_degree");
+  check(replicate, "replicate_degree");
+  if (shard == -1 && replicate == -1)
+    fail_input(
+        "sharding.shard_degree and sharding.replicate_degree are both -1 (the rest); give one "
+        "of them");
+  const char* rest_key = shard == -1 ? "sharding.shard_degree" : "sharding.replicate_degree";
+  const int64_t given = shard == -1 ? replicate : shard;
+  if ((shard == -1 || replicate == -1) && world_size % given != 0)
+    fail_input("{} = -1 (the rest): {} ranks are not a multiple of {} = {}", rest_key, world_size,
+               shard == -1 ? "sharding.replicate_degree" : "sharding.shard_degree", given);
+  if (shard == -1) shard = world_size / replicate;
+  if (replicate == -1) replicate = world_size / shard;
+  if (shard * replicate != world_size)
+    fail_input(
+        "sharding.shard_degree = {} x sharding.replicate_degree = {} = {} is not the world size "
+        "{}; their product must be the number of ranks (-1 for one of them means the rest, as "
+        "in sharding.replicate_degree = -1)",
+        shard, replicate, shard * replicate, world_size);
+  return {int(shard), int(replicate)};
 }
 
 std::vector<std::string> describe_config(const Config& config) {

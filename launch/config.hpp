@@ -8,6 +8,7 @@
 #include "core/dtype.hpp"
 #include "core/model/gpt.hpp"
 #include "optim/optimizer.hpp"
+#include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
@@ -44,6 +45,11 @@ struct Config {
     int64_t prefetch = 1;
     Accumulation accumulation = Accumulation::reduce_each;
     Algorithm collective_algorithm = Algorithm::automatic;
+    int64_t shard_degree = -1;     // ranks sharing one copy; -1: the rest (world / replicate)
+    int64_t replicate_degree = 1;  // copies; -1: the rest (world / shard)
+    ReplicaSync replica_sync = ReplicaSync::each;
+    int64_t ranks_per_node = 0;  // 0: detect (ranks sharing memory)
+    bool allow_cross_node_shard = false;
   } sharding;
   struct {
     std::string dir;
@@ -65,8 +71,13 @@ std::vector<std::string> bundled_config_names();
 // overrides. Unknown keys, wrong types and bad values are InputErrors naming the key.
 Config load_config(const std::string& source, const std::vector<std::string>& overrides);
 
-// Range and consistency checks that need the world size (e.g. global_batch divisibility).
+// Range and consistency checks; those that need the world size (global_batch divisibility,
+// the mesh) only when `world_size` > 0.
 void validate_config(const Config& config, int world_size);
+
+// sharding.shard_degree x sharding.replicate_degree resolved for `world_size` ranks (-1: the
+// rest); an InputError naming the keys when they do not multiply to the world size.
+MeshShape mesh_shape(const Config& config, int world_size);
 
 // Every key as `section.key = value`, for the start-up summary.
 std::vector<std::string> describe_config(const Config& config);

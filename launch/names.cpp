@@ -42,6 +42,11 @@ Accumulation parse_accumulation(std::string_view text, std::string_view key) {
       "reduce_each or reduce_last");
 }
 
+ReplicaSync parse_replica_sync(std::string_view text, std::string_view key) {
+  return parse_word<ReplicaSync>(
+      text, key, {{"each", ReplicaSync::each}, {"last", ReplicaSync::last}}, "each or last");
+}
+
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key) {
   return parse_word<OptimizerKind>(
       text, key, {{"adamw", OptimizerKind::adamw}, {"sgd", OptimizerKind::sgd}}, "adamw or sgd");

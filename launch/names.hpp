@@ -17,6 +17,8 @@ DType parse_float_dtype(std::string_view text, std::string_view key);
 Algorithm parse_algorithm(std::string_view text, std::string_view key);
 // "reduce_each" or "reduce_last".
 Accumulation parse_accumulation(std::string_view text, std::string_view key);
+// "each" or "last".
+ReplicaSync parse_replica_sync(std::string_view text, std::string_view key);
 // "adamw" or "sgd".
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key);
 

@@ -23,15 +23,40 @@ FsdpOptions fsdp_options(const Config& config) {
   o.prefetch = int(config.sharding.prefetch);
   o.accumulation = config.sharding.accumulation;
   o.algorithm = config.sharding.collective_algorithm;
+  o.replica_sync = config.sharding.replica_sync;
   return o;
 }
+
+namespace {
+
+// The world with the node map the config asks for: the group itself, or (ranks_per_node > 0)
+// a copy of it whose ranks r / ranks_per_node share a pretend node.
+ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
+                           std::unique_ptr<ProcessGroup>& copy) {
+  if (config.sharding.ranks_per_node == 0) return world;
+  copy = world.split(0, world.rank());
+  copy->set_ranks_per_node(int(config.sharding.ranks_per_node));
+  return *copy;
+}
+
+}  // namespace
 
 ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, ProcessGroup& group)
     : config_(config), data_(data), group_(group) {
   validate_config(config, group.size());
+  mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
+                                       mesh_shape(config, group.size()));
+  if (mesh_->shape().replicate > 1 && mesh_->shard_groups_span_nodes() &&
+      !config.sharding.allow_cross_node_shard)
+    fail_input(
+        "sharding.shard_degree = {} puts shard groups across nodes ({}) while "
+        "sharding.replicate_degree = {} > 1: every all-gather and reduce-scatter would cross the "
+        "slow link. Make shard_degree divide the ranks per node, or set "
+        "sharding.allow_cross_node_shard = true",
+        mesh_->shape().shard, mesh_->node_map(), mesh_->shape().replicate);
   model_ = make_model(config);
-  fsdp_ = std::make_unique<FsdpRuntime>(*model_, group, fsdp_options(config),
-                                        uint64_t(config.training.seed));
+  fsdp_ = std::make_unique<FsdpRuntime>(*model_, mesh_->shard_group(), fsdp_options(config),
+                                        uint64_t(config.training.seed), mesh_->replica_group());
   if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
   for (const UnitLayout& u : fsdp_->units()) unit_names_.push_back(u.name);
   std::vector<OptimParam> params;
@@ -96,10 +121,20 @@ void ShardedTrainer::finish_backward(StepStats& s) {
 void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
   Timer clock;
   TraceScope span("optimizer (norm all-reduce, clip, AdamW)");
-  // The loss rides along in the norm's all-reduce.
+  // The norm is summed over the shard group, whose gradient shards (all-reduced across
+  // replicas) together are the whole gradient once; the loss over the world. Without replicas
+  // the shard group is the world and the loss rides along in the norm's all-reduce.
   double riders[] = {loss_sum};
-  s.grad_norm = clip_grad_norm(optimizer_->params(), config_.training.grad_clip, group_, riders,
-                               fmt::format("step {}", step));
+  const bool replicated = mesh_->replica_group() != nullptr;
+  if (replicated) {
+    Tensor loss = Tensor::empty("step_loss", {1}, DType::f64);
+    loss.data<double>()[0] = loss_sum;
+    group_.all_reduce(loss)->wait();
+    riders[0] = loss.data<double>()[0];
+  }
+  s.grad_norm = clip_grad_norm(
+      optimizer_->params(), config_.training.grad_clip, mesh_->shard_group(),
+      replicated ? std::span<double>() : std::span<double>(riders), fmt::format("step {}", step));
   s.loss = riders[0] / double(s.tokens);
   if (!std::isfinite(s.loss))
     fail("step {}: the loss ({}) is not finite; lower optimizer.lr or check the data", step,
@@ -114,6 +149,7 @@ void ShardedTrainer::agree_on_stats(StepStats& s) {
   s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
   s.scattered_bytes = comm.scattered_bytes;
+  s.replicated_bytes = comm.replicated_bytes;
   // Every rank's step time and peak RSS, each in its own slot: one sum all-reduce.
   const int W = group_.size();
   Tensor per_rank = Tensor::zeros("step_per_rank", {2 * W}, DType::f64);
@@ -171,6 +207,8 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
         {"seq_len", c.training.seq_len},
         {"max_steps", c.training.max_steps}}},
       {"precision", {{"param_dtype", dtype_name(c.precision.param_dtype)}}},
+      {"mesh",
+       {{"shard_degree", mesh_->shape().shard}, {"replicate_degree", mesh_->shape().replicate}}},
       // The data order is a function of (seed, global sample index), the schedule of the
       // step and the initial weights of the seed: these positions are the whole RNG state.
       {"data", {{"next_sample", steps_done * c.training.global_batch}}},
@@ -201,8 +239,13 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   SaveOptions options;
   options.keep = int(config_.checkpoint.keep);
   options.slow_ms_per_unit = slow_checkpoint_ms_;
-  return st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
-                             *fsdp_, checkpoint_states(), options);
+  // One copy per job: replica 0's shard group writes it, the other replicas wait for it.
+  std::string path = checkpoint_path(config_.checkpoint.dir, steps_done);
+  if (mesh_->replica_index() == 0)
+    path = st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
+                               *fsdp_, checkpoint_states(), options);
+  if (mesh_->replica_group()) group_.barrier()->wait();
+  return path;
 }
 
 int64_t ShardedTrainer::load_checkpoint(const std::string& path) {

@@ -10,6 +10,7 @@
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "sharding/checkpoint.hpp"
+#include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
 #include "sharding/memory_budget.hpp"
 
@@ -29,7 +30,7 @@ struct StepStats {
   double slowest_step_ms = 0;  // the slowest rank's step time
   std::vector<double> rank_step_ms, rank_peak_rss_mib;  // every rank's, by rank
   double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
-  int64_t gathered_bytes = 0, scattered_bytes = 0;
+  int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
 };
 
 FsdpOptions fsdp_options(const Config& config);
@@ -47,6 +48,7 @@ class ShardedTrainer {
 
   Model& model() { return *model_; }
   FsdpRuntime& fsdp() { return *fsdp_; }
+  DeviceMesh& mesh() { return *mesh_; }
   // The analytical per-rank budget and the bytes of optimizer state actually held.
   MemoryBudget budget() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
@@ -73,7 +75,9 @@ class ShardedTrainer {
 
   const Config& config_;
   const TextDataset& data_;
-  ProcessGroup& group_;
+  ProcessGroup& group_;                         // the world: data rows, loss, stats
+  std::unique_ptr<ProcessGroup> placed_world_;  // the world under sharding.ranks_per_node
+  std::unique_ptr<DeviceMesh> mesh_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;

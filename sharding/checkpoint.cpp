@@ -149,6 +149,10 @@ void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& fina
 
 }  // namespace
 
+std::string checkpoint_path(const std::string& root, int64_t step) {
+  return (fs::path(root) / step_dir_name(step)).string();
+}
+
 std::string checkpoint_file_name(const std::string& state, int rank) {
   return fmt::format("{}.rank-{:05}.bin", state, rank);
 }

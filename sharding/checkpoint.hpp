@@ -38,6 +38,8 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
                             FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
                             const SaveOptions& options);
 
+// Where save_checkpoint puts the checkpoint of `step` under `root`.
+std::string checkpoint_path(const std::string& root, int64_t step);
 // The complete checkpoints directly under `root`, oldest first (none: empty).
 std::vector<std::string> complete_checkpoints(const std::string& root);
 // The newest complete checkpoint directly under `root`, or "" when there is none.

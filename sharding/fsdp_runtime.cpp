@@ -13,8 +13,14 @@ const char* accumulation_name(Accumulation a) {
   return a == Accumulation::reduce_each ? "reduce_each" : "reduce_last";
 }
 
-FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed)
-    : model_(model), group_(group), options_(options) {
+const char* replica_sync_name(ReplicaSync s) {
+  return s == ReplicaSync::each ? "each" : "last";
+}
+
+FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
+                         ProcessGroup* replicas)
+    : model_(model), group_(group), replicas_(replicas), options_(options) {
+  if (replicas_ && replicas_->size() == 1) replicas_ = nullptr;
   if (options_.param_dtype != model.compute_dtype())
     fail("FSDP param_dtype {} differs from the model's compute dtype {}",
          dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
@@ -182,6 +188,8 @@ void FsdpRuntime::issue_reduce(int u) {
   r.unit = u;
   r.full_grad = std::move(unit.full_grad);
   unit.full_grad = Tensor();
+  const bool last_micro = micro_ == micro_batches_ - 1;
+  r.sync_replicas = replicas_ && (options_.replica_sync == ReplicaSync::each || last_micro);
   // The first reduction of a step writes the gradient shard; later ones (reduce_each with
   // several micro-batches) land in a partial buffer that is added when it completes.
   Tensor target = unit.grad;
@@ -197,20 +205,42 @@ void FsdpRuntime::issue_reduce(int u) {
   reductions_.push_back(std::move(r));
 }
 
+void FsdpRuntime::add_partial(Reduction& r) {
+  if (!r.partial.defined()) return;
+  float* g = units_[size_t(r.unit)].grad.data<float>();
+  const float* p = r.partial.data<float>();
+  const int64_t n = r.partial.numel();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) g[i] += p[i];
+  pool_.release(std::move(r.partial));
+  r.partial = Tensor();
+}
+
+void FsdpRuntime::issue_replica_sync(Reduction& r) {
+  // each: this micro-batch's contribution is summed over replicas, then added to the shard.
+  // last: the shard holds every micro-batch's contribution; sum it over replicas once.
+  if (options_.replica_sync == ReplicaSync::last) add_partial(r);
+  const Tensor& target = r.partial.defined() ? r.partial : units_[size_t(r.unit)].grad;
+  r.work = replicas_->all_reduce(target, {ReduceOp::sum, options_.timeout_s});
+  r.replica_stage = true;
+  comm_.replicated_bytes += int64_t(target.nbytes());
+  comm_.replications += 1;
+}
+
 void FsdpRuntime::drain_reductions(bool block) {
   while (!reductions_.empty()) {
     Reduction& r = reductions_.front();
     if (!block && !r.work->is_completed()) return;  // in order: stop at the first unfinished
     timed_wait(*r.work);
-    if (r.partial.defined()) {
-      float* g = units_[size_t(r.unit)].grad.data<float>();
-      const float* p = r.partial.data<float>();
-      const int64_t n = r.partial.numel();
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) g[i] += p[i];
-      pool_.release(std::move(r.partial));
+    if (r.full_grad.defined()) {
+      pool_.release(std::move(r.full_grad));
+      r.full_grad = Tensor();
     }
-    pool_.release(std::move(r.full_grad));
+    if (r.sync_replicas && !r.replica_stage) {
+      issue_replica_sync(r);
+      continue;  // its all-reduce is the front now
+    }
+    add_partial(r);
     reductions_.pop_front();
   }
 }

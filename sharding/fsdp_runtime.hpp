@@ -21,13 +21,21 @@ enum class Accumulation {
 };
 const char* accumulation_name(Accumulation a);
 
+// With replicas (HSDP, DDP): when gradient shards are all-reduced across the replica group.
+enum class ReplicaSync {
+  each,  // after every micro-batch's reduce-scatter
+  last,  // once, after the last micro-batch (cross-replica bytes fall by the micro-batch count)
+};
+const char* replica_sync_name(ReplicaSync s);
+
 struct FsdpOptions {
   DType param_dtype = DType::bf16;    // what units are gathered and computed in
   bool reshard_after_forward = true;  // ZeRO-3 (true) or ZeRO-2 (false)
   int prefetch = 1;                   // units whose all-gather is in flight ahead of compute
   Accumulation accumulation = Accumulation::reduce_each;
-  Algorithm algorithm = Algorithm::automatic;  // for the all-gathers and reduce-scatters
-  double timeout_s = kDefaultTimeoutS;         // the watchdog's limit per collective
+  Algorithm algorithm = Algorithm::automatic;    // for the all-gathers and reduce-scatters
+  double timeout_s = kDefaultTimeoutS;           // the watchdog's limit per collective
+  ReplicaSync replica_sync = ReplicaSync::each;  // with a replica group
 };
 
 // One parameter's part of this rank's shard: what an optimizer updates.
@@ -45,8 +53,8 @@ struct ShardSpan {
 struct CommStats {
   double exposed_ms = 0;     // compute thread blocked waiting for a collective
   double collective_ms = 0;  // the collectives' own running time on the communication thread
-  int64_t gathered_bytes = 0, scattered_bytes = 0;
-  int64_t gathers = 0, scatters = 0;
+  int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
+  int64_t gathers = 0, scatters = 0, replications = 0;
 };
 
 struct FsdpMemory {
@@ -60,7 +68,10 @@ class FsdpRuntime final : public UnitHooks {
   // Lays out `model`'s units over `group` and materializes this rank's FP32 master shards
   // from the counter-based RNG (each element a function of seed, parameter and global index,
   // so every world size starts from the same weights). Nothing unsharded is allocated.
-  FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed);
+  // With a `replicas` group (HSDP, DDP) each gradient shard is then all-reduced across it
+  // (options.replica_sync says how often); `group` is the shard group.
+  FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
+              ProcessGroup* replicas = nullptr);
   ~FsdpRuntime() override;
   FsdpRuntime(const FsdpRuntime&) = delete;
   FsdpRuntime& operator=(const FsdpRuntime&) = delete;
@@ -70,6 +81,7 @@ class FsdpRuntime final : public UnitHooks {
   const FsdpOptions& options() const { return options_; }
   const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
+  ProcessGroup* replicas() { return replicas_; }
 
   // A training step of `micro_batches` micro-batches begins.
   void begin_step(int micro_batches);
@@ -103,11 +115,15 @@ class FsdpRuntime final : public UnitHooks {
     std::shared_ptr<Work> gathering;  // pending all-gather into `full`
     Tensor full_grad;                 // FP32 [padded_numel] during backward
   };
+  // A unit's gradient on its way to the shard: reduce-scatter within the shard group, then
+  // (with replicas, when this micro-batch syncs) an all-reduce of the result across replicas.
   struct Reduction {
     int unit;
-    std::shared_ptr<Work> work;
-    Tensor full_grad;  // the input, released when done
-    Tensor partial;    // FP32 [shard]: added into the gradient shard when done (or undefined)
+    std::shared_ptr<Work> work;  // the stage in flight
+    Tensor full_grad;            // the reduce-scatter's input, released when it is done
+    Tensor partial;  // FP32 [shard]: added into the gradient shard when done (or undefined)
+    bool sync_replicas = false;  // an all-reduce across replicas follows the reduce-scatter
+    bool replica_stage = false;  // `work` is that all-reduce
   };
 
   AllGatherOptions gather_options() const { return {options_.algorithm, options_.timeout_s}; }
@@ -117,6 +133,9 @@ class FsdpRuntime final : public UnitHooks {
   void issue_reduce(int unit);
   // Completes finished reductions in order; with `block`, all of them.
   void drain_reductions(bool block);
+  // After a reduction's reduce-scatter: starts its all-reduce across replicas.
+  void issue_replica_sync(Reduction& r);
+  void add_partial(Reduction& r);
   void timed_wait(Work& work);
   void prefetch(const std::vector<int>& order, int unit);
   // A model's hook call must be the next unit of `order` (the root restarts it).
@@ -124,6 +143,7 @@ class FsdpRuntime final : public UnitHooks {
 
   Model& model_;
   ProcessGroup& group_;
+  ProcessGroup* replicas_;
   FsdpOptions options_;
   std::vector<UnitLayout> layouts_;
   std::vector<Unit> units_;

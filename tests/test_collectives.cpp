@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "collectives/mpi_process_group.hpp"
+#include "collectives/mpi_runtime.hpp"
 #include "core/bf16.hpp"
 
 namespace st {
@@ -178,6 +179,66 @@ TEST(Collectives, SubGroupsWorkBesideTheWorld) {
   for (int r = g.rank() % 2; r < g.size(); r += 2) want += float(r);
   EXPECT_EQ(s.data<float>()[0], want);
   for (int r = 0; r < g.size(); ++r) ASSERT_EQ(wout.data<float>()[r * n + 7], value(r, 7));
+}
+
+// Each group has its own communication thread: while one group's barrier waits for a late rank
+// (1.5 s), another group's all-reduce, submitted after it, completes. With one shared thread
+// the all-reduce would queue behind the barrier and finish after it.
+TEST(Collectives, ASlowGroupDoesNotDelayAnother) {
+  auto& g = world();
+  EXPECT_TRUE(mpi_thread_multiple()) << "MPI did not grant MPI_THREAD_MULTIPLE";
+  auto slow = g.split(0, g.rank());
+  auto fast = g.split(0, g.rank());
+  Tensor x = Tensor::empty("x", {1}, DType::f64);
+  x.data<double>()[0] = 1;
+  const bool late = g.size() > 1 && g.rank() == g.size() - 1;
+  if (late) {
+    fast->all_reduce(x)->wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    slow->barrier()->wait();
+  } else {
+    auto barrier = slow->barrier();
+    fast->all_reduce(x)->wait();
+    // The late rank enters the barrier 1.5 s after its all-reduce.
+    if (g.size() > 1) {
+      EXPECT_FALSE(barrier->is_completed());
+    }
+    barrier->wait();
+  }
+  EXPECT_EQ(x.data<double>()[0], double(g.size()));
+}
+
+// split() records which node each rank is on; a ranks-per-node override splits one host into
+// pretend nodes, and a group spanning them never takes the shared-memory path.
+TEST(Collectives, NodeMapAndAnOverride) {
+  auto& g = world();
+  for (int n : g.nodes()) EXPECT_EQ(n, 0);  // one host under CTest
+  EXPECT_TRUE(g.single_node());
+  if (g.size() % 2 != 0) return;  // a node map of pairs needs an even world
+  auto copy = g.split(0, g.rank());
+  auto& pairs = dynamic_cast<MpiProcessGroup&>(*copy);
+  pairs.set_ranks_per_node(2);
+  for (int r = 0; r < g.size(); ++r) EXPECT_EQ(pairs.nodes()[size_t(r)], r / 2);
+  EXPECT_EQ(pairs.single_node(), g.size() == 2);
+  EXPECT_EQ(pairs.choose(OpType::all_gather, 1 << 20),
+            g.size() == 2 ? Algorithm::shm : Algorithm::ring);
+  auto within = pairs.split(g.rank() / 2, g.rank());  // one pretend node each
+  auto across = pairs.split(g.rank() % 2, g.rank());  // one rank of every pretend node
+  EXPECT_FALSE(within->spans_nodes());
+  EXPECT_EQ(across->spans_nodes(), g.size() > 2);
+  auto& w = dynamic_cast<MpiProcessGroup&>(*within);
+  auto& a = dynamic_cast<MpiProcessGroup&>(*across);
+  EXPECT_TRUE(w.single_node());
+  EXPECT_EQ(a.single_node(), g.size() == 2);
+  if (g.size() == 2) return;
+  EXPECT_THROW(
+      a.all_gather(Tensor::zeros("i", {1 << 16}, DType::f32),
+                   Tensor::zeros("o", {int64_t(a.size()) << 16}, DType::f32), {Algorithm::shm}),
+      Error)
+      << "shm across nodes must be refused";
+  Tensor v = Tensor::zeros("v", {1 << 16}, DType::f32);
+  Tensor out = Tensor::zeros("out", {int64_t(a.size()) << 16}, DType::f32);
+  a.all_gather(v, out)->wait();  // auto: ring across the pretend nodes
 }
 
 TEST(Collectives, ManyInFlightCompleteInOrder) {

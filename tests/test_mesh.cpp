@@ -1,0 +1,219 @@
+// The 2-D mesh under mpirun: FSDP (shard = world), HSDP (replicas x shards) and DDP (shard 1)
+// each against the unsharded single-process trainer, replica_sync, initial weights, and a
+// checkpoint carried through a chain of meshes and world sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "collectives/mpi_process_group.hpp"
+#include "launch/sharded_trainer.hpp"
+#include "tests/support/local_trainer.hpp"
+
+namespace st {
+namespace {
+
+MpiProcessGroup& world() {
+  static auto group = MpiProcessGroup::world();
+  return *group;
+}
+
+Config test_config(std::vector<std::string> extra) {
+  std::vector<std::string> o = {
+      "model.n_layer=2",       "model.n_embd=64",          "model.n_head=4",
+      "model.block_size=32",   "training.seq_len=32",      "training.global_batch=12",
+      "training.max_steps=20", "optimizer.warmup_steps=2", "optimizer.lr=3e-3"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_config("tiny", o);
+}
+
+const TextDataset& data() {
+  static const TextDataset d = TextDataset::builtin(0.05, 32);
+  return d;
+}
+
+struct Mesh {
+  std::string name;
+  std::vector<std::string> keys;
+  int replicas;
+};
+
+// Every mesh a world of this size has: FSDP over all, DDP, and HSDP with shard groups of half
+// the world, each a pretend node (sharding.ranks_per_node), when the world splits in two.
+std::vector<Mesh> meshes(int world_size) {
+  const std::string w = std::to_string(world_size);
+  std::vector<Mesh> m = {
+      {"FSDP " + w, {"sharding.shard_degree=" + w, "sharding.replicate_degree=1"}, 1},
+      {"DDP " + w, {"sharding.shard_degree=1", "sharding.replicate_degree=" + w}, world_size}};
+  if (world_size >= 4 && world_size % 2 == 0) {
+    const std::string half = std::to_string(world_size / 2);
+    m.push_back({"HSDP 2x" + half,
+                 {"sharding.shard_degree=" + half, "sharding.replicate_degree=2",
+                  "sharding.ranks_per_node=" + half},
+                 2});
+  }
+  return m;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+double max_weight_diff(ShardedTrainer& sharded, LocalTrainer& local) {
+  double worst = 0;
+  for (size_t i = 0; i < local.model().param_specs().size(); ++i) {
+    const Tensor got = sharded.fsdp().gather_master(i);
+    const float* a = got.data<float>();
+    const float* b = local.params().master(i).data<float>();
+    for (int64_t k = 0; k < got.numel(); ++k)
+      worst = std::max(worst, double(std::fabs(a[k] - b[k])));
+  }
+  return worst;
+}
+
+TEST(Mesh, InitialWeightsAreBitwiseTheSameOnEveryMesh) {
+  for (const Mesh& mesh : meshes(world().size())) {
+    const Config config = test_config(mesh.keys);
+    ShardedTrainer sharded(config, data(), world());
+    LocalTrainer local(config, data());
+    for (size_t i = 0; i < local.model().param_specs().size(); ++i) {
+      const Tensor got = sharded.fsdp().gather_master(i);
+      EXPECT_EQ(std::memcmp(got.raw(), local.params().master(i).raw(), got.nbytes()), 0)
+          << mesh.name << ": " << local.model().param_specs()[i].name;
+    }
+  }
+}
+
+struct Tolerance {
+  double loss_rel, norm_rel, weight_abs;
+};
+
+// 20 steps on `mesh` beside the unsharded reference. The gradient norm is compared too: a mesh
+// that counted each replica's gradient shard once more would be off by sqrt(replicas).
+void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Tolerance tol) {
+  const Config config = test_config(with(mesh.keys, extra));
+  ShardedTrainer sharded(config, data(), world());
+  LocalTrainer local(config, data());
+  double worst = 0;
+  for (int64_t s = 0; s < config.training.max_steps; ++s) {
+    const StepStats a = sharded.step(s), b = local.step(s);
+    worst = std::max(worst, std::fabs(a.loss - b.loss) / b.loss);
+    EXPECT_NEAR(a.loss, b.loss, tol.loss_rel * b.loss) << mesh.name << " step " << s;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, tol.norm_rel * b.grad_norm) << mesh.name << " step " << s;
+  }
+  const double diff = max_weight_diff(sharded, local);
+  EXPECT_LT(diff, tol.weight_abs) << mesh.name;
+  if (world().rank() == 0)
+    std::printf("  %s (%s): worst relative loss difference %.3g, worst weight difference %.3g\n",
+                mesh.name.c_str(), sharded.mesh().describe().c_str(), worst, diff);
+}
+
+// FP32: the tolerances of the FSDP tests (tests/test_sharding.cpp), which say why.
+TEST(Mesh, Fp32TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
+  for (const Mesh& mesh : meshes(world().size()))
+    expect_mesh_matches(mesh, {"precision.param_dtype=fp32"},
+                        {.loss_rel = 1e-5, .norm_rel = 1e-4, .weight_abs = 1e-4});
+}
+
+TEST(Mesh, Bf16TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
+  for (const Mesh& mesh : meshes(world().size()))
+    expect_mesh_matches(mesh, {"precision.param_dtype=bf16"},
+                        {.loss_rel = 2e-3, .norm_rel = 2e-2, .weight_abs = 3e-2});
+}
+
+// Three micro-batches (36 rows: 1-4 ranks x 3 divide it): all-reducing across replicas after each
+// or only after the last gives the same sums in another order, and both match the reference.
+TEST(Mesh, ReplicaSyncLastEqualsEach) {
+  for (const Mesh& mesh : meshes(world().size())) {
+    if (mesh.replicas == 1) continue;  // nothing to all-reduce
+    for (const char* accumulation : {"reduce_each", "reduce_last"}) {
+      std::vector<double> losses[2];
+      for (int k = 0; k < 2; ++k) {
+        const Config config = test_config(with(
+            mesh.keys,
+            {"precision.param_dtype=fp32", "training.micro_batches=3", "training.global_batch=36",
+             "training.max_steps=6", std::string("sharding.accumulation=") + accumulation,
+             k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
+        ShardedTrainer t(config, data(), world());
+        for (int64_t s = 0; s < 6; ++s) losses[k].push_back(t.step(s).loss);
+      }
+      for (size_t s = 0; s < losses[0].size(); ++s)
+        EXPECT_NEAR(losses[1][s], losses[0][s], 1e-6 * losses[0][s])
+            << mesh.name << " " << accumulation << " step " << s;
+    }
+  }
+}
+
+// The replica all-reduce moves only the gradient shards, and replica_sync = last moves them
+// once instead of once per micro-batch.
+TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
+  for (const Mesh& mesh : meshes(world().size())) {
+    if (mesh.replicas == 1) continue;
+    int64_t bytes[2];
+    for (int k = 0; k < 2; ++k) {
+      const Config config = test_config(
+          with(mesh.keys,
+               {"training.micro_batches=3", "training.global_batch=36", "training.max_steps=1",
+                k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
+      ShardedTrainer t(config, data(), world());
+      bytes[k] = t.step(0).replicated_bytes;
+      int64_t shard_bytes = 0;
+      for (const UnitLayout& u : t.fsdp().units()) shard_bytes += 4 * u.shard_numel;
+      EXPECT_EQ(bytes[k], shard_bytes * (k == 0 ? 3 : 1)) << mesh.name;
+    }
+  }
+}
+
+// A checkpoint written under one mesh continues under the next, at another world size:
+// FSDP over 4 -> HSDP 2x2 -> DDP 2 -> FSDP 3 (at smaller worlds, the part of the chain that
+// fits), and the losses follow one uninterrupted unsharded run.
+TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
+  const int W = world().size(), rank = world().rank();
+  struct Link {
+    int ranks;
+    std::vector<std::string> keys;
+  };
+  std::vector<Link> chain = {{W, {"sharding.shard_degree=" + std::to_string(W)}}};
+  if (W >= 4)
+    chain.push_back(
+        {4,
+         {"sharding.shard_degree=2", "sharding.replicate_degree=2", "sharding.ranks_per_node=2"}});
+  if (W >= 2) chain.push_back({2, {"sharding.shard_degree=1", "sharding.replicate_degree=2"}});
+  if (W >= 3) chain.push_back({3, {"sharding.shard_degree=3"}});
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "shardtrain-mesh-chain").string();
+  if (rank == 0) std::filesystem::remove_all(dir);
+  world().barrier()->wait();
+  const int64_t per_link = 3, total = per_link * int64_t(chain.size());
+  const std::vector<std::string> common = {"precision.param_dtype=fp32",
+                                           "training.max_steps=" + std::to_string(total),
+                                           "checkpoint.dir=" + dir, "checkpoint.keep=5"};
+  const Config reference_config = test_config(common);  // the trainer keeps a reference
+  LocalTrainer reference(reference_config, data());
+  std::vector<double> want;
+  for (int64_t s = 0; s < total; ++s) want.push_back(reference.step(s).loss);
+  for (size_t k = 0; k < chain.size(); ++k) {
+    auto group = world().split(rank < chain[k].ranks ? 0 : -1, rank);
+    if (group) {
+      const Config config = test_config(with(common, chain[k].keys));
+      ShardedTrainer t(config, data(), *group);
+      int64_t start = 0;
+      if (k > 0) start = t.load_checkpoint(latest_checkpoint(dir));
+      EXPECT_EQ(start, per_link * int64_t(k));
+      for (int64_t s = start; s < start + per_link; ++s)
+        EXPECT_NEAR(t.step(s).loss, want[size_t(s)], 1e-5 * want[size_t(s)])
+            << t.mesh().describe() << " step " << s;
+      t.save_checkpoint(start + per_link);
+    }
+    world().barrier()->wait();
+  }
+  if (rank == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace st
