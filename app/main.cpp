@@ -10,6 +10,7 @@
 
 #include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
+#include "bench/bench_mesh.hpp"
 #include "bench/bench_scaling.hpp"
 #include "bench/bench_step.hpp"
 #include "collectives/mpi_runtime.hpp"
@@ -32,6 +33,7 @@ struct Options {
   bool collectives_json = false;
   long long collectives_max_bytes = 256ll << 20;
   st::ScalingOptions scaling;
+  st::MeshBenchOptions mesh;
   int checkpoint_repeats = 5;
   std::string checkpoint_dir = "/tmp/shardtrain-bench-checkpoint";
   st::ExportOptions export_;
@@ -84,6 +86,20 @@ void add_bench(CLI::App& app, Options& o, std::vector<Command>& table) {
   scaling->add_option("--repeats", s.repeats, "runs per row (the median is reported)");
   scaling->add_option("overrides", s.overrides, "section.key=value overrides");
   table.push_back({scaling, [&o] { return st::run_bench_scaling(o.scaling); }});
+
+  st::MeshBenchOptions& m = o.mesh;
+  CLI::App* mesh = bench->add_subcommand(
+      "mesh", "FSDP, HSDP and DDP on emulated hosts behind capped links (runs shardrun --nodes)");
+  mesh->add_option("--config", m.config, "TOML config file or bundled name");
+  mesh->add_flag("--json", m.json, "print JSON lines instead of a table");
+  mesh->add_option("--gbit", m.gbit, "link caps in Gbit/s (0: uncapped)")->delimiter(',');
+  mesh->add_option("--ranks", m.ranks, "ranks in all");
+  mesh->add_option("--nodes", m.nodes, "emulated hosts");
+  mesh->add_option("--micro-batches", m.micro_batches, "micro-batches per step");
+  mesh->add_option("--steps", m.steps, "timed steps per run (median reported)");
+  mesh->add_option("--warmup", m.warmup, "untimed steps first");
+  mesh->add_option("overrides", m.overrides, "section.key=value overrides");
+  table.push_back({mesh, [&o] { return st::run_bench_mesh(o.mesh); }});
 
   CLI::App* checkpoint = bench->add_subcommand(
       "checkpoint", "checkpoint save and load bandwidth beside plain writes (under mpirun)");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -95,6 +96,48 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bo
   std::fflush(stdout);
 }
 
+// Between hosts: latency (8-byte all-reduce, a round trip) and one-way bandwidth (16 MiB
+// broadcast) of the link between rank 0 and the first rank on another node, beside the cap
+// that launch/shardrun --link-gbit put on it (SHARDRUN_LINK_GBIT), if any.
+void bench_link(MpiProcessGroup& world, bool json) {
+  const auto& nodes = world.nodes();
+  int peer = -1;
+  for (int r = 1; r < world.size() && peer < 0; ++r)
+    if (nodes[size_t(r)] != nodes[0]) peer = r;
+  if (peer < 0) return;  // one node: no link to measure
+  const bool member = world.rank() == 0 || world.rank() == peer;
+  auto pair = world.split(member ? 0 : -1, world.rank(), "link");
+  if (pair) {
+    Tensor word = Tensor::zeros("link.word", {1}, DType::f64);
+    Tensor bulk = Tensor::zeros("link.bulk", {int64_t(16) << 20}, DType::u8);
+    const double latency_us = time_us(*pair, 51, [&] { pair->all_reduce(word)->wait(); });
+    const double bulk_us = time_us(*pair, 11, [&] { pair->broadcast(bulk, 0)->wait(); });
+    const double gbps = double(bulk.nbytes()) * 8 / (bulk_us * 1e-6) / 1e9;
+    const char* cap_text = std::getenv("SHARDRUN_LINK_GBIT");
+    const double cap = cap_text ? std::atof(cap_text) : 0.0;
+    if (world.rank() == 0) {
+      if (json)
+        fmt::print("{}\n", nlohmann::json{{"op", "link"},
+                                          {"ranks", 2},
+                                          {"peer", peer},
+                                          {"latency_us", latency_us},
+                                          {"bytes", bulk.nbytes()},
+                                          {"time_us", bulk_us},
+                                          {"gbps", gbps},
+                                          {"cap_gbps", cap}}
+                               .dump());
+      else
+        fmt::print(
+            "link node {} -> node {} (rank 0 -> {}): 8-byte all-reduce {:.1f} us (a round trip); "
+            "16 MiB broadcast {:.2f} Gbit/s{}\n",
+            nodes[0], nodes[size_t(peer)], peer, latency_us, gbps,
+            cap > 0 ? fmt::format(" = {:.0f}% of the {:g} Gbit/s cap", 100 * gbps / cap, cap)
+                    : std::string(" (no cap)"));
+    }
+  }
+  world.barrier()->wait();
+}
+
 }  // namespace
 
 int run_bench_collectives(bool json, long long max_bytes) {
@@ -105,6 +148,7 @@ int run_bench_collectives(bool json, long long max_bytes) {
         "bench collectives | {} ranks | medians | bytes = the whole (unsharded) buffer\n"
         "{:<15} {:>6} {:>10} {:>7} {:>12} {:>10} {:>10} {:>9}\n",
         n, "op", "dtype", "bytes", "algo", "time_us", "algbw", "busbw", "vs mpi");
+  bench_link(*world, json);
   // BF16 all-gathers (parameters) and FP32 reduce-scatters (gradients), as FSDP uses them.
   for (const auto& [op, dtype] :
        {std::pair{OpType::all_gather, DType::bf16}, std::pair{OpType::reduce_scatter, DType::f32}})

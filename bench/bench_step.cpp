@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/memory_stats.hpp"
@@ -11,6 +13,40 @@
 #include "launch/trace_session.hpp"
 
 namespace st {
+
+namespace {
+
+// Bytes sent by this network namespace's interfaces (loopback aside) so far: on an emulated
+// host (launch/shardrun --nodes), what left the host over its link.
+int64_t network_tx_bytes() {
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    if (dev.path().filename() == "lo") continue;
+    std::ifstream in(dev.path() / "statistics" / "tx_bytes");
+    int64_t bytes = 0;
+    if (in >> bytes) total += bytes;
+  }
+  return total;
+}
+
+// Bytes the whole job sent between hosts during `fn`: each node's first rank counts its
+// namespace's interfaces, one sum over the world.
+template <class Fn>
+int64_t inter_node_bytes(ProcessGroup& world, Fn&& fn) {
+  const auto& nodes = world.nodes();
+  const bool leader =
+      std::find(nodes.begin(), nodes.end(), nodes[size_t(world.rank())]) - nodes.begin() ==
+      world.rank();
+  const int64_t before = leader ? network_tx_bytes() : 0;
+  fn();
+  Tensor sent = Tensor::empty("bench.net_bytes", {1}, DType::i64);
+  sent.data<int64_t>()[0] = leader ? network_tx_bytes() - before : 0;
+  world.all_reduce(sent)->wait();
+  return sent.data<int64_t>()[0];
+}
+
+}  // namespace
 
 int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) {
   if (bench.steps < 1 || bench.warmup < 0)
@@ -21,17 +57,19 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
   TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
   std::vector<double> fwd, bwd, opt, total, exposed;
   double rss = 0;
-  for (int i = 0; i < bench.steps; ++i) {
-    trace.begin_step(bench.warmup + i);
-    const StepStats st = s.trainer->step(bench.warmup + i);
-    trace.end_step(bench.warmup + i);
-    fwd.push_back(st.forward_ms);
-    bwd.push_back(st.backward_ms);
-    opt.push_back(st.optimizer_ms);
-    total.push_back(st.slowest_step_ms);
-    exposed.push_back(st.exposed_comm_ms);
-    rss = std::max(rss, st.max_peak_rss_mib);
-  }
+  const int64_t net_bytes = inter_node_bytes(*s.ranks.group, [&] {
+    for (int i = 0; i < bench.steps; ++i) {
+      trace.begin_step(bench.warmup + i);
+      const StepStats st = s.trainer->step(bench.warmup + i);
+      trace.end_step(bench.warmup + i);
+      fwd.push_back(st.forward_ms);
+      bwd.push_back(st.backward_ms);
+      opt.push_back(st.optimizer_ms);
+      total.push_back(st.slowest_step_ms);
+      exposed.push_back(st.exposed_comm_ms);
+      rss = std::max(rss, st.max_peak_rss_mib);
+    }
+  });
   trace.write();
   if (!s.lead()) return 0;
   const Config& config = s.config;
@@ -40,21 +78,27 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
   const double tokens_per_s = tokens / (step_ms / 1e3);
   const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
   const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
-  nlohmann::json result = {{"config", options.config},
-                           {"param_dtype", dtype_name(config.precision.param_dtype)},
-                           {"ranks", s.ranks.size()},
-                           {"threads", s.threads},
-                           {"tokens_per_s", tokens_per_s},
-                           {"gflops", gflops},
-                           {"peak_gflops", s.peak_gflops},
-                           {"mfu", gflops / s.peak_gflops},
-                           {"fwd_ms", median(fwd)},
-                           {"bwd_ms", median(bwd)},
-                           {"opt_ms", median(opt)},
-                           {"step_ms", step_ms},
-                           {"exposed_comm_ms", median(exposed)},
-                           {"peak_rss_mib", rss},
-                           {"budget_mib", budget_mib}};
+  nlohmann::json result = {
+      {"config", options.config},
+      {"param_dtype", dtype_name(config.precision.param_dtype)},
+      {"ranks", s.ranks.size()},
+      {"threads", s.threads},
+      {"tokens_per_s", tokens_per_s},
+      {"gflops", gflops},
+      {"peak_gflops", s.peak_gflops},
+      {"mfu", gflops / s.peak_gflops},
+      {"fwd_ms", median(fwd)},
+      {"bwd_ms", median(bwd)},
+      {"opt_ms", median(opt)},
+      {"step_ms", step_ms},
+      {"exposed_comm_ms", median(exposed)},
+      {"peak_rss_mib", rss},
+      // Between hosts: sent over the network per step (TCP/IP headers
+      // included), beside the summary's prediction of the payload.
+      {"inter_node_mib", double(net_bytes) / bench.steps / kMiB},
+      {"inter_node_mib_predicted", double(s.trainer->traffic().inter_node) / kMiB},
+      {"mesh", s.trainer->mesh().describe()},
+      {"budget_mib", budget_mib}};
   if (options.json) {
     fmt::print("{}\n", result.dump());
   } else {

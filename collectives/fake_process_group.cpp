@@ -134,7 +134,7 @@ std::shared_ptr<Work> FakeProcessGroup::barrier(const BarrierOptions&) {
   return rendezvous(OpType::barrier, nullptr, nullptr, [] {});
 }
 
-std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key) {
+std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key, std::string name) {
   Shared& s = *shared_;
   s.split_args[size_t(rank_)] = {color, key};
   s.sync.arrive_and_wait();
@@ -166,9 +166,9 @@ std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key) {
                            members.begin());
   std::vector<int> nodes;
   for (const auto& m : members) nodes.push_back(nodes_[size_t(m.second)]);
-  return std::unique_ptr<ProcessGroup>(new FakeProcessGroup(new_rank, int(members.size()),
-                                                            fmt::format("{}/{}", name_, color),
-                                                            std::move(nodes), std::move(child)));
+  return std::unique_ptr<ProcessGroup>(new FakeProcessGroup(
+      new_rank, int(members.size()), name.empty() ? fmt::format("{}/{}", name_, color) : name,
+      std::move(nodes), std::move(child)));
 }
 
 }  // namespace st

@@ -31,7 +31,7 @@ class FakeProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
   // Every rank calls it; ranks of equal color form a sub-group of the same kind (ordered by
   // key, then rank) named "<name>/<color>"; a negative color gives no group (nullptr).
-  std::unique_ptr<ProcessGroup> split(int color, int key) override;
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
 
   struct Shared;
 

@@ -198,15 +198,15 @@ std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& options) {
                          [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
 }
 
-std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
+std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::string name) {
   MPI_Comm sub = MPI_COMM_NULL;
   thread_->run(describe(OpType::split, 0, Algorithm::mpi), 60, [&] {
     check_mpi(MPI_Comm_split(comm_.comm, color < 0 ? MPI_UNDEFINED : color, key, &sub),
               "MPI_Comm_split");
   });
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::unique_ptr<ProcessGroup>(
-      new MpiProcessGroup(sub, fmt::format("{}/{}", name_, color), nodes_[size_t(comm_.rank)]));
+  return std::unique_ptr<ProcessGroup>(new MpiProcessGroup(
+      sub, name.empty() ? fmt::format("{}/{}", name_, color) : name, nodes_[size_t(comm_.rank)]));
 }
 
 }  // namespace st

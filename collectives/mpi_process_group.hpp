@@ -35,7 +35,7 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                   const BroadcastOptions& options = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
-  std::unique_ptr<ProcessGroup> split(int color, int key) override;
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
   // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
   // 64 KiB (latency-bound) and for one rank, shm within a node, ring across nodes.
   Algorithm choose(OpType op, size_t bytes) const;

@@ -73,8 +73,8 @@ class ProcessGroup {
                                           const BroadcastOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
   // Collective. Ranks with equal color form a new group, ordered by key, then by rank; a
-  // negative color joins no group (nullptr).
-  virtual std::unique_ptr<ProcessGroup> split(int color, int key) = 0;
+  // negative color joins no group (nullptr). The group is called `name`, or "<this>/<color>".
+  virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") = 0;
 
  protected:
   std::vector<int> nodes_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "collectives/mpi_process_group.hpp"
 #include "core/bf16.hpp"
 #include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
@@ -58,6 +59,64 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
   return s;
 }
 
+namespace {
+
+// "shm", "ring", ...: what `auto` (or the configured algorithm) takes on `group` for a buffer
+// of `bytes`; "-" for a group of one.
+std::string algorithm_on(ProcessGroup& group, Algorithm configured, OpType op, size_t bytes) {
+  if (group.size() == 1) return "-";
+  if (configured != Algorithm::automatic) return algorithm_name(configured);
+  if (auto* mpi = dynamic_cast<MpiProcessGroup*>(&group))
+    return algorithm_name(mpi->choose(op, bytes));
+  return "in-process";
+}
+
+int node_count(const ProcessGroup& group) {
+  std::vector<int> nodes = group.nodes();
+  std::sort(nodes.begin(), nodes.end());
+  return int(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+// The node map, the mesh, each group's algorithm and the bytes a step moves per link class.
+void print_mesh(Session& s) {
+  const Config& c = s.config;
+  ShardedTrainer& t = *s.trainer;
+  DeviceMesh& mesh = t.mesh();
+  int64_t largest = 0;
+  for (const auto& u : t.fsdp().units()) largest = std::max(largest, u.padded_numel);
+  const size_t unit_bytes = size_t(largest) * dtype_size(c.precision.param_dtype);
+  fmt::print("nodes: {} ({}{}) | mesh: {}{}\n", node_count(mesh.world()), mesh.node_map(),
+             c.sharding.ranks_per_node > 0 ? ", from sharding.ranks_per_node" : "", mesh.describe(),
+             mesh.replica_group()
+                 ? fmt::format(" | replica_sync {}", replica_sync_name(c.sharding.replica_sync))
+                 : "");
+  ProcessGroup& shard = mesh.shard_group();
+  std::string groups = fmt::format(
+      "shard group '{}' ({} rank{} on {} node{}): all-gather {}, reduce-scatter {}", shard.name(),
+      shard.size(), shard.size() == 1 ? "" : "s", node_count(shard),
+      node_count(shard) == 1 ? "" : "s",
+      algorithm_on(shard, c.sharding.collective_algorithm, OpType::all_gather, unit_bytes),
+      algorithm_on(shard, c.sharding.collective_algorithm, OpType::reduce_scatter, unit_bytes));
+  if (ProcessGroup* replicas = mesh.replica_group())
+    groups +=
+        fmt::format("; replica group '{}' ({} ranks on {} node{}): all-reduce {}", replicas->name(),
+                    replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
+                    algorithm_on(*replicas, Algorithm::automatic, OpType::all_reduce, 0));
+  fmt::print("collectives (this rank's groups, for a {:.1f} MiB unit): {}\n",
+             double(unit_bytes) / kMiB, groups);
+  const Traffic tr = t.traffic();
+  fmt::print(
+      "traffic per step: each rank all-gathers {:.1f} MiB, reduce-scatters {:.1f} MiB{}; over "
+      "the links, whole job: intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",
+      double(tr.gathered) / kMiB, double(tr.scattered) / kMiB,
+      mesh.replica_group()
+          ? fmt::format(", all-reduces {:.1f} MiB across replicas", double(tr.replicated) / kMiB)
+          : "",
+      double(tr.intra_node) / kMiB, double(tr.inter_node) / kMiB);
+}
+
+}  // namespace
+
 void print_summary(Session& s) {
   if (!s.lead()) return;
   const Config& c = s.config;
@@ -96,9 +155,7 @@ void print_summary(Session& s) {
       units.size(), t.fsdp().topology().blocks(), largest, c.sharding.reshard_after_forward,
       c.sharding.reshard_after_forward ? 3 : 2, c.sharding.prefetch,
       algorithm_name(c.sharding.collective_algorithm));
-  const double psize = double(dtype_size(c.precision.param_dtype));
   const int64_t m = c.training.micro_batches;
-  const double gather_mib = 2 * psize * double(padded) / kMiB;  // forward + backward
   const double scatter_mib = 4.0 * double(padded) / kMiB;
   if (c.sharding.accumulation == Accumulation::reduce_each)
     fmt::print(
@@ -112,8 +169,7 @@ void print_summary(Session& s) {
         "micro-batches and reduce-scatters {:.1f} MiB once per step. reduce_each would "
         "reduce-scatter {:.1f} MiB per step and keep none\n",
         scatter_mib, scatter_mib, scatter_mib * double(m));
-  fmt::print("communication per step and rank: all-gather {:.1f} MiB x {} micro-batch{}\n",
-             gather_mib, m, m == 1 ? "" : "es");
+  print_mesh(s);
   const MemoryBudget b = t.budget();
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(

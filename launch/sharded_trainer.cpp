@@ -183,6 +183,13 @@ MemoryBudget ShardedTrainer::budget() const {
        config_.sharding.reshard_after_forward, model_->activation_bytes(rows, t.seq_len)});
 }
 
+Traffic ShardedTrainer::traffic() const {
+  const auto& s = config_.sharding;
+  return predict_traffic({&fsdp_->units(), mesh_->shape(), mesh_->world().nodes(),
+                          config_.precision.param_dtype, int(config_.training.micro_batches),
+                          s.reshard_after_forward, s.accumulation, s.replica_sync});
+}
+
 int64_t ShardedTrainer::optimizer_state_bytes() const {
   int64_t bytes = 0;
   for (auto& [name, tensor] : optimizer_->state()) bytes += int64_t(tensor.nbytes());

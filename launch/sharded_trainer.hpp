@@ -13,6 +13,7 @@
 #include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
 #include "sharding/memory_budget.hpp"
+#include "sharding/traffic.hpp"
 
 namespace st {
 
@@ -51,6 +52,8 @@ class ShardedTrainer {
   DeviceMesh& mesh() { return *mesh_; }
   // The analytical per-rank budget and the bytes of optimizer state actually held.
   MemoryBudget budget() const;
+  // The bytes a step moves, per rank and over each link class (sharding/traffic.hpp).
+  Traffic traffic() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
   std::vector<ShardedState> checkpoint_states();
   int64_t optimizer_state_bytes() const;

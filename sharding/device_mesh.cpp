@@ -12,8 +12,8 @@ DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), sh
            "mesh {} x {} does not cover a world of {}", shape.replicate, shape.shard, world.size());
   if (shape.replicate == 1) return;  // FSDP: the world is the shard group
   const int r = world.rank();
-  shard_ = world.split(r / shape.shard, r);
-  replica_ = world.split(r % shape.shard, r);
+  shard_ = world.split(r / shape.shard, r, fmt::format("shard{}", r / shape.shard));
+  replica_ = world.split(r % shape.shard, r, fmt::format("replica{}", r % shape.shard));
 }
 
 bool DeviceMesh::shard_groups_span_nodes() const {

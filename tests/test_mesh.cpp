@@ -161,12 +161,39 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
                {"training.micro_batches=3", "training.global_batch=36", "training.max_steps=1",
                 k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
       ShardedTrainer t(config, data(), world());
-      bytes[k] = t.step(0).replicated_bytes;
+      const StepStats st = t.step(0);
+      bytes[k] = st.replicated_bytes;
       int64_t shard_bytes = 0;
       for (const UnitLayout& u : t.fsdp().units()) shard_bytes += 4 * u.shard_numel;
       EXPECT_EQ(bytes[k], shard_bytes * (k == 0 ? 3 : 1)) << mesh.name;
+      // The summary's prediction is the runtime's own count.
+      const Traffic predicted = t.traffic();
+      EXPECT_EQ(predicted.gathered, st.gathered_bytes) << mesh.name;
+      EXPECT_EQ(predicted.scattered, st.scattered_bytes) << mesh.name;
+      EXPECT_EQ(predicted.replicated, st.replicated_bytes) << mesh.name;
     }
   }
+}
+
+// The summary's traffic prediction (sharding/traffic.hpp) counts what the runtime moves, for
+// every mesh, with and without resharding, in both accumulation modes.
+TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
+  for (const Mesh& mesh : meshes(world().size()))
+    for (const char* reshard : {"true", "false"})
+      for (const char* accumulation : {"reduce_each", "reduce_last"}) {
+        const Config config =
+            test_config(with(mesh.keys, {"training.micro_batches=3", "training.global_batch=36",
+                                         "training.max_steps=1",
+                                         std::string("sharding.reshard_after_forward=") + reshard,
+                                         std::string("sharding.accumulation=") + accumulation}));
+        ShardedTrainer t(config, data(), world());
+        const StepStats st = t.step(0);
+        const Traffic predicted = t.traffic();
+        const std::string what = mesh.name + " reshard " + reshard + " " + accumulation;
+        EXPECT_EQ(predicted.gathered, st.gathered_bytes) << what;
+        EXPECT_EQ(predicted.scattered, st.scattered_bytes) << what;
+        EXPECT_EQ(predicted.replicated, st.replicated_bytes) << what;
+      }
 }
 
 // A checkpoint written under one mesh continues under the next, at another world size:

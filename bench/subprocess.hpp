@@ -1,0 +1,17 @@
+#pragma once
+// Benchmarks that run other shardtrain processes (under launch/shardrun) and collect their JSON.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace st {
+
+// launch/shardrun beside this binary's source tree (build/bin/shardtrain -> launch/shardrun).
+std::filesystem::path find_shardrun();
+// `s` in single quotes for a shell command line.
+std::string quote(const std::string& s);
+// Runs `command` and returns the last line of its stdout that parses as a JSON object; an Error
+// with the whole output when it fails or prints none.
+nlohmann::json run_for_json(const std::string& command);
+
+}  // namespace st

@@ -1,0 +1,39 @@
+#pragma once
+// Bytes a training step moves over each link class (within a node, between nodes), whole job,
+// predicted from the runtime's schedule: what the start-up summary prints and the mesh
+// benchmark checks against the bytes that crossed the emulated links.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "sharding/device_mesh.hpp"
+#include "sharding/fsdp_runtime.hpp"
+#include "sharding/unit_layout.hpp"
+
+namespace st {
+
+struct TrafficInputs {
+  const std::vector<UnitLayout>* units;  // laid out over the shard group
+  MeshShape mesh;
+  std::vector<int> nodes;  // node of each world rank
+  DType param_dtype = DType::bf16;
+  int micro_batches = 1;
+  bool reshard_after_forward = true;
+  Accumulation accumulation = Accumulation::reduce_each;
+  ReplicaSync replica_sync = ReplicaSync::each;
+};
+
+struct Traffic {
+  // Each rank's collective payload per step, as CommStats counts it: whole (unsharded)
+  // buffers all-gathered and reduce-scattered, gradient-shard bytes all-reduced across replicas.
+  int64_t gathered = 0, scattered = 0, replicated = 0;
+  // Bytes sent over links per step, whole job: between ranks of one node, between nodes.
+  int64_t intra_node = 0, inter_node = 0;
+};
+
+// All-gathers and reduce-scatters as rings (each of a group's p hops carries (p-1)/p of the
+// buffer), all-reduces as Open MPI runs large ones (Rabenseifner's for power-of-two groups, a
+// ring otherwise); bytes between ranks of one node (shared memory) count as intra-node.
+Traffic predict_traffic(const TrafficInputs& in);
+
+}  // namespace st
