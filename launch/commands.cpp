@@ -37,6 +37,7 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"activations_mib", double(s.trainer->budget().activations) / kMiB},
           {"gathered_mib", double(st.gathered_bytes) / kMiB},
           {"scattered_mib", double(st.scattered_bytes) / kMiB},
+          {"replicated_mib", double(st.replicated_bytes) / kMiB},
           {"collective_ms", st.collective_ms},
           // Bus bandwidth of this rank's all-gathers and reduce-scatters while they ran.
           {"bus_gbps", st.collective_ms > 0 ? double(st.gathered_bytes + st.scattered_bytes) *
