@@ -356,12 +356,13 @@ void validate_training(const Config& c, int world_size) {
   if (c.training.seq_len > c.model.block_size)
     fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
                c.training.seq_len, c.model.block_size);
-  const int64_t divisor = int64_t(std::max(world_size, 1)) * c.training.micro_batches;
+  const int ranks = std::max(world_size, 1);  // unknown yet: at least one
+  const int64_t divisor = int64_t(ranks) * c.training.micro_batches;
   if (c.training.global_batch % divisor != 0)
     fail_input(
         "training.global_batch = {} cannot be split evenly over {} rank(s) x "
         "training.micro_batches = {}; make it a multiple of {}",
-        c.training.global_batch, world_size, c.training.micro_batches, divisor);
+        c.training.global_batch, ranks, c.training.micro_batches, divisor);
   if (c.training.grad_clip < 0)
     fail_input("training.grad_clip = {} must be >= 0 (0 disables clipping)", c.training.grad_clip);
   if (c.training.threads < 0)

@@ -12,28 +12,19 @@
 
 #include "collectives/mpi_process_group.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
 
 namespace st {
 namespace {
 
+using testing::data;
+using testing::max_weight_diff;
+using testing::test_config;
+
 MpiProcessGroup& world() {
   static auto group = MpiProcessGroup::world();
   return *group;
-}
-
-Config test_config(std::vector<std::string> extra) {
-  std::vector<std::string> o = {
-      "model.n_layer=2",       "model.n_embd=64",          "model.n_head=4",
-      "model.block_size=32",   "training.seq_len=32",      "training.global_batch=12",
-      "training.max_steps=20", "optimizer.warmup_steps=2", "optimizer.lr=3e-3"};
-  o.insert(o.end(), extra.begin(), extra.end());
-  return load_config("tiny", o);
-}
-
-const TextDataset& data() {
-  static const TextDataset d = TextDataset::builtin(0.05, 32);
-  return d;
 }
 
 struct Mesh {
@@ -62,18 +53,6 @@ std::vector<Mesh> meshes(int world_size) {
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-double max_weight_diff(ShardedTrainer& sharded, LocalTrainer& local) {
-  double worst = 0;
-  for (size_t i = 0; i < local.model().param_specs().size(); ++i) {
-    const Tensor got = sharded.fsdp().gather_master(i);
-    const float* a = got.data<float>();
-    const float* b = local.params().master(i).data<float>();
-    for (int64_t k = 0; k < got.numel(); ++k)
-      worst = std::max(worst, double(std::fabs(a[k] - b[k])));
-  }
-  return worst;
 }
 
 TEST(Mesh, InitialWeightsAreBitwiseTheSameOnEveryMesh) {

@@ -13,44 +13,20 @@
 #include "collectives/mpi_process_group.hpp"
 #include "core/memory_stats.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
 #include "tests/support/mlp.hpp"
 
 namespace st {
 namespace {
 
+using testing::data;
+using testing::max_weight_diff;
+using testing::test_config;
+
 MpiProcessGroup& world() {
   static auto group = MpiProcessGroup::world();
   return *group;
-}
-
-// A GPT small enough to train 20 steps in a second; global_batch 12 splits over 1-4 ranks.
-Config test_config(std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {
-      "model.n_layer=2",       "model.n_embd=64",          "model.n_head=4",
-      "model.block_size=32",   "training.seq_len=32",      "training.global_batch=12",
-      "training.max_steps=20", "optimizer.warmup_steps=2", "optimizer.lr=3e-3"};
-  o.insert(o.end(), extra.begin(), extra.end());
-  return load_config("tiny", o);
-}
-
-const TextDataset& data() {
-  static const TextDataset d = TextDataset::builtin(0.05, 32);
-  return d;
-}
-
-// Largest |a - b| over every parameter: sharded (gathered) against the reference.
-double max_weight_diff(ShardedTrainer& sharded, LocalTrainer& local) {
-  double worst = 0;
-  const auto& specs = local.model().param_specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const Tensor got = sharded.fsdp().gather_master(i);
-    const float* a = got.data<float>();
-    const float* b = local.params().master(i).data<float>();
-    for (int64_t k = 0; k < got.numel(); ++k)
-      worst = std::max(worst, double(std::fabs(a[k] - b[k])));
-  }
-  return worst;
 }
 
 // What the tolerances below are measured against, printed by rank 0.
