@@ -71,7 +71,7 @@ class ShardedTrainer {
   Batch rows_of(int64_t step, int64_t micro) const;
   double forward_backward(int64_t step, int64_t micro, StepStats& s);
   void finish_backward(StepStats& s);
-  // Loss and norm in one all-reduce, clipping, the optimizer step.
+  // Loss and norm reduced (one all-reduce without replicas), clipping, the optimizer step.
   void update(int64_t step, double loss_sum, StepStats& s);
   // Communication stats, and every rank's step time and peak RSS.
   void agree_on_stats(StepStats& s);

@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "collectives/mpi_process_group.hpp"
-#include "launch/sharded_trainer.hpp"
 #include "core/file_io.hpp"
+#include "launch/sharded_trainer.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
