@@ -55,6 +55,12 @@ void OutputFile::sync_and_close() {
 InputFile::InputFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail_input("cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    fail_input("'{}' is a directory, not a file", path);
+  }
 }
 
 InputFile::~InputFile() {

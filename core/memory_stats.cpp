@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace st {
 namespace {
 std::atomic<int64_t> current{0};
@@ -60,6 +62,28 @@ double current_rss_mib() {
     std::fclose(f);
   }
   return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+int64_t MachineMemory::usable_bytes() const {
+  if (address_space_limit > 0 && address_space_limit < physical_bytes) return address_space_limit;
+  return physical_bytes;
+}
+
+std::string MachineMemory::describe() const {
+  const double gib = 1024.0 * kMiB;
+  return fmt::format("{:.1f} GiB of RAM, {}", double(physical_bytes) / gib,
+                     address_space_limit > 0
+                         ? fmt::format("ulimit -v {:.1f} GiB", double(address_space_limit) / gib)
+                         : std::string("no ulimit -v"));
+}
+
+MachineMemory machine_memory() {
+  MachineMemory m;
+  m.physical_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE));
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    m.address_space_limit = int64_t(limit.rlim_cur);
+  return m;
 }
 
 }  // namespace st

@@ -2,6 +2,7 @@
 // Bytes held by shardtrain's own tensors (current and peak) and the process's peak RSS.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace st {
 
@@ -24,5 +25,16 @@ double peak_rss_mib();
 bool reset_peak_rss();
 // Current resident set size in MiB (from /proc/self/statm).
 double current_rss_mib();
+
+// What this machine can give a job: physical memory, and the address-space limit of this
+// process (ulimit -v; 0: none), which bounds every rank alike.
+struct MachineMemory {
+  int64_t physical_bytes = 0;
+  int64_t address_space_limit = 0;
+  // The smaller of physical memory and the limit.
+  int64_t usable_bytes() const;
+  std::string describe() const;  // "23.4 GiB of RAM, no ulimit -v"
+};
+MachineMemory machine_memory();
 
 }  // namespace st

@@ -16,7 +16,9 @@ std::string shape_string(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      fail("shape {} has more elements than a 64-bit count holds", shape_string(shape));
   return n;
 }
 
@@ -40,8 +42,16 @@ Tensor Tensor::empty(std::string name, Shape shape, DType dtype, Device device) 
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(shape_numel(t.shape_), int64_t(dtype_size(dtype)), &bytes))
+    fail("tensor '{}' {}: its size in bytes does not fit 64 bits", t.name_, shape_string(t.shape_));
   if (device == Device::cpu) {
-    t.storage_ = std::make_shared<Storage>(t.nbytes());
+    try {
+      t.storage_ = std::make_shared<Storage>(size_t(bytes));
+    } catch (const std::bad_alloc&) {
+      fail("cannot allocate {:.1f} MiB for tensor '{}' {} (out of memory)", double(bytes) / kMiB,
+           t.name_, shape_string(t.shape_));
+    }
     t.data_ = t.storage_->data();
   }
   return t;

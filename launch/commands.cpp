@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -98,10 +99,20 @@ void finish_run(Session& s, TraceSession& trace, bool json) {
   }
   const double val = s.trainer->evaluate(64);
   if (!s.lead()) return;
-  if (json)
+  if (std::isnan(val)) {  // no whole window in the validation split
+    if (json)
+      fmt::print("{}\n", nlohmann::json{{"val_loss", nullptr}}.dump());
+    else
+      fmt::print(
+          "validation loss: none (the validation split of {} holds {} tokens, fewer than one "
+          "window of training.seq_len + 1 = {}; data.val_fraction = {})\n",
+          s.data->source(), s.data->val().size(), s.config.training.seq_len + 1,
+          s.config.data.val_fraction);
+  } else if (json) {
     fmt::print("{}\n", nlohmann::json{{"val_loss", val}}.dump());
-  else
+  } else {
     fmt::print("validation loss: {:.4f}\n", val);
+  }
 }
 
 }  // namespace

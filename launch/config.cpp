@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -44,6 +45,14 @@ struct KeySpec {
   std::function<std::string(const Config&)> show;
 };
 
+// Every number a key takes is finite: NaN or infinity is never a meaningful setting.
+double finite(double v, const std::string& key) {
+  if (!std::isfinite(v))
+    fail_input("'{}' must be a finite number (in single precision where it is one), got {}", key,
+               v);
+  return v;
+}
+
 template <class T>
 KeySpec int_key(T Config::*section, int64_t T::*field) {
   return {Kind::integer,
@@ -55,16 +64,16 @@ KeySpec int_key(T Config::*section, int64_t T::*field) {
 template <class T>
 KeySpec num_key(T Config::*section, double T::*field) {
   return {Kind::number,
-          [=](Config& c, const Value& v, const std::string&) {
-            c.*section.*field = std::get<double>(v);
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = finite(std::get<double>(v), key);
           },
           [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
 }
 template <class T>
 KeySpec float_key(T Config::*section, float T::*field) {
   return {Kind::number,
-          [=](Config& c, const Value& v, const std::string&) {
-            c.*section.*field = float(std::get<double>(v));
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = float(finite(double(float(std::get<double>(v))), key));
           },
           [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
 }
@@ -332,11 +341,18 @@ void at_least_one(int64_t v, const char* key) {
   if (v < 1) fail_input("{} = {} must be at least 1", key, v);
 }
 
+void in_range(int64_t v, int64_t lo, int64_t hi, const char* key, const char* why) {
+  if (v < lo || v > hi) fail_input("{} = {} must be in [{}, {}] ({})", key, v, lo, hi, why);
+}
+
 void validate_model(const Config& c) {
-  at_least_one(c.model.n_layer, "model.n_layer");
-  at_least_one(c.model.n_embd, "model.n_embd");
-  at_least_one(c.model.n_head, "model.n_head");
-  at_least_one(c.model.block_size, "model.block_size");
+  // Bounds far beyond any model that trains here, so every size computed from them fits
+  // 64 bits; the memory check at start-up then says whether the model fits the machine.
+  in_range(c.model.n_layer, 1, 1 << 16, "model.n_layer", "blocks");
+  in_range(c.model.n_embd, 1, 1 << 17, "model.n_embd", "the width");
+  in_range(c.model.n_head, 1, 1 << 17, "model.n_head", "attention heads");
+  in_range(c.model.block_size, 1, 1 << 20, "model.block_size", "the context length");
+  in_range(c.model.vocab_size, 1, 1 << 24, "model.vocab_size", "tokens");
   if (c.model.n_embd % c.model.n_head != 0)
     fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.model.n_embd,
                c.model.n_head);
@@ -350,8 +366,8 @@ void validate_training(const Config& c, int world_size) {
     fail_input("data.val_fraction = {} must be in [0, 1)", c.data.val_fraction);
   if (c.training.max_steps < 0)
     fail_input("training.max_steps = {} must not be negative", c.training.max_steps);
-  at_least_one(c.training.global_batch, "training.global_batch");
-  at_least_one(c.training.micro_batches, "training.micro_batches");
+  in_range(c.training.global_batch, 1, 1 << 24, "training.global_batch", "sequences per step");
+  in_range(c.training.micro_batches, 1, 1 << 24, "training.micro_batches", "per step");
   at_least_one(c.training.seq_len, "training.seq_len");
   if (c.training.seq_len > c.model.block_size)
     fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
@@ -365,9 +381,8 @@ void validate_training(const Config& c, int world_size) {
         c.training.global_batch, ranks, c.training.micro_batches, divisor);
   if (c.training.grad_clip < 0)
     fail_input("training.grad_clip = {} must be >= 0 (0 disables clipping)", c.training.grad_clip);
-  if (c.training.threads < 0)
-    fail_input("training.threads = {} must be >= 0 (0: cores / ranks on the node)",
-               c.training.threads);
+  in_range(c.training.threads, 0, 1024, "training.threads",
+           "OpenMP threads per rank; 0: cores / ranks on the node");
   if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
 }
 

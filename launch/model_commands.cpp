@@ -216,7 +216,8 @@ int run_sample(const SampleOptions& o) {
   m.ranks = start_ranks();
   agree_on_startup(*m.ranks.group, [&] {
     if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
-    if (o.temperature < 0) fail_input("sample: --temperature must be >= 0");
+    if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+      fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
     if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
     load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
   });

@@ -130,6 +130,13 @@ void print_summary(Session& s) {
       "ranks)\n",
       onednn_version(), onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()),
       dtype_name(c.precision.param_dtype), s.peak_gflops);
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (s.threads * s.ranks.ranks_on_node > cores)
+    fmt::print(
+        "warning: {} thread{} x {} rank{} on this node = {} threads for {} cores: they will "
+        "compete (set training.threads = 0 to split the cores)\n",
+        s.threads, s.threads == 1 ? "" : "s", s.ranks.ranks_on_node,
+        s.ranks.ranks_on_node == 1 ? "" : "s", s.threads * s.ranks.ranks_on_node, cores);
   if (!cpu.avx512_bf16 && c.precision.param_dtype == DType::bf16)
     fmt::print(
         "note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "

@@ -55,6 +55,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, Pr
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().shard, mesh_->node_map(), mesh_->shape().replicate);
   model_ = make_model(config);
+  check_budget_fits();  // before anything is allocated
   fsdp_ = std::make_unique<FsdpRuntime>(*model_, mesh_->shard_group(), fsdp_options(config),
                                         uint64_t(config.training.seed), mesh_->replica_group());
   if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
@@ -174,13 +175,48 @@ double ShardedTrainer::evaluate(int64_t max_windows) {
 }
 
 MemoryBudget ShardedTrainer::budget() const {
+  return budget_for(fsdp_->units(), optimizer_->states_per_element());
+}
+
+MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
+                                        int states_per_element) const {
   const auto& t = config_.training;
   const int64_t rows = t.global_batch / t.micro_batches / group_.size();
+  int64_t activations = 0;
+  try {
+    activations = model_->activation_bytes(rows, t.seq_len);
+  } catch (const Error& e) {
+    fail_input(
+        "the activations of one micro-batch ({} rows x training.seq_len = {} tokens per rank) "
+        "cannot be sized: {}. Reduce training.global_batch, training.seq_len or the model",
+        rows, t.seq_len, e.what());
+  }
   return memory_budget(
-      {&fsdp_->units(), config_.precision.param_dtype, int(config_.sharding.prefetch),
-       optimizer_->states_per_element(),
-       fsdp_->options().accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       config_.sharding.reshard_after_forward, model_->activation_bytes(rows, t.seq_len)});
+      {&units, config_.precision.param_dtype, int(config_.sharding.prefetch), states_per_element,
+       config_.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+       config_.sharding.reshard_after_forward, activations});
+}
+
+void ShardedTrainer::check_budget_fits() const {
+  const int S = mesh_->shape().shard;
+  const MemoryBudget b = budget_for(layout_units(model_->param_specs(), model_->num_units(), S),
+                                    make_optimizer({}, config_.optimizer)->states_per_element());
+  const auto& nodes = group_.nodes();
+  const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group_.rank())]));
+  const MachineMemory machine = machine_memory();
+  const double gib = 1024.0 * kMiB;
+  const double need = double(b.total()) * on_node;
+  const double have = double(machine.usable_bytes());
+  if (need <= have) return;
+  fail_input(
+      "the memory budget is {:.2f} GiB per rank (shards {:.2f} + optimizer {:.2f} + unsharded "
+      "{:.2f} + activations {:.2f}) x {} rank{} on this node = {:.2f} GiB, more than the {:.2f} "
+      "GiB available ({}). Reduce the model (model.n_layer, model.n_embd, model.vocab_size), the "
+      "activations (training.global_batch, training.seq_len, or more training.micro_batches), "
+      "or shard over more ranks (sharding.shard_degree)",
+      double(b.total()) / gib, double(b.master_and_grad) / gib, double(b.optimizer_state) / gib,
+      double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, on_node,
+      on_node == 1 ? "" : "s", need / gib, have / gib, machine.describe());
 }
 
 Traffic ShardedTrainer::traffic() const {

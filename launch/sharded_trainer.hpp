@@ -75,6 +75,10 @@ class ShardedTrainer {
   void update(int64_t step, double loss_sum, StepStats& s);
   // Communication stats, and every rank's step time and peak RSS.
   void agree_on_stats(StepStats& s);
+  MemoryBudget budget_for(const std::vector<UnitLayout>& units, int states_per_element) const;
+  // The budget of this node's ranks against the machine's memory (and ulimit -v), before any
+  // allocation: an InputError naming the budget, what is available and the keys behind it.
+  void check_budget_fits() const;
 
   const Config& config_;
   const TextDataset& data_;

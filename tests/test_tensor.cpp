@@ -104,4 +104,28 @@ TEST(Tensor, CarveViewsIntoOneAllocation) {
   EXPECT_TRUE(meta.carve("piece", {16}, DType::f32, 512).is_meta());
 }
 
+// Sizes are checked before anything is allocated: a shape whose element count or byte size
+// overflows 64 bits, or an allocation the machine refuses, is an error naming the tensor.
+TEST(Tensor, OverflowingOrImpossibleSizesNameTheTensor) {
+  try {
+    Tensor::empty("too_many", {int64_t(1) << 40, int64_t(1) << 40}, DType::f32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[1099511627776, 1099511627776]"), std::string::npos);
+  }
+  try {
+    Tensor::empty("too_big", {int64_t(1) << 62}, DType::f32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'too_big'"), std::string::npos) << e.what();
+  }
+  try {
+    Tensor::empty("refused", {int64_t(1) << 50}, DType::f32);  // 4 PiB
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'refused'"), std::string::npos);
+  }
+}
+
 }  // namespace st

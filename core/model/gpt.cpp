@@ -57,7 +57,10 @@ struct GPT::Activations {
     att = {B, T, H, C / H};
     auto make = [&](const char* name, Shape s, DType d) {
       const int64_t at = bytes;
-      bytes += (shape_numel(s) * int64_t(dtype_size(d)) + 63) / 64 * 64;
+      int64_t size = 0;
+      if (__builtin_mul_overflow(shape_numel(s), int64_t(dtype_size(d)), &size) ||
+          __builtin_add_overflow(bytes, (size + 63) / 64 * 64, &bytes))
+        fail("GPT activations: '{}' {} takes the total past 64 bits", name, shape_string(s));
       return carve ? arena.carve(name, std::move(s), d, size_t(at)) : Tensor();
     };
     auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
