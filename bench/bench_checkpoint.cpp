@@ -38,63 +38,66 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     c.checkpoint.dir = dir;
     c.checkpoint.keep = 1;
   });
-  ProcessGroup& g = *s.ranks.group;
-  s.trainer->step(0);  // optimizer state exists and is not all zeros
-  std::vector<double> save, load, plain;
-  int64_t bytes_per_rank = 0;
-  std::string path;
-  Progress progress("bench checkpoint", repeats, s.lead());
-  for (int r = 0; r < repeats; ++r) {
-    progress.update(r, "save, load, plain write");
-    save.push_back(slowest_ms(g, [&] { path = s.trainer->save_checkpoint(1 + r); }));
-    load.push_back(slowest_ms(g, [&] { s.trainer->load_checkpoint(path); }));
-    // The same bytes per rank with plain write + fsync into the same file system.
-    if (bytes_per_rank == 0)
-      for (const ShardedState& state : s.trainer->checkpoint_states())
-        bytes_per_rank +=
-            int64_t(fs::file_size(fs::path(path) / checkpoint_file_name(state.name, g.rank())));
-    std::vector<char> block(size_t(8) << 20, 'x');
-    const std::string file = fmt::format("{}/plain.rank-{:05}.bin", dir, g.rank());
-    plain.push_back(slowest_ms(g, [&] {
-      OutputFile out(file);
-      for (int64_t done = 0; done < bytes_per_rank; done += int64_t(block.size()))
-        out.write(block.data(),
-                  size_t(std::min<int64_t>(int64_t(block.size()), bytes_per_rank - done)));
-      out.sync_and_close();
-    }));
-    fs::remove(file);
-  }
-  progress.finish("done");
-  Tensor total = Tensor::empty("bench.bytes", {1}, DType::i64);
-  total.data<int64_t>()[0] = bytes_per_rank;
-  g.all_reduce(total)->wait();
-  const double bytes = double(total.data<int64_t>()[0]);
-  if (g.rank() == 0) fs::remove_all(dir);
-  if (!s.lead()) return 0;
-  const double save_ms = median(save), load_ms = median(load), plain_ms = median(plain);
-  auto gbps = [&](double ms) { return bytes / (ms / 1e3) / 1e9; };
-  const nlohmann::json result = {{"config", options.config},
-                                 {"ranks", g.size()},
-                                 {"bytes", bytes},
-                                 {"save_ms", save_ms},
-                                 {"load_ms", load_ms},
-                                 {"write_ms", plain_ms},
-                                 {"save_gbps", gbps(save_ms)},
-                                 {"load_gbps", gbps(load_ms)},
-                                 {"write_gbps", gbps(plain_ms)},
-                                 {"save_vs_write", plain_ms / save_ms}};
-  if (options.json) {
-    fmt::print("{}\n", result.dump());
-  } else {
-    fmt::print(
-        "bench checkpoint | config {} | {} rank{} | {:.1f} MiB | medians of {}\n"
-        "  save  {:8.1f} ms  {:6.2f} GB/s  ({:.0f}% of plain write bandwidth)\n"
-        "  load  {:8.1f} ms  {:6.2f} GB/s  (verify checksums + read own ranges)\n"
-        "  write {:8.1f} ms  {:6.2f} GB/s  (the same bytes, plain write + fsync)\n",
-        options.config, g.size(), g.size() == 1 ? "" : "s", bytes / (1 << 20), repeats, save_ms,
-        gbps(save_ms), 100 * plain_ms / save_ms, load_ms, gbps(load_ms), plain_ms, gbps(plain_ms));
-  }
-  return 0;
+  return run_after_startup([&] {
+    ProcessGroup& g = *s.ranks.group;
+    s.trainer->step(0);  // optimizer state exists and is not all zeros
+    std::vector<double> save, load, plain;
+    int64_t bytes_per_rank = 0;
+    std::string path;
+    Progress progress("bench checkpoint", repeats, s.lead());
+    for (int r = 0; r < repeats; ++r) {
+      progress.update(r, "save, load, plain write");
+      save.push_back(slowest_ms(g, [&] { path = s.trainer->save_checkpoint(1 + r); }));
+      load.push_back(slowest_ms(g, [&] { s.trainer->load_checkpoint(path); }));
+      // The same bytes per rank with plain write + fsync into the same file system.
+      if (bytes_per_rank == 0)
+        for (const ShardedState& state : s.trainer->checkpoint_states())
+          bytes_per_rank +=
+              int64_t(fs::file_size(fs::path(path) / checkpoint_file_name(state.name, g.rank())));
+      std::vector<char> block(size_t(8) << 20, 'x');
+      const std::string file = fmt::format("{}/plain.rank-{:05}.bin", dir, g.rank());
+      plain.push_back(slowest_ms(g, [&] {
+        OutputFile out(file);
+        for (int64_t done = 0; done < bytes_per_rank; done += int64_t(block.size()))
+          out.write(block.data(),
+                    size_t(std::min<int64_t>(int64_t(block.size()), bytes_per_rank - done)));
+        out.sync_and_close();
+      }));
+      fs::remove(file);
+    }
+    progress.finish("done");
+    Tensor total = Tensor::empty("bench.bytes", {1}, DType::i64);
+    total.data<int64_t>()[0] = bytes_per_rank;
+    g.all_reduce(total)->wait();
+    const double bytes = double(total.data<int64_t>()[0]);
+    if (g.rank() == 0) fs::remove_all(dir);
+    if (!s.lead()) return 0;
+    const double save_ms = median(save), load_ms = median(load), plain_ms = median(plain);
+    auto gbps = [&](double ms) { return bytes / (ms / 1e3) / 1e9; };
+    const nlohmann::json result = {{"config", options.config},
+                                   {"ranks", g.size()},
+                                   {"bytes", bytes},
+                                   {"save_ms", save_ms},
+                                   {"load_ms", load_ms},
+                                   {"write_ms", plain_ms},
+                                   {"save_gbps", gbps(save_ms)},
+                                   {"load_gbps", gbps(load_ms)},
+                                   {"write_gbps", gbps(plain_ms)},
+                                   {"save_vs_write", plain_ms / save_ms}};
+    if (options.json) {
+      fmt::print("{}\n", result.dump());
+    } else {
+      fmt::print(
+          "bench checkpoint | config {} | {} rank{} | {:.1f} MiB | medians of {}\n"
+          "  save  {:8.1f} ms  {:6.2f} GB/s  ({:.0f}% of plain write bandwidth)\n"
+          "  load  {:8.1f} ms  {:6.2f} GB/s  (verify checksums + read own ranges)\n"
+          "  write {:8.1f} ms  {:6.2f} GB/s  (the same bytes, plain write + fsync)\n",
+          options.config, g.size(), g.size() == 1 ? "" : "s", bytes / (1 << 20), repeats, save_ms,
+          gbps(save_ms), 100 * plain_ms / save_ms, load_ms, gbps(load_ms), plain_ms,
+          gbps(plain_ms));
+    }
+    return 0;
+  });
 }
 
 }  // namespace st

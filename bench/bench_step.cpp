@@ -53,69 +53,71 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
     fail_input("bench step: --steps must be >= 1 and --warmup >= 0");
   Session s =
       open_session(options, [&](Config& c) { c.training.max_steps = bench.warmup + bench.steps; });
-  for (int i = 0; i < bench.warmup; ++i) s.trainer->step(i);
-  TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
-  std::vector<double> fwd, bwd, opt, total, exposed;
-  double rss = 0;
-  const int64_t net_bytes = inter_node_bytes(*s.ranks.group, [&] {
-    for (int i = 0; i < bench.steps; ++i) {
-      trace.begin_step(bench.warmup + i);
-      const StepStats st = s.trainer->step(bench.warmup + i);
-      trace.end_step(bench.warmup + i);
-      fwd.push_back(st.forward_ms);
-      bwd.push_back(st.backward_ms);
-      opt.push_back(st.optimizer_ms);
-      total.push_back(st.slowest_step_ms);
-      exposed.push_back(st.exposed_comm_ms);
-      rss = std::max(rss, st.max_peak_rss_mib);
+  return run_after_startup([&] {
+    for (int i = 0; i < bench.warmup; ++i) s.trainer->step(i);
+    TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
+    std::vector<double> fwd, bwd, opt, total, exposed;
+    double rss = 0;
+    const int64_t net_bytes = inter_node_bytes(*s.ranks.group, [&] {
+      for (int i = 0; i < bench.steps; ++i) {
+        trace.begin_step(bench.warmup + i);
+        const StepStats st = s.trainer->step(bench.warmup + i);
+        trace.end_step(bench.warmup + i);
+        fwd.push_back(st.forward_ms);
+        bwd.push_back(st.backward_ms);
+        opt.push_back(st.optimizer_ms);
+        total.push_back(st.slowest_step_ms);
+        exposed.push_back(st.exposed_comm_ms);
+        rss = std::max(rss, st.max_peak_rss_mib);
+      }
+    });
+    trace.write();
+    if (!s.lead()) return 0;
+    const Config& config = s.config;
+    const double step_ms = median(total);
+    const double tokens = double(config.training.global_batch * config.training.seq_len);
+    const double tokens_per_s = tokens / (step_ms / 1e3);
+    const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
+    const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
+    nlohmann::json result = {
+        {"config", options.config},
+        {"param_dtype", dtype_name(config.precision.param_dtype)},
+        {"ranks", s.ranks.size()},
+        {"threads", s.threads},
+        {"tokens_per_s", tokens_per_s},
+        {"gflops", gflops},
+        {"peak_gflops", s.peak_gflops},
+        {"mfu", gflops / s.peak_gflops},
+        {"fwd_ms", median(fwd)},
+        {"bwd_ms", median(bwd)},
+        {"opt_ms", median(opt)},
+        {"step_ms", step_ms},
+        {"exposed_comm_ms", median(exposed)},
+        {"peak_rss_mib", rss},
+        // Between hosts: sent over the network per step (TCP/IP headers
+        // included), beside the summary's prediction of the payload.
+        {"inter_node_mib", double(net_bytes) / bench.steps / kMiB},
+        {"inter_node_mib_predicted", double(s.trainer->traffic().inter_node) / kMiB},
+        {"mesh", s.trainer->mesh().describe()},
+        {"budget_mib", budget_mib}};
+    if (options.json) {
+      fmt::print("{}\n", result.dump());
+    } else {
+      fmt::print("bench step | config {} | {} | {} rank{} x {} threads | medians of {} steps\n",
+                 options.config, dtype_name(config.precision.param_dtype), s.ranks.size(),
+                 s.ranks.size() == 1 ? "" : "s", s.threads, bench.steps);
+      fmt::print(
+          "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
+          "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms)\n",
+          median(fwd), median(bwd), median(opt), step_ms, median(exposed));
+      fmt::print(
+          "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
+          "(MFU {:.1f}%)\n  memory    {:8.1f} MiB peak RSS (largest rank) vs a budget of {:.1f} "
+          "MiB\n",
+          tokens_per_s, gflops, s.peak_gflops, 100 * gflops / s.peak_gflops, rss, budget_mib);
     }
+    return 0;
   });
-  trace.write();
-  if (!s.lead()) return 0;
-  const Config& config = s.config;
-  const double step_ms = median(total);
-  const double tokens = double(config.training.global_batch * config.training.seq_len);
-  const double tokens_per_s = tokens / (step_ms / 1e3);
-  const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
-  const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
-  nlohmann::json result = {
-      {"config", options.config},
-      {"param_dtype", dtype_name(config.precision.param_dtype)},
-      {"ranks", s.ranks.size()},
-      {"threads", s.threads},
-      {"tokens_per_s", tokens_per_s},
-      {"gflops", gflops},
-      {"peak_gflops", s.peak_gflops},
-      {"mfu", gflops / s.peak_gflops},
-      {"fwd_ms", median(fwd)},
-      {"bwd_ms", median(bwd)},
-      {"opt_ms", median(opt)},
-      {"step_ms", step_ms},
-      {"exposed_comm_ms", median(exposed)},
-      {"peak_rss_mib", rss},
-      // Between hosts: sent over the network per step (TCP/IP headers
-      // included), beside the summary's prediction of the payload.
-      {"inter_node_mib", double(net_bytes) / bench.steps / kMiB},
-      {"inter_node_mib_predicted", double(s.trainer->traffic().inter_node) / kMiB},
-      {"mesh", s.trainer->mesh().describe()},
-      {"budget_mib", budget_mib}};
-  if (options.json) {
-    fmt::print("{}\n", result.dump());
-  } else {
-    fmt::print("bench step | config {} | {} | {} rank{} x {} threads | medians of {} steps\n",
-               options.config, dtype_name(config.precision.param_dtype), s.ranks.size(),
-               s.ranks.size() == 1 ? "" : "s", s.threads, bench.steps);
-    fmt::print(
-        "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
-        "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms)\n",
-        median(fwd), median(bwd), median(opt), step_ms, median(exposed));
-    fmt::print(
-        "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
-        "(MFU {:.1f}%)\n  memory    {:8.1f} MiB peak RSS (largest rank) vs a budget of {:.1f} "
-        "MiB\n",
-        tokens_per_s, gflops, s.peak_gflops, 100 * gflops / s.peak_gflops, rss, budget_mib);
-  }
-  return 0;
 }
 
 }  // namespace st

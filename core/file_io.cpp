@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.hpp"
 
@@ -85,6 +86,25 @@ void InputFile::read_at(void* dst, size_t bytes, int64_t offset) const {
     bytes -= size_t(n);
     offset += n;
   }
+}
+
+void ensure_writable_directory(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path))
+    fail_input("cannot create directory '{}': {}", path,
+               ec ? ec.message() : std::string("a file of that name exists"));
+  check_file_writable((std::filesystem::path(path) / ".shardtrain-write-probe").string());
+}
+
+void check_file_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail_input("'{}' is a directory, not a file", path);
+  const bool existed = std::filesystem::exists(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail_input("cannot write '{}': {}", path, std::strerror(errno));
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
 }
 
 void sync_directory(const std::string& path) {

@@ -43,6 +43,13 @@ class InputFile {
   int fd_ = -1;
 };
 
+// Creates directory `path` (and its parents) if needed and checks a file can be written in it;
+// an InputError saying why not. Leaves nothing behind but the directories.
+void ensure_writable_directory(const std::string& path);
+// Checks that a file can be written at `path` (its directory exists and takes files, `path` is
+// no directory); an InputError saying why not. Leaves nothing behind.
+void check_file_writable(const std::string& path);
+
 // fsync of a directory, so renames and creations inside it are durable.
 void sync_directory(const std::string& path);
 std::string read_text_file(const std::string& path);

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.hpp"
 #include "core/memory_stats.hpp"
 #include "core/progress.hpp"
 #include "core/timer.hpp"
+#include "launch/interrupt.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
 
@@ -72,11 +74,12 @@ int64_t resume(Session& s) {
   return start;
 }
 
-void save(Session& s, int64_t steps_done) {
+std::string save(Session& s, int64_t steps_done) {
   Progress progress("checkpoint", 0, s.lead());
   progress.update(0, fmt::format("saving step {} to {}", steps_done, s.config.checkpoint.dir));
   const std::string path = s.trainer->save_checkpoint(steps_done);
   progress.finish("saved " + path);
+  return path;
 }
 
 void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t max_steps,
@@ -119,44 +122,65 @@ void finish_run(Session& s, TraceSession& trace, bool json) {
 
 int run_train(const CommonOptions& options) {
   Session s = open_session(options);
-  std::ofstream metrics;
-  agree_on_startup(*s.ranks.group, [&] {
-    if (s.lead() && !s.config.metrics.file.empty()) {
-      metrics.open(s.config.metrics.file, std::ios::trunc);
-      if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
-    }
-  });
-  if (!options.json) print_summary(s);
-  s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
-  const auto& ckpt = s.config.checkpoint;
-  const int64_t start = resume(s), max_steps = s.config.training.max_steps;
-  TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
-  Timer run_clock;
-  // With --json, stdout carries only JSON; the progress line goes to stderr.
-  Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
-  for (int64_t step = start; step < max_steps; ++step) {
-    trace.begin_step(step);
-    const StepStats st = s.trainer->step(step);
-    trace.end_step(step);
-    if (s.lead()) {
-      const nlohmann::json line = step_json(s, st);
-      if (metrics.is_open()) metrics << line.dump() << '\n' << std::flush;
-      if (options.json) {
-        fmt::print("{}\n", line.dump());
-        step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
-      } else {
-        const double done = double(step + 1 - start);
-        print_step_line(st, line, max_steps,
-                        run_clock.seconds() / done * double(max_steps - step - 1));
+  return run_after_startup([&] {
+    std::ofstream metrics;
+    agree_on_startup(*s.ranks.group, [&] {
+      if (s.lead() && !s.config.metrics.file.empty()) {
+        metrics.open(s.config.metrics.file, std::ios::trunc);
+        if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
       }
-      std::fflush(stdout);
+      // Paths only rank 0 writes, checked now rather than after the first steps.
+      try {
+        if (s.lead() && !s.config.checkpoint.dir.empty())
+          ensure_writable_directory(s.config.checkpoint.dir);
+      } catch (const InputError& e) {
+        fail_input("checkpoint.dir: {}", e.what());
+      }
+      try {
+        if (s.lead() && !s.config.metrics.trace.empty())
+          check_file_writable(s.config.metrics.trace);
+      } catch (const InputError& e) {
+        fail_input("metrics.trace: {}", e.what());
+      }
+    });
+    if (!options.json) print_summary(s);
+    s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
+    const auto& ckpt = s.config.checkpoint;
+    const int64_t start = resume(s), max_steps = s.config.training.max_steps;
+    TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
+    Timer run_clock;
+    // With --json, stdout carries only JSON; the progress line goes to stderr.
+    Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
+    install_interrupt_handlers(s.lead(), s.ranks.mpi);
+    std::string newest = latest_checkpoint(ckpt.dir);
+    for (int64_t step = start; step < max_steps; ++step) {
+      if (s.lead()) note_training_state(step, max_steps, newest);
+      trace.begin_step(step);
+      const StepStats st = s.trainer->step(step);
+      trace.end_step(step);
+      if (s.lead()) {
+        const nlohmann::json line = step_json(s, st);
+        if (metrics.is_open() && !(metrics << line.dump() << '\n' << std::flush))
+          fail("metrics.file: writing '{}' failed at step {} (is the disk full?)",
+               s.config.metrics.file, step + 1);
+        if (options.json) {
+          fmt::print("{}\n", line.dump());
+          step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
+        } else {
+          const double done = double(step + 1 - start);
+          print_step_line(st, line, max_steps,
+                          run_clock.seconds() / done * double(max_steps - step - 1));
+        }
+        std::fflush(stdout);
+      }
+      if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 &&
+          step + 1 < max_steps)
+        newest = save(s, step + 1);
     }
-    if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 && step + 1 < max_steps)
-      save(s, step + 1);
-  }
-  if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
-  finish_run(s, trace, options.json);
-  return 0;
+    if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
+    finish_run(s, trace, options.json);
+    return 0;
+  });
 }
 
 }  // namespace st

@@ -121,143 +121,149 @@ Batch packed_window_batch(const std::vector<int32_t>& tokens, int64_t first, int
 int run_export(const ExportOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
-  if (o.out.empty()) fail_input("export: --out FILE is required");
-  const DType dtype = parse_float_dtype(o.dtype, "--dtype");
-  agree_on_startup(*m.ranks.group, [&] {
-    if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
-    load_model(m, o.checkpoint, "", DType::f32, Config{});
-    const fs::path parent = fs::absolute(o.out).parent_path();
-    std::error_code ec;
-    if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
-    if (ec) fail_input("--out: cannot create '{}': {}", parent.string(), ec.message());
+  return run_after_startup([&] {
+    if (o.out.empty()) fail_input("export: --out FILE is required");
+    const DType dtype = parse_float_dtype(o.dtype, "--dtype");
+    agree_on_startup(*m.ranks.group, [&] {
+      if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
+      load_model(m, o.checkpoint, "", DType::f32, Config{});
+      const fs::path parent = fs::absolute(o.out).parent_path();
+      std::error_code ec;
+      if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
+      if (ec) fail_input("--out: cannot create '{}': {}", parent.string(), ec.message());
+    });
+    save_safetensors(o.out, *m.fsdp, dtype, {{"format", "pt"}, {"producer", "shardtrain"}});
+    if (m.ranks.rank() == 0) {
+      // Hugging Face's GPT2LMHeadModel configuration (byte vocabulary, tied lm_head).
+      const nlohmann::ordered_json config = {
+          {"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"vocab_size", m.config.vocab_size},
+          {"n_positions", m.config.block_size},
+          {"n_ctx", m.config.block_size},
+          {"n_embd", m.config.n_embd},
+          {"n_layer", m.config.n_layer},
+          {"n_head", m.config.n_head},
+          {"activation_function", "gelu_new"},
+          {"layer_norm_epsilon", 1e-5},
+          {"resid_pdrop", 0.0},
+          {"embd_pdrop", 0.0},
+          {"attn_pdrop", 0.0},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+      const std::string config_path = (fs::absolute(o.out).parent_path() / "config.json").string();
+      write_text_file(config_path, config.dump(2) + "\n");
+      fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_path);
+    }
+    return 0;
   });
-  save_safetensors(o.out, *m.fsdp, dtype, {{"format", "pt"}, {"producer", "shardtrain"}});
-  if (m.ranks.rank() == 0) {
-    // Hugging Face's GPT2LMHeadModel configuration (byte vocabulary, tied lm_head).
-    const nlohmann::ordered_json config = {
-        {"architectures", {"GPT2LMHeadModel"}},
-        {"model_type", "gpt2"},
-        {"vocab_size", m.config.vocab_size},
-        {"n_positions", m.config.block_size},
-        {"n_ctx", m.config.block_size},
-        {"n_embd", m.config.n_embd},
-        {"n_layer", m.config.n_layer},
-        {"n_head", m.config.n_head},
-        {"activation_function", "gelu_new"},
-        {"layer_norm_epsilon", 1e-5},
-        {"resid_pdrop", 0.0},
-        {"embd_pdrop", 0.0},
-        {"attn_pdrop", 0.0},
-        {"tie_word_embeddings", true},
-        {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
-    const std::string config_path = (fs::absolute(o.out).parent_path() / "config.json").string();
-    write_text_file(config_path, config.dump(2) + "\n");
-    fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_path);
-  }
-  return 0;
 }
 
 int run_eval(const EvalOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
-  Config config;
-  std::vector<int32_t> tokens;
-  std::optional<TextDataset> data;
-  int64_t T = 0, windows = 0;
-  agree_on_startup(*m.ranks.group, [&] {
-    config = load_config(o.common.config, o.common.overrides);
-    if (!o.data.empty() && !o.tokens.empty())
-      fail_input("eval: give at most one of --data and --tokens");
-    bool dtype_given = false;
-    for (const auto& kv : o.common.overrides)
-      dtype_given = dtype_given || kv.rfind("precision.param_dtype=", 0) == 0;
-    load_model(m, o.checkpoint, o.weights,
-               dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt,
-               config);
-    T = std::min(config.training.seq_len, m.config.block_size);
-    if (!o.tokens.empty()) {
-      tokens = read_uint16_tokens(o.tokens, m.config.vocab_size);
-      windows = int64_t(tokens.size()) / (T + 1);
-      if (windows == 0)
-        fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", o.tokens,
-                   tokens.size(), T + 1);
-    } else {
-      // --data FILE, else the config's data (data.path or the built-in corpus).
-      if (!o.data.empty()) config.data.path = o.data;
-      config.training.seq_len = T;
-      data.emplace(load_data(config));
-      windows = window_count(data->val(), T);
-      if (windows == 0)
-        fail_input("eval: the validation split of {} is shorter than one window", data->source());
+  return run_after_startup([&] {
+    Config config;
+    std::vector<int32_t> tokens;
+    std::optional<TextDataset> data;
+    int64_t T = 0, windows = 0;
+    agree_on_startup(*m.ranks.group, [&] {
+      config = load_config(o.common.config, o.common.overrides);
+      if (!o.data.empty() && !o.tokens.empty())
+        fail_input("eval: give at most one of --data and --tokens");
+      bool dtype_given = false;
+      for (const auto& kv : o.common.overrides)
+        dtype_given = dtype_given || kv.rfind("precision.param_dtype=", 0) == 0;
+      load_model(m, o.checkpoint, o.weights,
+                 dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt,
+                 config);
+      T = std::min(config.training.seq_len, m.config.block_size);
+      if (!o.tokens.empty()) {
+        tokens = read_uint16_tokens(o.tokens, m.config.vocab_size);
+        windows = int64_t(tokens.size()) / (T + 1);
+        if (windows == 0)
+          fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", o.tokens,
+                     tokens.size(), T + 1);
+      } else {
+        // --data FILE, else the config's data (data.path or the built-in corpus).
+        if (!o.data.empty()) config.data.path = o.data;
+        config.training.seq_len = T;
+        data.emplace(load_data(config));
+        windows = window_count(data->val(), T);
+        if (windows == 0)
+          fail_input("eval: the validation split of {} is shorter than one window", data->source());
+      }
+    });
+    const double sum = sharded_loss_sum(*m.model, *m.fsdp, windows, config.training.global_batch,
+                                        [&](int64_t first, int64_t rows) {
+                                          return data ? window_batch(data->val(), first, rows, T)
+                                                      : packed_window_batch(tokens, first, rows, T);
+                                        });
+    const int64_t n = windows * T;
+    const double loss = sum / double(n);
+    if (m.ranks.rank() == 0) {
+      if (o.common.json)
+        fmt::print(
+            "{}\n",
+            nlohmann::json{{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}, {"tokens", n}}
+                .dump());
+      else
+        fmt::print("eval: loss {:.4f} | {:.4f} bits per byte | {} tokens in {} windows of {}\n",
+                   loss, loss / std::log(2.0), n, windows, T);
     }
+    return 0;
   });
-  const double sum = sharded_loss_sum(*m.model, *m.fsdp, windows, config.training.global_batch,
-                                      [&](int64_t first, int64_t rows) {
-                                        return data ? window_batch(data->val(), first, rows, T)
-                                                    : packed_window_batch(tokens, first, rows, T);
-                                      });
-  const int64_t n = windows * T;
-  const double loss = sum / double(n);
-  if (m.ranks.rank() == 0) {
-    if (o.common.json)
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}, {"tokens", n}}
-              .dump());
-    else
-      fmt::print("eval: loss {:.4f} | {:.4f} bits per byte | {} tokens in {} windows of {}\n", loss,
-                 loss / std::log(2.0), n, windows, T);
-  }
-  return 0;
 }
 
 int run_sample(const SampleOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
-  agree_on_startup(*m.ranks.group, [&] {
-    if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
-    if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-      fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
-    if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
-    load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
-  });
-  std::vector<int32_t> text = encode_bytes(o.prompt);
-  const int64_t V = m.config.vocab_size;
-  std::vector<double> p(static_cast<size_t>(V));
-  for (int64_t i = 0; i < o.tokens; ++i) {
-    // Every rank runs the same forward (parameters are gathered together) and draws the same
-    // token: the draw is a function of (seed, position).
-    const int64_t T = std::min<int64_t>(int64_t(text.size()), m.config.block_size);
-    Batch b{Tensor::empty("sample.inputs", {1, T}, DType::i32),
-            Tensor::zeros("sample.targets", {1, T}, DType::i32)};
-    std::copy_n(text.end() - T, T, b.inputs.data<int32_t>());
-    m.model->forward_loss(b, *m.fsdp);
-    const float* logits = m.model->last_logits() + (T - 1) * V;
-    int32_t next = 0;
-    if (o.temperature == 0) {
-      next = int32_t(std::max_element(logits, logits + V) - logits);
-    } else {
-      const float top = *std::max_element(logits, logits + V);
-      double total = 0;
-      for (int64_t v = 0; v < V; ++v)
-        total += p[size_t(v)] = std::exp((logits[v] - top) / o.temperature);
-      const auto bits = random_block(o.seed, 7, uint64_t(i));
-      double u = uniform_open0(bits[0]) * total;
-      next = int32_t(V - 1);
-      for (int64_t v = 0; v < V; ++v)
-        if ((u -= p[size_t(v)]) <= 0) {
-          next = int32_t(v);
-          break;
-        }
+  return run_after_startup([&] {
+    agree_on_startup(*m.ranks.group, [&] {
+      if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
+      if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+        fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
+      if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
+      load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
+    });
+    std::vector<int32_t> text = encode_bytes(o.prompt);
+    const int64_t V = m.config.vocab_size;
+    std::vector<double> p(static_cast<size_t>(V));
+    for (int64_t i = 0; i < o.tokens; ++i) {
+      // Every rank runs the same forward (parameters are gathered together) and draws the same
+      // token: the draw is a function of (seed, position).
+      const int64_t T = std::min<int64_t>(int64_t(text.size()), m.config.block_size);
+      Batch b{Tensor::empty("sample.inputs", {1, T}, DType::i32),
+              Tensor::zeros("sample.targets", {1, T}, DType::i32)};
+      std::copy_n(text.end() - T, T, b.inputs.data<int32_t>());
+      m.model->forward_loss(b, *m.fsdp);
+      const float* logits = m.model->last_logits() + (T - 1) * V;
+      int32_t next = 0;
+      if (o.temperature == 0) {
+        next = int32_t(std::max_element(logits, logits + V) - logits);
+      } else {
+        const float top = *std::max_element(logits, logits + V);
+        double total = 0;
+        for (int64_t v = 0; v < V; ++v)
+          total += p[size_t(v)] = std::exp((logits[v] - top) / o.temperature);
+        const auto bits = random_block(o.seed, 7, uint64_t(i));
+        double u = uniform_open0(bits[0]) * total;
+        next = int32_t(V - 1);
+        for (int64_t v = 0; v < V; ++v)
+          if ((u -= p[size_t(v)]) <= 0) {
+            next = int32_t(v);
+            break;
+          }
+      }
+      text.push_back(next);
     }
-    text.push_back(next);
-  }
-  m.fsdp->reshard_all();
-  if (m.ranks.rank() == 0) {
-    const std::string out = decode_bytes(text.data(), text.size());
-    fmt::print("{}\n", out);
-  }
-  return 0;
+    m.fsdp->reshard_all();
+    if (m.ranks.rank() == 0) {
+      const std::string out = decode_bytes(text.data(), text.size());
+      fmt::print("{}\n", out);
+    }
+    return 0;
+  });
 }
 
 }  // namespace st

@@ -71,4 +71,20 @@ void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn) {
   throw ExitQuietly{int(all[first_failed])};
 }
 
+int run_after_startup(const std::function<int()>& fn) {
+  try {
+    return fn();
+  } catch (const ExitQuietly&) {
+    throw;  // every rank agreed on it
+  } catch (const InputError& e) {
+    if (mpi_is_initialized() && mpi_world_size() > 1)
+      abort_job(std::string("error: ") + e.what(), 2);
+    throw;
+  } catch (const std::exception& e) {
+    if (mpi_is_initialized() && mpi_world_size() > 1)
+      abort_job(std::string("failed: ") + e.what(), 1);
+    throw;
+  }
+}
+
 }  // namespace st

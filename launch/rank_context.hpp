@@ -34,4 +34,10 @@ struct ExitQuietly {
 // (2 for bad input, 1 otherwise), so no rank is left waiting in a collective.
 void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn);
 
+// Runs a command's work after start-up. A failure on this rank alone while the others may be
+// waiting for it in a collective ends the whole job at once, before any destructor waits on
+// peers: this rank prints its message (naming itself) and MPI_Abort ends every rank, with
+// exit code 2 for bad input, 1 otherwise. Without other ranks the exception goes on as usual.
+int run_after_startup(const std::function<int()>& fn);
+
 }  // namespace st

@@ -1,0 +1,56 @@
+#include "launch/interrupt.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+namespace st {
+namespace {
+
+// Two buffers: the handler reads the one `current` names while the other is rewritten.
+constexpr size_t kLineBytes = 1024;
+char g_lines[2][kLineBytes];
+std::atomic<int> g_current{0};
+volatile sig_atomic_t g_speaks = 0;
+
+void write_line(int slot, const std::string& text) {
+  const size_t n = std::min(text.size(), kLineBytes - 1);
+  std::memcpy(g_lines[slot], text.data(), n);
+  g_lines[slot][n] = '\0';
+}
+
+extern "C" void on_interrupt(int sig) {
+  if (g_speaks) {
+    const char* prefix =
+        sig == SIGINT ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
+    const char* line = g_lines[g_current.load()];
+    (void)!::write(STDERR_FILENO, prefix, std::strlen(prefix));
+    (void)!::write(STDERR_FILENO, line, std::strlen(line));
+  }
+  ::_exit(128 + sig);
+}
+
+}  // namespace
+
+void install_interrupt_handlers(bool speaks, bool under_mpirun) {
+  g_speaks = speaks;
+  write_line(0, "before the first step\n");
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  if (under_mpirun) action.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &action, nullptr);
+}
+
+void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint) {
+  const int next = 1 - g_current.load();
+  write_line(next, fmt::format("in step {} of {}; newest complete checkpoint: {}\n", step + 1,
+                               max_steps, checkpoint.empty() ? std::string("none") : checkpoint));
+  g_current.store(next);
+}
+
+}  // namespace st
