@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bench/bench_checkpoint.hpp"
@@ -140,6 +142,33 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
   table.push_back({sample, [&o] { return st::run_sample(o.sample); }});
 }
 
+// An unknown command word is named, with the closest command when one is near (a typo).
+std::string unknown_command_message(const std::string& word, const CLI::App& app) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best, all;
+  size_t best_distance = 3;  // at most two edits away
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    all += (all.empty() ? "" : ", ") + sub->get_name();
+    const size_t d = distance(word, sub->get_name());
+    if (d < best_distance) best_distance = d, best = sub->get_name();
+  }
+  return fmt::format("unknown command '{}'{}; the commands are {}", word,
+                     best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best), all);
+}
+
 // Runs the parsed command; every failure becomes one message and an exit code, and under
 // mpirun a failure on one rank ends every rank.
 int run(const Command& command) {
@@ -176,6 +205,15 @@ int main(int argc, char** argv) {
   add_train(app, options, table);
   add_bench(app, options, table);
   add_model_commands(app, options, table);
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == word;
+    if (!known) {
+      fmt::print(stderr, "shardtrain: error: {}\n", unknown_command_message(word, app));
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -65,6 +65,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
         info.meta.value("precision", nlohmann::json::object()).value("param_dtype", "bf16"),
         "checkpoint precision.param_dtype");
   } else {
+    if (!fs::is_regular_file(weights)) fail_input("--weights: '{}' is not a file", weights);
     const fs::path config_json = fs::path(weights).parent_path() / "config.json";
     if (!fs::exists(config_json))
       fail_input("'{}' is needed beside '{}' (the model's shape)", config_json.string(), weights);

@@ -133,13 +133,12 @@ void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
   }
-  s.grad_norm = clip_grad_norm(
-      optimizer_->params(), config_.training.grad_clip, mesh_->shard_group(),
-      replicated ? std::span<double>() : std::span<double>(riders), fmt::format("step {}", step));
+  s.grad_norm =
+      clip_grad_norm(optimizer_->params(), config_.training.grad_clip, mesh_->shard_group(),
+                     replicated ? std::span<double>() : std::span<double>(riders),
+                     fmt::format("step {}", step + 1));
   s.loss = riders[0] / double(s.tokens);
-  if (!std::isfinite(s.loss))
-    fail("step {}: the loss ({}) is not finite; lower optimizer.lr or check the data", step,
-         s.loss);
+  if (!std::isfinite(s.loss)) fail("step {}: the loss ({}) is not finite", step + 1, s.loss);
   optimizer_->step(s.lr);
   s.optimizer_ms = clock.ms();
 }

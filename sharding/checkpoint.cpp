@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -213,8 +214,13 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   const fs::path dir(path);
   const std::string manifest_path = (dir / kManifest).string();
   if (!fs::is_directory(dir)) fail_input("checkpoint '{}' is not a directory", path);
-  if (!fs::exists(dir / kComplete))
+  if (!fs::exists(dir / kComplete)) {
+    const std::string newest = latest_checkpoint(path);
+    if (!newest.empty())
+      fail_input("'{}' holds checkpoints rather than being one; the newest complete one is '{}'",
+                 path, newest);
     fail_input("checkpoint '{}' has no {} marker: it was not completely written", path, kComplete);
+  }
   CheckpointInfo info;
   info.path = path;
   info.manifest = nlohmann::json::parse(read_text_file(manifest_path), nullptr, false);
@@ -382,6 +388,12 @@ void read_state(const CheckpointInfo& info, const ShardedState& state, int rank,
       readers[size_t(q)]->read_at(shard.data() + (a - lo), size_t(b - a) * sizeof(float),
                                   (old_off[u] + a - int64_t(q) * So) * int64_t(sizeof(float)));
     }
+    for (int64_t i = 0; i < hi - lo; ++i)
+      if (!std::isfinite(shard[size_t(i)]))
+        fail_input(
+            "checkpoint '{}': state '{}' of unit '{}' holds a non-finite value ({}) at "
+            "element {}",
+            info.path, state.name, units[u].name, shard[size_t(i)], lo + i);
     for (; k < spans.size() && spans[k].unit == int(u); ++k)
       std::copy_n(shard.data() + spans[k].shard_offset, spans[k].master.numel(),
                   state.spans[k].data<float>());

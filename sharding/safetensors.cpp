@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +143,28 @@ DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
       fail_input("'{}': tensor '{}' has shape {} but the model needs {}", path, name,
                  shape_string(shape), shape_string(specs[i].shape));
   }
+  // Every tensor the file holds is one the model has, and their byte ranges do not overlap.
+  std::vector<std::pair<int64_t, std::string>> starts;
+  for (auto& [name, t] : h.json.items()) {
+    if (name == "__metadata__") continue;
+    const auto it = std::find_if(specs.begin(), specs.end(),
+                                 [&](const ParamSpec& s) { return s.name == name; });
+    if (it == specs.end())
+      fail_input("'{}' holds tensor '{}', which this model does not have (a different model?)",
+                 path, name);
+    starts.emplace_back(begin[size_t(it - specs.begin())], name);
+  }
+  std::sort(starts.begin(), starts.end());
+  for (size_t k = 1; k < starts.size(); ++k) {
+    const auto& [prev_begin, prev_name] = starts[k - 1];
+    const auto it = std::find_if(specs.begin(), specs.end(),
+                                 [&](const ParamSpec& s) { return s.name == prev_name; });
+    const size_t i = size_t(it - specs.begin());
+    const int64_t prev_end = prev_begin + specs[i].numel() * int64_t(dtype_size(dtypes[i]));
+    if (starts[k].first < prev_end)
+      fail_input("'{}': tensors '{}' and '{}' overlap in the file", path, prev_name,
+                 starts[k].second);
+  }
   InputFile f(path);
   std::vector<char> buf;
   for (const ShardSpan& span : fsdp.spans()) {
@@ -151,6 +175,11 @@ DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
     buf.resize(size_t(n) * esize);
     f.read_at(buf.data(), buf.size(), h.data_start + begin[index] + first * int64_t(esize));
     cast(buf.data(), dtypes[index], span.master.raw(), DType::f32, size_t(n));
+    const float* v = span.master.data<float>();
+    for (int64_t k = 0; k < n; ++k)
+      if (!std::isfinite(v[k]))
+        fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}", path,
+                   specs[index].name, v[k], first + k);
   }
   fsdp.group().barrier()->wait();
   return file_dtype;

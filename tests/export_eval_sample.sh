@@ -38,6 +38,22 @@ bad=$("$st" eval --weights "$dir/hf/model.safetensors" --tokens "$dir/bad.bin" "
 [ $? = 2 ] && printf '%s' "$bad" | grep -q "token 256 at position 0 is beyond the vocabulary" \
   || fail "an out-of-vocabulary token was not refused by name: $bad"
 
+# Files from outside are checked before they are trusted: a missing weights file is named, the
+# checkpoints' directory is not taken for a checkpoint, and a NaN in the weights names the tensor.
+expect2() {  # expect2 PATTERN COMMAND...: exit code 2 and PATTERN in the output
+  local pattern=$1 out rc; shift
+  out=$("$@" 2>&1); rc=$?
+  [ $rc = 2 ] && printf '%s' "$out" | grep -q -- "$pattern" || fail "expected exit 2 and /$pattern/ from '$*', got $rc: $out"
+}
+expect2 "--weights: 'nope.safetensors' is not a file" "$st" eval --weights nope.safetensors
+expect2 "holds checkpoints rather than being one; the newest complete one is '$ckpt'" \
+  "$st" eval --checkpoint "$dir/ckpt"
+cp "$dir/hf/model.safetensors" "$dir/hf/nan.safetensors"
+header=$(od -An -tu8 -N8 "$dir/hf/nan.safetensors" | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of="$dir/hf/nan.safetensors" bs=1 seek=$((8 + header)) conv=notrunc 2> /dev/null
+expect2 "nan.safetensors': tensor 'transformer.wte.weight' holds a non-finite value (nan) at element 0" \
+  "$st" eval --weights "$dir/hf/nan.safetensors" "${model[@]}"
+
 # Sampling is a function of the seed, whatever the world size.
 s1=$("$st" sample --checkpoint "$ckpt" --prompt "The " --tokens 40 --seed 5) || fail "sample: $s1"
 s2=$("$shardrun" -n 2 "$st" sample --checkpoint "$ckpt" --prompt "The " --tokens 40 --seed 5) \

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "collectives/mpi_process_group.hpp"
 #include "core/file_io.hpp"
@@ -304,6 +305,46 @@ TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A file is trusted only when it describes this model exactly: tensors the model does not have
+// (a 2-layer file loaded into 1 layer) and overlapping byte ranges are errors naming them.
+TEST(Safetensors, ExtraTensorsAndOverlapsAreErrorsNamingThem) {
+  const std::string dir = shared_dir("export-extra");
+  ShardedTrainer t(test_config(dir), data(), world());
+  const std::string file = dir + "/model.safetensors";
+  save_safetensors(file, t.fsdp(), DType::f32, {});
+  auto load_error = [&](const std::string& path, std::vector<std::string> extra) {
+    extra.push_back("training.init_from=" + path);
+    try {
+      ShardedTrainer other(test_config(dir, extra), data(), world());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  EXPECT_NE(load_error(file, {"model.n_layer=1"})
+                .find("holds tensor 'transformer.h.1.attn.c_attn.bias', which this model does not "
+                      "have"),
+            std::string::npos);
+  // wpe's bytes moved onto wte's: same lengths and bounds, overlapping ranges.
+  const std::string overlapped = dir + "/overlap.safetensors";
+  if (world().rank() == 0) {
+    std::string bytes = read_text_file(file);
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    auto header = nlohmann::json::parse(bytes.substr(8, n));
+    const auto wte = header["transformer.wte.weight"]["data_offsets"];
+    const auto wpe = header["transformer.wpe.weight"]["data_offsets"];
+    const int64_t wpe_bytes = wpe[1].get<int64_t>() - wpe[0].get<int64_t>();
+    header["transformer.wpe.weight"]["data_offsets"] = {wte[0], wte[0].get<int64_t>() + wpe_bytes};
+    std::string text = header.dump();
+    ASSERT_LE(text.size(), n);
+    text.append(n - text.size(), ' ');
+    write_text_file(overlapped, bytes.substr(0, 8) + text + bytes.substr(8 + n));
+  }
+  world().barrier()->wait();
+  EXPECT_NE(load_error(overlapped, {}).find("overlap in the file"), std::string::npos);
 }
 
 }  // namespace
