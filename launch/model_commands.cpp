@@ -24,6 +24,8 @@ namespace st {
 namespace {
 
 namespace fs = std::filesystem;
+// More than any context holds many times over; a typo like 10000000 is caught, not run.
+constexpr int64_t kMaxSampleTokens = 1000000;
 
 // A model loaded from a checkpoint or weights file, sharded over this job's ranks.
 struct LoadedModel {
@@ -221,13 +223,17 @@ int run_sample(const SampleOptions& o) {
   m.ranks = start_ranks();
   return run_after_startup([&] {
     agree_on_startup(*m.ranks.group, [&] {
-      if (o.tokens < 0) fail_input("sample: --tokens must be >= 0");
+      if (o.tokens < 0 || o.tokens > kMaxSampleTokens)
+        fail_input("sample: --tokens = {} must be in [0, {}]", o.tokens, kMaxSampleTokens);
       if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
         fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
       if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
       load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
     });
     std::vector<int32_t> text = encode_bytes(o.prompt);
+    const bool lead = m.ranks.rank() == 0;
+    // The text streams out as it is generated: the prompt, then each token when drawn.
+    if (lead) fmt::print("{}", o.prompt);
     const int64_t V = m.config.vocab_size;
     std::vector<double> p(static_cast<size_t>(V));
     for (int64_t i = 0; i < o.tokens; ++i) {
@@ -257,12 +263,13 @@ int run_sample(const SampleOptions& o) {
           }
       }
       text.push_back(next);
+      if (lead) {
+        fmt::print("{}", decode_bytes(&text.back(), 1));
+        std::fflush(stdout);
+      }
     }
     m.fsdp->reshard_all();
-    if (m.ranks.rank() == 0) {
-      const std::string out = decode_bytes(text.data(), text.size());
-      fmt::print("{}\n", out);
-    }
+    if (lead) fmt::print("\n");
     return 0;
   });
 }

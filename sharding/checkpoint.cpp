@@ -173,12 +173,20 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     fs::create_directory(tmp_dir);
   }
   group.barrier()->wait();
-  const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
-  Tensor all = Tensor::empty("checkpoint.all_sums", {sums.numel() * world}, DType::u64);
-  group.all_gather(sums, all)->wait();
-  if (rank == 0)
-    publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, all),
-            options.keep);
+  try {
+    const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
+    Tensor all = Tensor::empty("checkpoint.all_sums", {sums.numel() * world}, DType::u64);
+    group.all_gather(sums, all)->wait();
+    if (rank == 0)
+      publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, all),
+              options.keep);
+  } catch (...) {
+    // A full disk or a failed write: the partial checkpoint goes, so it does not keep the disk
+    // full until the next run; the previous checkpoints are untouched.
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);
+    throw;
+  }
   group.barrier()->wait();
   return final_dir.string();
 }

@@ -76,27 +76,33 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const int64_t data_start = 8 + int64_t(text.size());
   const std::string tmp = path + ".tmp";
-  if (group.rank() == 0) {
-    OutputFile out(tmp);
-    const uint64_t n = text.size();
-    out.write(&n, 8);
-    out.write(text.data(), text.size());
+  try {
+    if (group.rank() == 0) {
+      OutputFile out(tmp);
+      const uint64_t n = text.size();
+      out.write(&n, 8);
+      out.write(text.data(), text.size());
+      out.sync_and_close();
+      fs::resize_file(tmp, uint64_t(data_start + data_bytes));
+    }
+    group.barrier()->wait();
+    // Each rank writes its own elements of every parameter.
+    OutputFile out(tmp, OutputFile::Mode::existing);
+    std::vector<char> buf;
+    for (const ShardSpan& span : fsdp.spans()) {
+      const size_t index = span.param;
+      const int64_t first = span.param_offset;
+      const int64_t n = span.master.numel();
+      buf.resize(size_t(n) * esize);
+      cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
+      out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
+    }
     out.sync_and_close();
-    fs::resize_file(tmp, uint64_t(data_start + data_bytes));
+  } catch (...) {
+    std::error_code ec;  // no partial file is left behind
+    fs::remove(tmp, ec);
+    throw;
   }
-  group.barrier()->wait();
-  // Each rank writes its own elements of every parameter.
-  OutputFile out(tmp, OutputFile::Mode::existing);
-  std::vector<char> buf;
-  for (const ShardSpan& span : fsdp.spans()) {
-    const size_t index = span.param;
-    const int64_t first = span.param_offset;
-    const int64_t n = span.master.numel();
-    buf.resize(size_t(n) * esize);
-    cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
-    out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
-  }
-  out.sync_and_close();
   group.barrier()->wait();
   if (group.rank() == 0) fs::rename(tmp, path);
   group.barrier()->wait();
