@@ -109,6 +109,7 @@ void mpi_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* ou
 }
 
 void ring_reduce_scatter(const Comm& c, const void* in, DType in_dtype, float* out, size_t n) {
+  if (n == 0) return;  // nothing to reduce (and empty buffers may be null)
   const size_t esize = dtype_size(in_dtype);
   auto chunk = [&](int i) { return static_cast<const char*>(in) + size_t(i) * n * esize; };
   if (c.size == 1) return load_f32(out, chunk(0), in_dtype, n);

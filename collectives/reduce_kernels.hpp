@@ -22,6 +22,7 @@ inline void add_into(float* acc, const void* src, DType dtype, size_t n) {
 
 // dst[i] = src[i] widened to FP32.
 inline void load_f32(float* dst, const void* src, DType dtype, size_t n) {
+  if (n == 0) return;  // empty buffers may be null, which memcpy must not see
   if (dtype == DType::f32)
     std::memcpy(dst, src, n * 4);
   else
