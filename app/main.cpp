@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -18,6 +17,7 @@
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"
+#include "launch/names.hpp"
 #include "launch/rank_context.hpp"
 
 namespace {
@@ -144,25 +144,11 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
 
 // An unknown command word is named, with the closest command when one is near (a typo).
 std::string unknown_command_message(const std::string& word, const CLI::App& app) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-        diagonal = up;
-      }
-    }
-    return row[b.size()];
-  };
   std::string best, all;
   size_t best_distance = 3;  // at most two edits away
   for (const CLI::App* sub : app.get_subcommands({})) {
     all += (all.empty() ? "" : ", ") + sub->get_name();
-    const size_t d = distance(word, sub->get_name());
+    const size_t d = st::edit_distance(word, sub->get_name());
     if (d < best_distance) best_distance = d, best = sub->get_name();
   }
   return fmt::format("unknown command '{}'{}; the commands are {}", word,

@@ -1,13 +1,10 @@
 #include "bench/bench_scaling.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "bench/subprocess.hpp"

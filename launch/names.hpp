@@ -2,6 +2,8 @@
 // Parsing of the words that name enum values in configs and on the command line. Only launch/
 // parses text; the layers below take the enums. Each failure is an InputError naming `key` and
 // the accepted words.
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "collectives/process_group.hpp"
@@ -10,6 +12,9 @@
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
+
+// Levenshtein distance: how many one-character edits turn `a` into `b` (for "did you mean").
+size_t edit_distance(const std::string& a, const std::string& b);
 
 // "fp32" (also "f32", "float32") or "bf16" (also "bfloat16").
 DType parse_float_dtype(std::string_view text, std::string_view key);

@@ -21,11 +21,7 @@ namespace {
 using testing::data;
 using testing::max_weight_diff;
 using testing::test_config;
-
-MpiProcessGroup& world() {
-  static auto group = MpiProcessGroup::world();
-  return *group;
-}
+using testing::world;
 
 struct Mesh {
   std::string name;

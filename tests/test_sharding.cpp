@@ -23,11 +23,7 @@ namespace {
 using testing::data;
 using testing::max_weight_diff;
 using testing::test_config;
-
-MpiProcessGroup& world() {
-  static auto group = MpiProcessGroup::world();
-  return *group;
-}
+using testing::world;
 
 // What the tolerances below are measured against, printed by rank 0.
 void report(const char* what, double worst_loss_rel, double worst_weight) {

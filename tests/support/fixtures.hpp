@@ -7,11 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "collectives/mpi_process_group.hpp"
 #include "launch/config.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/local_trainer.hpp"
 
 namespace st::testing {
+
+// The world under mpirun, one per test binary.
+inline MpiProcessGroup& world() {
+  static auto group = MpiProcessGroup::world();
+  return *group;
+}
 
 inline Config test_config(std::vector<std::string> extra = {}) {
   std::vector<std::string> o = {
