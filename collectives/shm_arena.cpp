@@ -48,7 +48,10 @@ void ShmArena::reserve(size_t data_bytes) {
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
   }
-  const size_t capacity = std::max<size_t>(data_bytes, size_t(1) << 20);
+  // Segments are contiguous (rank r's starts where rank r-1's ends), so each is a whole number
+  // of cache lines: the next rank's header counters stay 8-byte aligned for atomic access
+  // (UBSan found them misaligned at 3 ranks with an odd size) and on their own lines.
+  const size_t capacity = (std::max<size_t>(data_bytes, size_t(1) << 20) + 63) / 64 * 64;
   char* base = nullptr;
   check_mpi(MPI_Win_allocate_shared(MPI_Aint(kHeaderBytes + capacity), 64, MPI_INFO_NULL,
                                     comm_.comm, &base, &win_),
