@@ -16,6 +16,7 @@
 
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "launch/bundled_configs.hpp"
 #include "launch/names.hpp"
 
@@ -287,23 +288,22 @@ std::vector<std::string> bundled_config_names() {
 }
 
 Config load_config(const std::string& source_in, const std::vector<std::string>& overrides) {
-  Config config;
   const std::string source = source_in.empty() ? "tiny" : source_in;
-  std::string text, where;
   const auto& bundled = bundled_configs();
-  if (auto it = bundled.find(source); it != bundled.end() && !std::filesystem::exists(source)) {
-    text = it->second;
-    where = "bundled config '" + source + "'";
-  } else {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(source, ec))
-      fail_input("--config: '{}' is neither a readable file nor a bundled config ({})", source,
-                 fmt::join(bundled_config_names(), ", "));
-    where = source;
-  }
+  if (auto it = bundled.find(source); it != bundled.end() && !std::filesystem::exists(source))
+    return parse_config(it->second, "bundled config '" + source + "'", overrides);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(source, ec))
+    fail_input("--config: '{}' is neither a readable file nor a bundled config ({})", source,
+               fmt::join(bundled_config_names(), ", "));
+  return parse_config(read_text_file(source), source, overrides);
+}
+
+Config parse_config(std::string_view text, const std::string& where,
+                    const std::vector<std::string>& overrides) {
+  Config config;
   try {
-    toml::table table = text.empty() ? toml::parse_file(source) : toml::parse(text, where);
-    apply_toml(config, table, where);
+    apply_toml(config, toml::parse(text, where), where);
   } catch (const toml::parse_error& e) {
     fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
                e.description());
@@ -330,21 +330,25 @@ void in_range(int64_t v, int64_t lo, int64_t hi, const char* key, const char* wh
   if (v < lo || v > hi) fail_input("{} = {} must be in [{}, {}] ({})", key, v, lo, hi, why);
 }
 
-void validate_model(const Config& c) {
+}  // namespace
+
+void validate_model_config(const GPTConfig& model) {
   // Bounds far beyond any model that trains here, so every size computed from them fits
   // 64 bits; the memory check at start-up then says whether the model fits the machine.
-  in_range(c.model.n_layer, 1, 1 << 16, "model.n_layer", "blocks");
-  in_range(c.model.n_embd, 1, 1 << 17, "model.n_embd", "the width");
-  in_range(c.model.n_head, 1, 1 << 17, "model.n_head", "attention heads");
-  in_range(c.model.block_size, 1, 1 << 20, "model.block_size", "the context length");
-  in_range(c.model.vocab_size, 1, 1 << 24, "model.vocab_size", "tokens");
-  if (c.model.n_embd % c.model.n_head != 0)
-    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.model.n_embd,
-               c.model.n_head);
-  if (c.model.vocab_size < kByteVocabSize)
+  in_range(model.n_layer, 1, 1 << 16, "model.n_layer", "blocks");
+  in_range(model.n_embd, 1, 1 << 17, "model.n_embd", "the width");
+  in_range(model.n_head, 1, 1 << 17, "model.n_head", "attention heads");
+  in_range(model.block_size, 1, 1 << 20, "model.block_size", "the context length");
+  in_range(model.vocab_size, 1, 1 << 24, "model.vocab_size", "tokens");
+  if (model.n_embd % model.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", model.n_embd,
+               model.n_head);
+  if (model.vocab_size < kByteVocabSize)
     fail_input("model.vocab_size = {} is too small for byte tokens; it must be at least {}",
-               c.model.vocab_size, kByteVocabSize);
+               model.vocab_size, kByteVocabSize);
 }
+
+namespace {
 
 void validate_training(const Config& c, int world_size) {
   if (!(c.data.val_fraction >= 0 && c.data.val_fraction < 1))
@@ -425,7 +429,7 @@ void validate_outputs(const Config& c, int world_size) {
 }  // namespace
 
 void validate_config(const Config& c, int world_size) {
-  validate_model(c);
+  validate_model_config(c.model);
   validate_training(c, world_size);
   validate_optimizer(c);
   validate_precision(c);

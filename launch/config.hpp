@@ -2,6 +2,7 @@
 // The configuration of a run: TOML file + `section.key=value` overrides, validated up front.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/process_group.hpp"
@@ -70,10 +71,16 @@ std::vector<std::string> bundled_config_names();
 // Loads `source` (a path, or the name of a bundled config; empty: "tiny"), then applies
 // overrides. Unknown keys, wrong types and bad values are InputErrors naming the key.
 Config load_config(const std::string& source, const std::vector<std::string>& overrides);
+// load_config's work once the TOML text is read (`where` names it in errors); the fuzz target
+// calls it with arbitrary bytes.
+Config parse_config(std::string_view text, const std::string& where,
+                    const std::vector<std::string>& overrides);
 
 // Range and consistency checks; those that need the world size (global_batch divisibility,
 // the mesh) only when `world_size` > 0.
 void validate_config(const Config& config, int world_size);
+// The [model] section's part of it (also for shapes read from checkpoints and config.json).
+void validate_model_config(const GPTConfig& model);
 
 // sharding.shard_degree x sharding.replicate_degree resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "collectives/agreement.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/file_io.hpp"
@@ -14,10 +15,12 @@
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/evaluate.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/names.hpp"
 #include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
+#include "sharding/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
@@ -36,21 +39,6 @@ struct LoadedModel {
   std::unique_ptr<FsdpRuntime> fsdp;
 };
 
-GPTConfig gpt_config_from(const nlohmann::json& j, const std::string& where) {
-  try {
-    GPTConfig c;
-    c.n_layer = j.at("n_layer").get<int64_t>();
-    c.n_embd = j.at("n_embd").get<int64_t>();
-    c.n_head = j.at("n_head").get<int64_t>();
-    c.block_size = j.contains("block_size") ? j.at("block_size").get<int64_t>()
-                                            : j.at("n_positions").get<int64_t>();
-    c.vocab_size = j.at("vocab_size").get<int64_t>();
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    fail_input("{}: {}", where, e.what());
-  }
-}
-
 // `param_dtype`: the compute dtype asked for, or nullopt for the file's own. `config` gives
 // the thread count (training.threads; commands without a config pass the defaults).
 void load_model(LoadedModel& m, const std::string& checkpoint, const std::string& weights,
@@ -59,23 +47,32 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
     fail_input("give exactly one of --checkpoint DIR and --weights FILE");
   use_threads(config, m.ranks.ranks_on_node);
   CheckpointInfo info;
-  if (!checkpoint.empty()) {
-    info = read_checkpoint_info(checkpoint);
-    m.config = gpt_config_from(info.meta.value("model", nlohmann::json()),
-                               fmt::format("checkpoint '{}': meta.model", checkpoint));
-    m.file_dtype = parse_float_dtype(
-        info.meta.value("precision", nlohmann::json::object()).value("param_dtype", "bf16"),
-        "checkpoint precision.param_dtype");
-  } else {
-    if (!fs::is_regular_file(weights)) fail_input("--weights: '{}' is not a file", weights);
-    const fs::path config_json = fs::path(weights).parent_path() / "config.json";
-    if (!fs::exists(config_json))
-      fail_input("'{}' is needed beside '{}' (the model's shape)", config_json.string(), weights);
-    const auto j = nlohmann::json::parse(read_text_file(config_json.string()), nullptr, false);
-    if (j.is_discarded()) fail_input("'{}' is not valid JSON", config_json.string());
-    m.config = gpt_config_from(j, fmt::format("'{}'", config_json.string()));
-    m.file_dtype = safetensors_dtype(weights);
-  }
+  // Read by every rank; a rank on another node may see another file, or none.
+  run_agreed(*m.ranks.group, [&] {
+    if (!checkpoint.empty()) {
+      info = read_checkpoint_info(checkpoint);
+      m.config = model_config_from_json(info.meta.value("model", nlohmann::json()),
+                                        fmt::format("checkpoint '{}': meta.model", checkpoint));
+      const nlohmann::json precision = info.meta.value("precision", nlohmann::json::object());
+      const nlohmann::json dtype = !precision.is_object()              ? nlohmann::json()
+                                   : precision.contains("param_dtype") ? precision["param_dtype"]
+                                                                       : nlohmann::json("bf16");
+      if (!dtype.is_string())
+        fail_input("checkpoint '{}': meta.precision.param_dtype = {} must be fp32 or bf16",
+                   checkpoint, dtype.dump());
+      m.file_dtype =
+          parse_float_dtype(dtype.get<std::string>(), "checkpoint precision.param_dtype");
+    } else {
+      if (!fs::is_regular_file(weights)) fail_input("--weights: '{}' is not a file", weights);
+      const fs::path config_json = fs::path(weights).parent_path() / "config.json";
+      if (!fs::exists(config_json))
+        fail_input("'{}' is needed beside '{}' (the model's shape)", config_json.string(), weights);
+      const std::string where = fmt::format("'{}'", config_json.string());
+      m.config = model_config_from_json(
+          parse_json_object(read_text_file(config_json.string()), where), where);
+      m.file_dtype = safetensors_dtype(weights);
+    }
+  });
   const DType dtype = param_dtype.value_or(m.file_dtype);
   m.model = std::make_unique<GPT>(m.config, dtype);
   FsdpOptions o;

@@ -3,6 +3,8 @@
 // Trainers, budgets and checkpoints see only the Model interface; a new model is added here
 // (see CONTRIBUTING.md).
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/model/model.hpp"
 #include "launch/config.hpp"
@@ -12,5 +14,14 @@ namespace st {
 // Parameter specs only (the meta picture): nothing is materialized until a sharder binds it.
 // Computes in precision.param_dtype.
 std::unique_ptr<Model> make_model(const Config& config);
+
+// The model shape stored in a JSON object (a checkpoint's meta.model, or Hugging Face's
+// config.json, where the context is `n_positions`), checked as the [model] keys are; an
+// InputError that starts with `where` otherwise.
+GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
+
+// When a config.json lies beside the safetensors file `weights`, it must describe `model`
+// (a file from a different model would otherwise load whatever tensors happen to match).
+void check_weights_config(const std::string& weights, const GPTConfig& model);
 
 }  // namespace st

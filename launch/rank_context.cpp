@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "collectives/agreement.hpp"
 #include "collectives/fake_process_group.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "collectives/mpi_runtime.hpp"
@@ -32,43 +33,19 @@ RankContext start_ranks() {
 }
 
 void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn) {
-  int code = 0;
-  std::string message;
-  try {
-    fn();
-  } catch (const InputError& e) {
-    code = 2;
-    message = e.what();
-  } catch (const std::exception& e) {
-    code = 1;
-    message = e.what();
-  } catch (...) {
-    code = 1;
-    message = "unknown exception";
-  }
-  // codes[r] = rank r's exit code (0: fine); one max-reduction tells every rank everything.
-  Tensor codes = Tensor::zeros("startup_status", {group.size()}, DType::i64);
-  codes.data<int64_t>()[group.rank()] = code;
-  group.all_reduce(codes, {.op = ReduceOp::max})->wait();
-  const int64_t* all = codes.data<int64_t>();
-  int first_failed = -1, failed = 0;
-  for (int r = 0; r < group.size(); ++r)
-    if (all[r] != 0) {
-      if (first_failed < 0) first_failed = r;
-      ++failed;
-    }
-  if (failed == 0) return;
-  if (group.rank() == first_failed) {
+  const std::optional<RankFailure> f = agree_on_failure(group, fn);
+  if (!f) return;
+  if (group.rank() == f->rank) {
     std::fflush(stdout);
-    const char* kind = code == 2 ? "error" : "failed";
-    if (failed == group.size())
-      fmt::print(stderr, "shardtrain: {}: {}\n", kind, message);
+    const char* kind = f->code == 2 ? "error" : "failed";
+    if (f->failed == group.size())
+      fmt::print(stderr, "shardtrain: {}: {}\n", kind, f->message);
     else
       fmt::print(stderr, "shardtrain: {} on rank {} of {}: {}\n", kind, group.rank(), group.size(),
-                 message);
+                 f->message);
     std::fflush(stderr);
   }
-  throw ExitQuietly{int(all[first_failed])};
+  throw ExitQuietly{f->code};
 }
 
 int run_after_startup(const std::function<int()>& fn) {

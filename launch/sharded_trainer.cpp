@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "collectives/agreement.hpp"
 #include "core/memory_stats.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
@@ -12,6 +13,7 @@
 #include "launch/model_factory.hpp"
 #include "launch/phase_clock.hpp"
 #include "optim/clip.hpp"
+#include "sharding/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
@@ -55,7 +57,13 @@ ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, Pr
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().shard, mesh_->node_map(), mesh_->shape().replicate);
   model_ = make_model(config);
-  check_budget_fits();  // before anything is allocated
+  // Checks whose outcome may differ between ranks (a file another node sees differently, this
+  // process's ulimit -v), agreed on before the next collective; before anything is allocated.
+  run_agreed(group, [&] {
+    if (!config.training.init_from.empty())
+      check_weights_config(config.training.init_from, config.model);
+    check_budget_fits();
+  });
   fsdp_ = std::make_unique<FsdpRuntime>(*model_, mesh_->shard_group(), fsdp_options(config),
                                         uint64_t(config.training.seed), mesh_->replica_group());
   if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
@@ -204,18 +212,27 @@ void ShardedTrainer::check_budget_fits() const {
   const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group_.rank())]));
   const MachineMemory machine = machine_memory();
   const double gib = 1024.0 * kMiB;
-  const double need = double(b.total()) * on_node;
-  const double have = double(machine.usable_bytes());
-  if (need <= have) return;
+  // The node's ranks share its RAM; ulimit -v bounds each process on its own.
+  const double node_need = double(b.total()) * on_node, ram = double(machine.physical_bytes);
+  const double limit = double(machine.address_space_limit);
+  std::string beyond;
+  if (node_need > ram)
+    beyond = fmt::format(
+        "x {} rank{} on this node = {:.2f} GiB, more than the {:.2f} GiB available "
+        "({})",
+        on_node, on_node == 1 ? "" : "s", node_need / gib, ram / gib, machine.describe());
+  else if (limit > 0 && double(b.total()) > limit)
+    beyond = fmt::format("on this rank, more than the {:.2f} GiB available to it ({})", limit / gib,
+                         machine.describe());
+  else
+    return;
   fail_input(
       "the memory budget is {:.2f} GiB per rank (shards {:.2f} + optimizer {:.2f} + unsharded "
-      "{:.2f} + activations {:.2f}) x {} rank{} on this node = {:.2f} GiB, more than the {:.2f} "
-      "GiB available ({}). Reduce the model (model.n_layer, model.n_embd, model.vocab_size), the "
-      "activations (training.global_batch, training.seq_len, or more training.micro_batches), "
-      "or shard over more ranks (sharding.shard_degree)",
+      "{:.2f} + activations {:.2f}) {}. Reduce the model (model.n_layer, model.n_embd, "
+      "model.vocab_size), the activations (training.global_batch, training.seq_len, or more "
+      "training.micro_batches), or shard over more ranks (sharding.shard_degree)",
       double(b.total()) / gib, double(b.master_and_grad) / gib, double(b.optimizer_state) / gib,
-      double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, on_node,
-      on_node == 1 ? "" : "s", need / gib, have / gib, machine.describe());
+      double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, beyond);
 }
 
 Traffic ShardedTrainer::traffic() const {
@@ -290,8 +307,44 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   return path;
 }
 
+namespace {
+
+// The training position in the caller's meta must be the one the manifest's step implies: a
+// resumed run takes its optimizer step count and data position from it.
+void check_position(const CheckpointInfo& info) {
+  const std::string where = fmt::format("checkpoint '{}': meta", info.path);
+  auto integer = [&](const char* section, const char* key, int64_t lo, int64_t hi) {
+    const nlohmann::json& s = info.meta.value(section, nlohmann::json());
+    if (!s.is_object() || !s.contains(key)) fail_input("{}.{}.{} is missing", where, section, key);
+    return json_int(s[key], fmt::format("{}.{}.{}", where, section, key), lo, hi);
+  };
+  const int64_t step = info.step;
+  const int64_t batch = integer("training", "global_batch", 1, int64_t(1) << 24);
+  const std::pair<int64_t, const char*> positions[] = {
+      {integer("optimizer", "steps_taken", 0, INT64_MAX), "optimizer.steps_taken"},
+      {integer("schedule", "step", 0, INT64_MAX), "schedule.step"},
+      {integer("data", "next_sample", 0, INT64_MAX) / batch, "data.next_sample / global_batch"}};
+  for (const auto& [value, name] : positions)
+    if (value != step)
+      fail_input("{}.{} = {} disagrees with the manifest's step {}", where, name, value, step);
+  if (integer("data", "next_sample", 0, INT64_MAX) % batch != 0)
+    fail_input("{}.data.next_sample is not a whole number of training.global_batch = {}", where,
+               batch);
+}
+
+}  // namespace
+
 int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
-  const CheckpointInfo info = read_checkpoint_info(path);
+  CheckpointInfo info;
+  run_agreed(group_, [&] { check_checkpoint(path, info); });
+  st::load_checkpoint(info, *fsdp_, checkpoint_states());
+  optimizer_->set_steps_taken(info.step);  // check_position: steps_taken == step
+  return info.step;
+}
+
+void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& info) const {
+  info = read_checkpoint_info(path);
+  check_position(info);
   const nlohmann::json want = checkpoint_meta(info.step);
   // The architecture and the optimizer must be the ones saved; name the first difference.
   for (const char* section : {"model", "optimizer"})
@@ -303,9 +356,6 @@ int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
                    saved.contains(key) ? saved[key].dump() : "nothing", value.dump());
     }
   check_checkpoint_layout(info, *fsdp_);
-  st::load_checkpoint(info, *fsdp_, checkpoint_states());
-  optimizer_->set_steps_taken(info.meta["optimizer"].value("steps_taken", info.step));
-  return info.step;
 }
 
 }  // namespace st

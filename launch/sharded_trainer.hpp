@@ -67,6 +67,9 @@ class ShardedTrainer {
   int64_t load_checkpoint(const std::string& path);
 
  private:
+  // Reads `path`'s manifest into `info` and checks it against this run: the training position,
+  // the model and optimizer it was saved with, the layout. Local: run inside an agreement.
+  void check_checkpoint(const std::string& path, CheckpointInfo& info) const;
   // This rank's rows of micro-batch `micro` of step `step`'s global batch.
   Batch rows_of(int64_t step, int64_t micro) const;
   double forward_backward(int64_t step, int64_t micro, StepStats& s);

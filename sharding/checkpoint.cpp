@@ -10,14 +10,13 @@
 #include <memory>
 #include <thread>
 
+#include "collectives/agreement.hpp"
 #include "core/file_io.hpp"
 
 namespace st {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kFormat = "shardtrain-checkpoint";
-constexpr int kVersion = 1;
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kComplete = "COMPLETE";
 
@@ -90,50 +89,39 @@ Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLay
   return sums;
 }
 
-// The manifest: format, step, world, caller's meta, the layout, and every file's size and
-// checksum (`all_sums`: write_rank_files' sums of every rank, rank after rank).
-nlohmann::json make_manifest(int64_t step, int world, const nlohmann::json& meta,
-                             const FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
-                             const Tensor& all_sums) {
-  nlohmann::json manifest = {{"format", kFormat},
-                             {"version", kVersion},
-                             {"step", step},
-                             {"world_size", world},
-                             {"meta", meta},
-                             {"states", nlohmann::json::array()},
-                             {"units", nlohmann::json::array()},
-                             {"params", nlohmann::json::array()},
-                             {"files", nlohmann::json::array()}};
-  for (const ShardedState& s : states) manifest["states"].push_back(s.name);
+// The manifest: step, world, caller's meta, the layout, and every file's size and checksum
+// (`all_sums`: write_rank_files' sums of every rank, rank after rank).
+CheckpointManifest make_manifest(int64_t step, int world, const nlohmann::json& meta,
+                                 const FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
+                                 const Tensor& all_sums) {
+  CheckpointManifest m;
+  m.step = step;
+  m.world_size = world;
+  m.meta = meta;
+  for (const ShardedState& s : states) m.states.push_back(s.name);
   const auto& specs = fsdp.model().param_specs();
   for (const UnitLayout& u : fsdp.units()) {
-    manifest["units"].push_back(
-        {{"name", u.name}, {"numel", u.numel}, {"shard_numel", u.shard_numel}});
+    m.units.push_back({u.name, u.numel, u.shard_numel});
     for (size_t k = 0; k < u.params.size(); ++k)
-      manifest["params"].push_back({{"name", specs[u.params[k]].name},
-                                    {"shape", specs[u.params[k]].shape},
-                                    {"unit", u.unit},
-                                    {"flat_offset", u.flat_offsets[k]}});
+      m.params.push_back(
+          {specs[u.params[k]].name, specs[u.params[k]].shape, u.unit, u.flat_offsets[k]});
   }
   const size_t n = states.size();
   const uint64_t* v = all_sums.data<uint64_t>();
   for (int r = 0; r < world; ++r)
     for (size_t s = 0; s < n; ++s) {
       const uint64_t* sum = v + (size_t(r) * n + s) * 2;
-      manifest["files"].push_back({{"file", checkpoint_file_name(states[s].name, r)},
-                                   {"state", states[s].name},
-                                   {"rank", r},
-                                   {"bytes", sum[0]},
-                                   {"xxh64", fmt::format("{:016x}", sum[1])}});
+      m.files.push_back({checkpoint_file_name(states[s].name, r), states[s].name, r,
+                         int64_t(sum[0]), fmt::format("{:016x}", sum[1])});
     }
-  return manifest;
+  return m;
 }
 
 // Rank 0, after every file is written: the manifest, then the atomic rename, then the
 // COMPLETE marker, then only the newest `keep` complete checkpoints remain.
 void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& final_dir,
-             const nlohmann::json& manifest, int keep) {
-  write_text_file((tmp_dir / kManifest).string(), manifest.dump(1));
+             const CheckpointManifest& manifest, int keep) {
+  write_text_file((tmp_dir / kManifest).string(), manifest_text(manifest));
   sync_directory(tmp_dir.string());
   // Replace an existing checkpoint of the same step only once the new one is whole.
   const fs::path old_dir = root / fmt::format(".{}.old", final_dir.filename().string());
@@ -152,10 +140,6 @@ void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& fina
 
 std::string checkpoint_path(const std::string& root, int64_t step) {
   return (fs::path(root) / step_dir_name(step)).string();
-}
-
-std::string checkpoint_file_name(const std::string& state, int rank) {
-  return fmt::format("{}.rank-{:05}.bin", state, rank);
 }
 
 std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
@@ -207,17 +191,6 @@ std::string latest_checkpoint(const std::string& root) {
   return complete.empty() ? std::string() : complete.back();
 }
 
-namespace {
-
-const nlohmann::json& field(const nlohmann::json& obj, const char* key, const std::string& where,
-                            const std::string& manifest_path) {
-  if (!obj.is_object() || !obj.contains(key))
-    fail_input("'{}': {} has no '{}'", manifest_path, where, key);
-  return obj.at(key);
-}
-
-}  // namespace
-
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   const fs::path dir(path);
   const std::string manifest_path = (dir / kManifest).string();
@@ -230,109 +203,26 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     fail_input("checkpoint '{}' has no {} marker: it was not completely written", path, kComplete);
   }
   CheckpointInfo info;
+  static_cast<CheckpointManifest&>(info) =
+      parse_checkpoint_manifest(read_text_file(manifest_path), fmt::format("'{}'", manifest_path));
   info.path = path;
-  info.manifest = nlohmann::json::parse(read_text_file(manifest_path), nullptr, false);
-  const nlohmann::json& m = info.manifest;
-  if (m.is_discarded() || !m.is_object()) fail_input("'{}' is not valid JSON", manifest_path);
-  auto field = [&](const nlohmann::json& obj, const char* key, const std::string& where) {
-    return st::field(obj, key, where, manifest_path);
-  };
-  try {
-    if (field(m, "format", "the manifest") != kFormat)
-      fail_input("'{}' is not a shardtrain checkpoint manifest", manifest_path);
-    if (field(m, "version", "the manifest") != kVersion)
-      fail_input("'{}': checkpoint format version {} is not supported (this build reads {})",
-                 manifest_path, field(m, "version", "the manifest").dump(), kVersion);
-    info.step = field(m, "step", "the manifest").get<int64_t>();
-    info.world_size = field(m, "world_size", "the manifest").get<int>();
-    info.meta = field(m, "meta", "the manifest");
-    if (info.world_size < 1 || info.step < 0)
-      fail_input("'{}': world_size {} or step {} out of range", manifest_path, info.world_size,
-                 info.step);
-  } catch (const nlohmann::json::exception& e) {
-    fail_input("'{}': {}", manifest_path, e.what());
-  }
   return info;
 }
 
 void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp) {
-  const nlohmann::json& m = info.manifest;
-  const std::string manifest_path = (fs::path(info.path) / kManifest).string();
-  auto field = [&](const nlohmann::json& obj, const char* key, const std::string& where) {
-    return st::field(obj, key, where, manifest_path);
-  };
-  try {
-    const auto& units = fsdp.units();
-    const auto& specs = fsdp.model().param_specs();
-    const auto& munits = field(m, "units", "the manifest");
-    if (!munits.is_array() || munits.size() != units.size())
-      fail_input("'{}': the checkpoint has {} units, this model {}", manifest_path,
-                 munits.is_array() ? munits.size() : 0, units.size());
-    for (size_t u = 0; u < units.size(); ++u) {
-      const std::string where = fmt::format("units[{}]", u);
-      const int64_t numel = field(munits[u], "numel", where).get<int64_t>();
-      const int64_t shard = field(munits[u], "shard_numel", where).get<int64_t>();
-      if (numel != units[u].numel)
-        fail_input("'{}': {} ('{}') has {} elements, this model's has {}", manifest_path, where,
-                   units[u].name, numel, units[u].numel);
-      if (shard != (numel + info.world_size - 1) / info.world_size)
-        fail_input("'{}': {}.shard_numel = {} does not split {} elements over {} ranks",
-                   manifest_path, where, shard, numel, info.world_size);
-    }
-    const auto& mparams = field(m, "params", "the manifest");
-    if (!mparams.is_array() || mparams.size() != specs.size())
-      fail_input("'{}': the checkpoint has {} parameters, this model {}", manifest_path,
-                 mparams.is_array() ? mparams.size() : 0, specs.size());
-    size_t k = 0;
-    for (const UnitLayout& u : units)
-      for (size_t j = 0; j < u.params.size(); ++j, ++k) {
-        const ParamSpec& spec = specs[u.params[j]];
-        const std::string where = fmt::format("params[{}]", k);
-        const std::string name = field(mparams[k], "name", where).get<std::string>();
-        if (name != spec.name)
-          fail_input("'{}': {} is '{}' where this model has '{}'", manifest_path, where, name,
-                     spec.name);
-        if (field(mparams[k], "shape", where).get<Shape>() != spec.shape)
-          fail_input("'{}': '{}' has shape {} in the checkpoint and {} in this model",
-                     manifest_path, name, field(mparams[k], "shape", where).dump(),
-                     shape_string(spec.shape));
-        if (field(mparams[k], "unit", where).get<int>() != u.unit ||
-            field(mparams[k], "flat_offset", where).get<int64_t>() != u.flat_offsets[j])
-          fail_input(
-              "'{}': '{}' sits at unit {} offset {} in the checkpoint, not at unit {} "
-              "offset {} as in this model",
-              manifest_path, name, field(mparams[k], "unit", where).dump(),
-              field(mparams[k], "flat_offset", where).dump(), u.unit, u.flat_offsets[j]);
-      }
-    const auto& files = field(m, "files", "the manifest");
-    const auto& states = field(m, "states", "the manifest");
-    if (!files.is_array() || !states.is_array() ||
-        files.size() != states.size() * size_t(info.world_size))
-      fail_input("'{}': expected {} files ({} states x {} ranks)", manifest_path,
-                 states.size() * size_t(info.world_size), states.size(), info.world_size);
-    for (size_t i = 0; i < files.size(); ++i) {
-      const std::string where = fmt::format("files[{}]", i);
-      const std::string want = checkpoint_file_name(states[i % states.size()].get<std::string>(),
-                                                    int(i / states.size()));
-      if (field(files[i], "file", where) != want)
-        fail_input("'{}': {} should be '{}'", manifest_path, where, want);
-      field(files[i], "bytes", where).get<uint64_t>();
-      field(files[i], "xxh64", where).get<std::string>();
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail_input("'{}': {}", manifest_path, e.what());
-  }
+  check_manifest_layout(info, fsdp.units(), fsdp.model().param_specs(),
+                        fmt::format("'{}'", (fs::path(info.path) / kManifest).string()));
 }
 
 namespace {
 
 enum class FileStatus : int64_t { ok, missing, wrong_size, bad_checksum };
 
-FileStatus check_file(const std::string& path, int64_t file_bytes, const nlohmann::json& entry) {
+FileStatus check_file(const std::string& path, const ManifestFile& entry) {
   if (!fs::exists(path)) return FileStatus::missing;
   InputFile f(path);
-  if (f.size() != file_bytes || entry["bytes"].get<int64_t>() != file_bytes)
-    return FileStatus::wrong_size;
+  const int64_t file_bytes = entry.bytes;
+  if (f.size() != file_bytes) return FileStatus::wrong_size;
   XXH64_state_t* hash = XXH64_createState();
   XXH64_reset(hash, 0);
   std::vector<char> buf(size_t(8) << 20);
@@ -341,23 +231,24 @@ FileStatus check_file(const std::string& path, int64_t file_bytes, const nlohman
     f.read_at(buf.data(), len, off);
     XXH64_update(hash, buf.data(), len);
   }
-  const bool good = fmt::format("{:016x}", XXH64_digest(hash)) == entry["xxh64"].get<std::string>();
+  const bool good = fmt::format("{:016x}", XXH64_digest(hash)) == entry.xxh64;
   XXH64_freeState(hash);
   return good ? FileStatus::ok : FileStatus::bad_checksum;
 }
 
 // Verifies every file's size and checksum before any is used; file i is read by rank
 // i % world, and one integer max all-reduce tells every rank every file's status.
-void verify_files(const CheckpointInfo& info, ProcessGroup& group, int64_t file_bytes) {
-  const auto& files = info.manifest["files"];
+void verify_files(const CheckpointInfo& info, ProcessGroup& group) {
+  const auto& files = info.files;
   const fs::path dir(info.path);
   Tensor status = Tensor::zeros("checkpoint.status", {int64_t(files.size())}, DType::i64);
-  for (size_t i = size_t(group.rank()); i < files.size(); i += size_t(group.size()))
-    status.data<int64_t>()[i] = int64_t(
-        check_file((dir / files[i]["file"].get<std::string>()).string(), file_bytes, files[i]));
+  run_agreed(group, [&] {  // an unreadable file fails on its reader alone
+    for (size_t i = size_t(group.rank()); i < files.size(); i += size_t(group.size()))
+      status.data<int64_t>()[i] = int64_t(check_file((dir / files[i].file).string(), files[i]));
+  });
   group.all_reduce(status, {.op = ReduceOp::max})->wait();
   for (size_t i = 0; i < files.size(); ++i) {
-    const std::string path = (dir / files[i]["file"].get<std::string>()).string();
+    const std::string path = (dir / files[i].file).string();
     switch (FileStatus(status.data<int64_t>()[i])) {
       case FileStatus::ok:
         break;
@@ -367,7 +258,7 @@ void verify_files(const CheckpointInfo& info, ProcessGroup& group, int64_t file_
         fail_input(
             "checkpoint file '{}' has the wrong size (expected {} bytes): truncated or "
             "not from this checkpoint",
-            path, file_bytes);
+            path, files[i].bytes);
       case FileStatus::bad_checksum:
         fail_input("checkpoint file '{}' fails its xxh64 checksum: it is corrupt", path);
     }
@@ -415,18 +306,19 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   ProcessGroup& group = fsdp.group();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
-  const nlohmann::json& m = info.manifest;
   std::vector<int64_t> old_shard;
-  for (const auto& u : m["units"]) old_shard.push_back(u["shard_numel"].get<int64_t>());
-  const std::vector<std::string> state_names = m["states"].get<std::vector<std::string>>();
+  for (const ManifestUnit& u : info.units) old_shard.push_back(u.shard_numel);
+  const std::vector<std::string>& state_names = info.states;
   for (const ShardedState& s : states)
     if (std::find(state_names.begin(), state_names.end(), s.name) == state_names.end())
       fail_input("checkpoint '{}' holds no '{}' state (it has {})", info.path, s.name,
                  nlohmann::json(state_names).dump());
-  verify_files(info, group, unit_file_offsets(old_shard).back() * int64_t(sizeof(float)));
-  for (const ShardedState& state : states)
-    read_state(info, state, group.rank(), fsdp.units(), spans, old_shard);
-  group.barrier()->wait();
+  verify_files(info, group);
+  // A non-finite value or a failed read is found by one rank; every rank reports it.
+  run_agreed(group, [&] {
+    for (const ShardedState& state : states)
+      read_state(info, state, group.rank(), fsdp.units(), spans, old_shard);
+  });
 }
 
 }  // namespace st

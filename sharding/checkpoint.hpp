@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sharding/checkpoint_manifest.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
@@ -18,12 +19,9 @@ struct ShardedState {
   std::vector<Tensor> spans;  // FP32; span k has as many elements as spans()[k]
 };
 
-struct CheckpointInfo {
+// A complete checkpoint's directory and its checked manifest.
+struct CheckpointInfo : CheckpointManifest {
   std::string path;
-  int64_t step = 0;     // steps completed when it was saved
-  int world_size = 0;   // ranks that saved it
-  nlohmann::json meta;  // what the caller stored (config, optimizer, data position)
-  nlohmann::json manifest;
 };
 
 struct SaveOptions {
@@ -44,11 +42,9 @@ std::string checkpoint_path(const std::string& root, int64_t step);
 std::vector<std::string> complete_checkpoints(const std::string& root);
 // The newest complete checkpoint directly under `root`, or "" when there is none.
 std::string latest_checkpoint(const std::string& root);
-// The file that rank `rank` writes for state `state` inside a checkpoint directory.
-std::string checkpoint_file_name(const std::string& state, int rank);
 
-// Reads a checkpoint's manifest and checks its format, version and completion marker; an
-// InputError naming the file or key otherwise.
+// Reads a checkpoint's manifest and checks its completion marker and every field
+// (parse_checkpoint_manifest); an InputError naming the file or key otherwise.
 CheckpointInfo read_checkpoint_info(const std::string& path);
 // Checks the manifest's layout against `fsdp`'s model: parameter names, shapes, units, flat
 // offsets, shard sizes and the file list; an InputError naming the key otherwise.

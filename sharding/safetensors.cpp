@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "collectives/agreement.hpp"
 #include "core/file_io.hpp"
 #include "core/ops/elementwise.hpp"
+#include "sharding/json_parse.hpp"
 
 namespace st {
 namespace {
@@ -19,32 +22,31 @@ const char* st_dtype(DType d) {
   return d == DType::bf16 ? "BF16" : "F32";
 }
 
-struct Header {
-  nlohmann::json json;
-  int64_t data_start = 0;  // 8 + header length
-  int64_t file_size = 0;
-};
+// A safetensors header above this is refused before it is read (GPT-2 XL's is ~100 KiB).
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
-Header read_header(const std::string& path) {
+SafetensorsHeader read_header(const std::string& path) {
   InputFile f(path);
-  Header h;
-  h.file_size = f.size();
+  const int64_t file_size = f.size();
+  if (file_size < 8) fail_input("'{}' is not a safetensors file (too short)", path);
+  std::string bytes(8, '\0');
+  f.read_at(bytes.data(), 8, 0);
   uint64_t n = 0;
-  if (h.file_size < 8) fail_input("'{}' is not a safetensors file (too short)", path);
-  f.read_at(&n, 8, 0);
-  if (n > uint64_t(h.file_size - 8) || n > (uint64_t(100) << 20))
-    fail_input("'{}': safetensors header length {} does not fit the file", path, n);
-  std::string text(size_t(n), '\0');
-  f.read_at(text.data(), text.size(), 8);
-  h.json = nlohmann::json::parse(text, nullptr, false);
-  if (h.json.is_discarded() || !h.json.is_object())
-    fail_input("'{}': the safetensors header is not a JSON object", path);
-  h.data_start = 8 + int64_t(n);
-  return h;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n <= std::min(uint64_t(file_size - 8), kMaxHeaderBytes)) {
+    bytes.resize(8 + size_t(n));
+    f.read_at(bytes.data() + 8, size_t(n), 8);
+  }
+  return parse_safetensors_header(path, bytes, file_size);
 }
 
 DType parse_dtype(const std::string& path, const std::string& name, const nlohmann::json& t) {
-  const std::string d = t.value("dtype", "");
+  if (!t.is_object()) fail_input("'{}': tensor '{}' is not a JSON object", path, name);
+  const auto it = t.find("dtype");
+  if (it == t.end() || !it->is_string())
+    fail_input("'{}': tensor '{}' has dtype {} where a string (F32 or BF16) belongs", path, name,
+               it == t.end() ? "missing" : it->dump());
+  const std::string d = it->get<std::string>();
   if (d == "F32") return DType::f32;
   if (d == "BF16") return DType::bf16;
   fail_input("'{}': tensor '{}' has dtype '{}'; shardtrain reads F32 and BF16", path, name, d);
@@ -109,86 +111,106 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
 }
 
 DType safetensors_dtype(const std::string& path) {
-  const Header h = read_header(path);
+  const SafetensorsHeader h = read_header(path);
   for (auto& [name, t] : h.json.items())
     if (name != "__metadata__") return parse_dtype(path, name, t);
   fail_input("'{}' holds no tensors", path);
 }
 
-DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
-  const Header h = read_header(path);
-  const auto& specs = fsdp.model().param_specs();
-  DType file_dtype = DType::f32;
-  bool first_dtype = true;
-  // Check every parameter's entry before reading anything.
-  std::vector<int64_t> begin(specs.size());
-  std::vector<DType> dtypes(specs.size());
+SafetensorsHeader parse_safetensors_header(const std::string& path, std::string_view bytes,
+                                           int64_t file_size) {
+  if (file_size < 8 || bytes.size() < 8)
+    fail_input("'{}' is not a safetensors file (too short)", path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > uint64_t(file_size - 8) || n > kMaxHeaderBytes || bytes.size() - 8 < n)
+    fail_input("'{}': safetensors header length {} does not fit the file", path, n);
+  SafetensorsHeader h;
+  h.json = parse_json_object(bytes.substr(8, size_t(n)), fmt::format("'{}': the header", path));
+  h.data_start = 8 + int64_t(n);
+  h.file_size = file_size;
+  return h;
+}
+
+SafetensorsLayout check_safetensors_layout(const std::string& path, const SafetensorsHeader& h,
+                                           const std::vector<ParamSpec>& specs) {
+  SafetensorsLayout layout{std::vector<int64_t>(specs.size()), std::vector<DType>(specs.size())};
+  const int64_t data_bytes = h.file_size - h.data_start;
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string& name = specs[i].name;
     if (!h.json.contains(name))
       fail_input("'{}' has no tensor '{}' (the model needs every parameter)", path, name);
-    const auto& t = h.json[name];
-    dtypes[i] = parse_dtype(path, name, t);
-    if (first_dtype) file_dtype = dtypes[i], first_dtype = false;
-    Shape shape;
-    try {
-      shape = t.at("shape").get<Shape>();
-      const auto off = t.at("data_offsets").get<std::vector<int64_t>>();
-      if (off.size() != 2) throw std::runtime_error("data_offsets needs two numbers");
-      begin[i] = off[0];
-      const int64_t bytes = specs[i].numel() * int64_t(dtype_size(dtypes[i]));
-      if (shape == specs[i].shape &&
-          (off[1] - off[0] != bytes || off[0] < 0 || h.data_start + off[1] > h.file_size))
-        fail_input("'{}': tensor '{}' has data_offsets [{}, {}] outside the file or not {} bytes",
-                   path, name, off[0], off[1], bytes);
-    } catch (const std::exception& e) {
-      if (dynamic_cast<const InputError*>(&e)) throw;
-      fail_input("'{}': tensor '{}': {}", path, name, e.what());
-    }
+    const auto& t = h.json.at(name);
+    layout.dtypes[i] = parse_dtype(path, name, t);
+    const std::string where = fmt::format("'{}': tensor '{}'", path, name);
+    if (!t.contains("shape") || !t.contains("data_offsets"))
+      fail_input("{} needs 'shape' and 'data_offsets'", where);
+    const Shape shape = json_int_array(t["shape"], where + " shape", 0, INT64_MAX);
     if (shape != specs[i].shape)
-      fail_input("'{}': tensor '{}' has shape {} but the model needs {}", path, name,
-                 shape_string(shape), shape_string(specs[i].shape));
+      fail_input("{} has shape {} but the model needs {}", where, shape_string(shape),
+                 shape_string(specs[i].shape));
+    const auto off = json_int_array(t["data_offsets"], where + " data_offsets", 0, data_bytes);
+    const int64_t bytes = specs[i].numel() * int64_t(dtype_size(layout.dtypes[i]));
+    if (off.size() != 2 || off[1] - off[0] != bytes)
+      fail_input(
+          "{} has data_offsets {} where [begin, begin + {}] inside the {} data bytes "
+          "belongs",
+          where, t["data_offsets"].dump(), bytes, data_bytes);
+    layout.begin[i] = off[0];
   }
   // Every tensor the file holds is one the model has, and their byte ranges do not overlap.
-  std::vector<std::pair<int64_t, std::string>> starts;
-  for (auto& [name, t] : h.json.items()) {
+  std::vector<std::pair<int64_t, size_t>> starts;  // (begin, parameter index)
+  for (auto entry = h.json.begin(); entry != h.json.end(); ++entry) {
+    const std::string& name = entry.key();
     if (name == "__metadata__") continue;
     const auto it = std::find_if(specs.begin(), specs.end(),
                                  [&](const ParamSpec& s) { return s.name == name; });
     if (it == specs.end())
       fail_input("'{}' holds tensor '{}', which this model does not have (a different model?)",
                  path, name);
-    starts.emplace_back(begin[size_t(it - specs.begin())], name);
+    starts.emplace_back(layout.begin[size_t(it - specs.begin())], size_t(it - specs.begin()));
   }
   std::sort(starts.begin(), starts.end());
   for (size_t k = 1; k < starts.size(); ++k) {
-    const auto& [prev_begin, prev_name] = starts[k - 1];
-    const auto it = std::find_if(specs.begin(), specs.end(),
-                                 [&](const ParamSpec& s) { return s.name == prev_name; });
-    const size_t i = size_t(it - specs.begin());
-    const int64_t prev_end = prev_begin + specs[i].numel() * int64_t(dtype_size(dtypes[i]));
+    const size_t prev = starts[k - 1].second;
+    const int64_t prev_end =
+        starts[k - 1].first + specs[prev].numel() * int64_t(dtype_size(layout.dtypes[prev]));
     if (starts[k].first < prev_end)
-      fail_input("'{}': tensors '{}' and '{}' overlap in the file", path, prev_name,
-                 starts[k].second);
+      fail_input("'{}': tensors '{}' and '{}' overlap in the file", path, specs[prev].name,
+                 specs[starts[k].second].name);
   }
-  InputFile f(path);
-  std::vector<char> buf;
-  for (const ShardSpan& span : fsdp.spans()) {
-    const size_t index = span.param;
-    const int64_t first = span.param_offset;
-    const int64_t n = span.master.numel();
-    const size_t esize = dtype_size(dtypes[index]);
-    buf.resize(size_t(n) * esize);
-    f.read_at(buf.data(), buf.size(), h.data_start + begin[index] + first * int64_t(esize));
-    cast(buf.data(), dtypes[index], span.master.raw(), DType::f32, size_t(n));
-    const float* v = span.master.data<float>();
-    for (int64_t k = 0; k < n; ++k)
-      if (!std::isfinite(v[k]))
-        fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}", path,
-                   specs[index].name, v[k], first + k);
-  }
-  fsdp.group().barrier()->wait();
-  return file_dtype;
+  return layout;
+}
+
+DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
+  const auto& specs = fsdp.model().param_specs();
+  SafetensorsHeader h;
+  SafetensorsLayout layout;
+  run_agreed(fsdp.group(), [&] {  // a rank on another node may see another file, or none
+    h = read_header(path);
+    layout = check_safetensors_layout(path, h, specs);
+  });
+  // A non-finite value or a failed read is found by one rank; every rank reports it.
+  run_agreed(fsdp.group(), [&] {
+    InputFile f(path);
+    std::vector<char> buf;
+    for (const ShardSpan& span : fsdp.spans()) {
+      const size_t index = span.param;
+      const int64_t first = span.param_offset;
+      const int64_t n = span.master.numel();
+      const size_t esize = dtype_size(layout.dtypes[index]);
+      buf.resize(size_t(n) * esize);
+      f.read_at(buf.data(), buf.size(),
+                h.data_start + layout.begin[index] + first * int64_t(esize));
+      cast(buf.data(), layout.dtypes[index], span.master.raw(), DType::f32, size_t(n));
+      const float* v = span.master.data<float>();
+      for (int64_t k = 0; k < n; ++k)
+        if (!std::isfinite(v[k]))
+          fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}", path,
+                     specs[index].name, v[k], first + k);
+    }
+  });
+  return layout.dtypes.empty() ? DType::f32 : layout.dtypes[0];
 }
 
 }  // namespace st

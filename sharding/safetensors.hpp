@@ -2,11 +2,41 @@
 // safetensors files of the whole model, written and read in parallel by the ranks: each rank
 // writes (pwrite) and reads (pread) only the elements of its own shards, so no rank ever holds
 // the whole model. Names and layouts are the model's (for GPT: Hugging Face GPT-2's).
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
+
+// A safetensors file's header, parsed and checked as a whole before any tensor is read.
+struct SafetensorsHeader {
+  nlohmann::json json;     // the tensors (and __metadata__)
+  int64_t data_start = 0;  // 8 + the header's length
+  int64_t file_size = 0;
+};
+
+// Where each of a model's parameters lies in a file: its first byte after data_start, and the
+// dtype it is stored in; indexed like the ParamSpecs.
+struct SafetensorsLayout {
+  std::vector<int64_t> begin;
+  std::vector<DType> dtypes;
+};
+
+// `bytes` is the start of the file `path` (at least 8 bytes plus the header; the fuzz target
+// passes a whole file), `file_size` its size. Checks the length field, JSON validity and
+// duplicate keys; an InputError naming `path` otherwise.
+SafetensorsHeader parse_safetensors_header(const std::string& path, std::string_view bytes,
+                                           int64_t file_size);
+
+// Checks the header against the model's parameters before anything is read: every parameter
+// present with its shape and an F32/BF16 dtype, offsets inside the file and of the right
+// length, no tensor the model lacks, no two tensors overlapping. An InputError naming the
+// file and the tensor otherwise.
+SafetensorsLayout check_safetensors_layout(const std::string& path, const SafetensorsHeader& h,
+                                           const std::vector<ParamSpec>& specs);
 
 // Collective. Writes every parameter of `fsdp`'s model from the FP32 master shards, as F32 or
 // BF16 (`dtype`), to `path` (through `path`.tmp, renamed when complete). `metadata` goes into

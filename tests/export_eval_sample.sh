@@ -53,6 +53,14 @@ header=$(od -An -tu8 -N8 "$dir/hf/nan.safetensors" | tr -d ' ')
 printf '\x00\x00\xc0\x7f' | dd of="$dir/hf/nan.safetensors" bs=1 seek=$((8 + header)) conv=notrunc 2> /dev/null
 expect2 "nan.safetensors': tensor 'transformer.wte.weight' holds a non-finite value (nan) at element 0" \
   "$st" eval --weights "$dir/hf/nan.safetensors" "${model[@]}"
+# The config.json beside weights must describe the model they initialize; a hand-edited
+# manifest is refused by its checksum.
+expect2 "config.json' (beside '$dir/hf/model.safetensors') says n_layer = 2, but this run has model.n_layer = 1" \
+  "$st" train "${model[@]}" model.n_layer=1 training.max_steps=1 "training.init_from=$dir/hf/model.safetensors"
+cp -r "$ckpt" "$dir/edited"
+sed -i 's/"step": 4/"step": 3/' "$dir/edited/manifest.json"
+expect2 "manifest.json': the manifest does not match its own checksum" \
+  "$st" eval --checkpoint "$dir/edited" "${model[@]}"
 
 # Sampling is a function of the seed, whatever the world size.
 s1=$("$st" sample --checkpoint "$ckpt" --prompt "The " --tokens 40 --seed 5) || fail "sample: $s1"

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "collectives/mpi_process_group.hpp"
@@ -204,13 +206,54 @@ TEST_F(CorruptCheckpoint, MissingRankFile) {
   expect_load_error(p, fmt::format("exp_avg_sq.rank-{:05}.bin' is missing", last));
 }
 
+// A manifest edited by hand fails its own checksum.
+TEST_F(CorruptCheckpoint, HandEditedManifest) {
+  const auto p = corrupted("edited", [](const fs::path& d) {
+    auto m = nlohmann::json::parse(read_text_file((d / "manifest.json").string()));
+    m["meta"]["optimizer"]["steps_taken"] = 5;
+    write_text_file((d / "manifest.json").string(), m.dump(1));
+  });
+  expect_load_error(p, "the manifest does not match its own checksum");
+}
+
+// Edits to a version-1 manifest (no checksum) are caught field by field.
+void edit_v1_manifest(const fs::path& d, const std::function<void(nlohmann::json&)>& edit) {
+  auto m = nlohmann::json::parse(read_text_file((d / "manifest.json").string()));
+  m.erase("manifest_xxh64");
+  m["version"] = 1;
+  edit(m);
+  write_text_file((d / "manifest.json").string(), m.dump(1));
+}
+
 TEST_F(CorruptCheckpoint, ManifestOffsetOutOfRange) {
   const auto p = corrupted("offsets", [](const fs::path& d) {
-    auto m = nlohmann::json::parse(read_text_file((d / "manifest.json").string()));
-    m["params"][3]["flat_offset"] = 1000000000;
-    write_text_file((d / "manifest.json").string(), m.dump());
+    edit_v1_manifest(d, [](auto& m) { m["params"][3]["flat_offset"] = 1000000000; });
   });
-  expect_load_error(p, "offset 1000000000 in the checkpoint");
+  expect_load_error(p, "params[3].flat_offset = 1000000000 must be an integer in [0, ");
+}
+
+TEST_F(CorruptCheckpoint, PositionDisagreesWithTheStep) {
+  const auto p = corrupted("position", [](const fs::path& d) {
+    edit_v1_manifest(d, [](auto& m) { m["meta"]["optimizer"]["steps_taken"] = 5; });
+  });
+  expect_load_error(p, "meta.optimizer.steps_taken = 5 disagrees with the manifest's step 1");
+  const auto q = corrupted("data_position", [](const fs::path& d) {
+    edit_v1_manifest(d, [](auto& m) { m["meta"]["data"]["next_sample"] = 3; });
+  });
+  expect_load_error(
+      q, "meta.data.next_sample / global_batch = 0 disagrees with the manifest's step 1");
+}
+
+// A non-finite value in a saved state is named when loaded, not left to become a NaN loss.
+TEST_F(CorruptCheckpoint, NonFiniteState) {
+  const std::string dir = shared_dir("nan");
+  const Config config = test_config(dir);
+  ShardedTrainer t(config, data(), world());
+  t.step(0);
+  if (world().rank() == world().size() - 1)
+    t.fsdp().spans().back().master.data<float>()[0] = std::numeric_limits<float>::infinity();
+  const std::string path = t.save_checkpoint(1);
+  expect_load_error(path, "holds a non-finite value (inf)");
 }
 
 TEST_F(CorruptCheckpoint, UnfinishedCheckpoint) {

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "collectives/agreement.hpp"
 #include "collectives/fake_process_group.hpp"
 #include "collectives/pending_work.hpp"
 #include "core/bf16.hpp"
@@ -111,6 +112,39 @@ TEST(Work, WaitKeepsTheKindOfTheFailure) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "barrier #1 failed: peer vanished");
   }
+}
+
+}  // namespace
+}  // namespace st
+
+namespace st {
+namespace {
+
+// A failure on some ranks only reaches every rank, with the lowest failing rank's message and
+// kind, and the group stays usable (no rank is left in a collective).
+TEST(Agreement, OneRanksFailureReachesEveryRank) {
+  std::vector<std::string> seen(3);
+  on_ranks(3, [&](ProcessGroup& g) {
+    try {
+      run_agreed(g, [&] {
+        if (g.rank() == 1) fail_input("rank one's bad input");
+        if (g.rank() == 2) fail("rank two's failure");
+      });
+    } catch (const InputError& e) {
+      seen[size_t(g.rank())] = e.what();
+    }
+    const auto f = agree_on_failure(g, [&] {
+      if (g.rank() == 2) fail("only rank two");
+    });
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->rank, 2);
+    EXPECT_EQ(f->code, 1);
+    EXPECT_EQ(f->failed, 1);
+    EXPECT_EQ(f->message, "only rank two");
+    EXPECT_FALSE(agree_on_failure(g, [] {}).has_value());
+  });
+  for (const std::string& s : seen)
+    EXPECT_EQ(s, "rank 1 of group 'fake' (3 ranks): rank one's bad input");
 }
 
 }  // namespace

@@ -11,6 +11,11 @@ namespace {
 TEST(Training, TinyModelLearnsShakespeare) {
   const std::string path = std::string(SHARDTRAIN_SHARED_DATA) + "/tinyshakespeare.txt";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "skipped: " << path << " is absent";
+#ifdef SHARDTRAIN_SANITIZED
+  // 200 steps take over 5 minutes under ASan; the same loop runs sanitized in every other
+  // training test, and this one runs in the plain build.
+  GTEST_SKIP() << "skipped in the sanitized build (a learning test, not a memory test)";
+#endif
   // 200 steps at lr 1e-3 reach about 2.42 validation loss here (measured; ~25 s on 2 cores).
   Config config =
       load_config("tiny", {"data.path=" + path, "training.max_steps=200", "optimizer.lr=1e-3",

@@ -1,0 +1,63 @@
+#include "sharding/json_parse.hpp"
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace st {
+
+nlohmann::json parse_json_object(std::string_view text, const std::string& where) {
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+  std::vector<std::string> path;            // the key leading to each open object
+  std::string last_key, duplicate;
+  auto track = [&](int, Event event, nlohmann::json& parsed) {
+    switch (event) {
+      case Event::object_start:
+        keys.emplace_back();
+        path.push_back(last_key);
+        break;
+      case Event::object_end:
+        keys.pop_back();
+        path.pop_back();
+        break;
+      case Event::key:
+        last_key = parsed.get<std::string>();
+        if (duplicate.empty() && !keys.back().insert(last_key).second) {
+          for (size_t i = 1; i < path.size(); ++i) duplicate.append(path[i]).append(".");
+          duplicate.append(last_key);
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), track, false);
+  if (j.is_discarded()) fail_input("{} is not valid JSON", where);
+  if (!duplicate.empty())
+    fail_input("{} has the key '{}' twice (which one was meant is ambiguous)", where, duplicate);
+  if (!j.is_object()) fail_input("{} is not a JSON object", where);
+  return j;
+}
+
+int64_t json_int(const nlohmann::json& j, const std::string& what, int64_t lo, int64_t hi) {
+  const bool integer = j.is_number_integer() &&
+                       (!j.is_number_unsigned() || j.get<uint64_t>() <= uint64_t(INT64_MAX));
+  if (!integer || j.get<int64_t>() < lo || j.get<int64_t>() > hi)
+    fail_input("{} = {} must be an integer in [{}, {}]", what, j.dump(), lo, hi);
+  return j.get<int64_t>();
+}
+
+std::vector<int64_t> json_int_array(const nlohmann::json& j, const std::string& what, int64_t lo,
+                                    int64_t hi) {
+  if (!j.is_array()) fail_input("{} = {} must be an array of integers", what, j.dump());
+  std::vector<int64_t> v;
+  for (size_t i = 0; i < j.size(); ++i)
+    v.push_back(json_int(j[i], fmt::format("{}[{}]", what, i), lo, hi));
+  return v;
+}
+
+}  // namespace st

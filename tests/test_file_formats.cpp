@@ -1,0 +1,181 @@
+// The parsers of files written outside this process, without MPI: checkpoint manifests and
+// safetensors headers. Each bad field is refused with a message naming it (the fuzz targets
+// in tests/fuzz/ throw random bytes at the same functions).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "core/error.hpp"
+#include "sharding/checkpoint_manifest.hpp"
+#include "sharding/json_parse.hpp"
+#include "sharding/safetensors.hpp"
+
+namespace st {
+namespace {
+
+// 1 unit of 10 elements saved by 3 ranks (shards of 4), states master and exp_avg.
+CheckpointManifest small_manifest() {
+  CheckpointManifest m;
+  m.step = 7;
+  m.world_size = 3;
+  m.meta = {{"note", "test"}};
+  m.states = {"master", "exp_avg"};
+  m.units = {{"root", 10, 4}};
+  m.params = {{"w", {2, 5}, 0, 0}};
+  for (int r = 0; r < 3; ++r)
+    for (const auto& s : m.states)
+      m.files.push_back({checkpoint_file_name(s, r), s, r, 16, "0123456789abcdef"});
+  return m;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Manifest, RoundTrips) {
+  const CheckpointManifest m = parse_checkpoint_manifest(manifest_text(small_manifest()), "M");
+  EXPECT_EQ(m.step, 7);
+  EXPECT_EQ(m.world_size, 3);
+  EXPECT_EQ(m.meta["note"], "test");
+  ASSERT_EQ(m.files.size(), 6u);
+  EXPECT_EQ(m.files[5].file, "exp_avg.rank-00002.bin");
+  EXPECT_EQ(m.file_bytes(), 16);
+  EXPECT_EQ(m.params[0].shape, (Shape{2, 5}));
+}
+
+TEST(Manifest, AHandEditIsRefusedByItsChecksum) {
+  auto j = nlohmann::json::parse(manifest_text(small_manifest()));
+  j["step"] = 8;
+  EXPECT_NE(error_of([&] {
+              parse_checkpoint_manifest(j.dump(), "'M'");
+            }).find("'M': the manifest does not match its own checksum"),
+            std::string::npos);
+}
+
+// Each edit (applied to a version-1 manifest, which has no checksum, so that the field checks
+// are reached) and a part of the message it must give.
+TEST(Manifest, EveryFieldIsCheckedForTypeRangeAndConsistency) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](auto& j) { j["step"] = -1; }, "step = -1 must be an integer in [0,"},
+      {[](auto& j) { j["step"] = 1.5; }, "step = 1.5 must be an integer"},
+      {[](auto& j) { j["step"] = 18446744073709551615u; }, "must be an integer"},
+      {[](auto& j) { j["world_size"] = "3"; }, "world_size = \"3\" must be an integer"},
+      {[](auto& j) { j["world_size"] = 0; }, "world_size = 0 must be an integer in [1,"},
+      {[](auto& j) { j["world_size"] = 2, j["units"][0]["shard_numel"] = 5; },
+       "expected 4 files (2 states x 2 ranks), found 6"},
+      {[](auto& j) { j["version"] = 3; }, "version 3 is not supported"},
+      {[](auto& j) { j["format"] = "other"; }, "is not a shardtrain checkpoint manifest"},
+      {[](auto& j) { j["meta"] = 3; }, "'meta' must be a JSON object"},
+      {[](auto& j) { j.erase("files"); }, "the manifest has no 'files'"},
+      {[](auto& j) { j["units"][0]["shard_numel"] = 5; },
+       "units[0].shard_numel = 5 does not split 10 elements over 3 ranks"},
+      {[](auto& j) { j["units"][0]["numel"] = 0; }, "units[0].numel = 0 must be an integer in [1,"},
+      {[](auto& j) { j["units"] = nlohmann::json::array(); }, "'units' is empty"},
+      {[](auto& j) { j["params"][0]["unit"] = 99; },
+       "params[0].unit = 99 must be an integer in [0, 0]"},
+      {[](auto& j) { j["params"][0]["flat_offset"] = 6; }, "does not fit unit 0 (10 elements)"},
+      {[](auto& j) {
+         j["params"][0]["shape"] = {1 << 30, 1 << 30, 1 << 30};
+       },
+       "has too many elements"},
+      {[](auto& j) { j["params"][0]["shape"] = {2.5}; }, "shape[0] = 2.5 must be an integer"},
+      {[](auto& j) { j["states"][0] = "../x"; }, "states[0] = \"../x\" must be a name"},
+      {[](auto& j) { j["states"][1] = "master"; }, "state 'master' is listed twice"},
+      {[](auto& j) { j["files"][1]["rank"] = 1; },
+       "files[1] should be file 'exp_avg.rank-00000.bin'"},
+      {[](auto& j) { j["files"][2]["file"] = "../../etc/passwd"; }, "files[2] should be file"},
+      {[](auto& j) { j["files"][0]["bytes"] = 17; },
+       "files[0].bytes = 17, but the units' shards make 16 bytes"},
+      {[](auto& j) { j["files"][0]["xxh64"] = "zz"; },
+       "files[0].xxh64 = 'zz' must be 16 lowercase hex digits"},
+  };
+  for (const auto& [edit, needle] : cases) {
+    auto j = nlohmann::json::parse(manifest_text(small_manifest()));
+    j.erase("manifest_xxh64");
+    j["version"] = 1;
+    edit(j);
+    const std::string message = error_of([&] { parse_checkpoint_manifest(j.dump(), "'M'"); });
+    EXPECT_NE(message.find(needle), std::string::npos) << message << "\n  wanted: " << needle;
+    EXPECT_EQ(message.rfind("'M'", 0), 0u) << message;
+  }
+}
+
+TEST(Json, DuplicateKeysAreErrorsNamingTheKey) {
+  EXPECT_NE(error_of([] {
+              parse_json_object(R"({"a": 1, "b": {"c": 1, "c": 2}})", "F");
+            }).find("F has the key 'b.c' twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_json_object(R"({"a": 1, "a": 1})", "F"); }).find("'a' twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_json_object("[1]", "F"); }).find("F is not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_json_object("{", "F"); }).find("F is not valid JSON"),
+            std::string::npos);
+  EXPECT_EQ(parse_json_object(R"({"a": {"x": 1}, "b": {"x": 2}})", "F")["b"]["x"], 2);
+}
+
+// A safetensors file's bytes: the 8-byte length, the header, then `data` zero bytes.
+std::string safetensors_bytes(const std::string& header, size_t data) {
+  std::string out(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + std::string(data, '\0');
+}
+
+std::string safetensors_error(const std::string& header, size_t data = 24) {
+  const std::vector<ParamSpec> specs = {{"a", {2, 2}}, {"b", {2}}};
+  const std::string bytes = safetensors_bytes(header, data);
+  return error_of([&] {
+    check_safetensors_layout("F", parse_safetensors_header("F", bytes, int64_t(bytes.size())),
+                             specs);
+  });
+}
+
+TEST(SafetensorsHeader, EveryEntryIsChecked) {
+  const std::string b = R"("b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]})";
+  EXPECT_EQ(safetensors_error(
+                R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, )" + b + "}"),
+            "(no error)");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"a": {"dtype": 7, "shape": [2, 2], "data_offsets": [0, 16]}, )" + b + "}",
+       "'F': tensor 'a' has dtype 7 where a string (F32 or BF16) belongs"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, "a": {}, )" + b + "}",
+       "has the key 'a' twice"},
+      {R"({"a": {"dtype": "F32", "shape": [2.0, 2], "data_offsets": [0, 16]}, )" + b + "}",
+       "shape[0] = 2.0 must be an integer"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [-8, 8]}, )" + b + "}",
+       "data_offsets[0] = -8 must be an integer in [0, 24]"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 9223372036854775807]}, )" +
+           b + "}",
+       "data_offsets[1] = 9223372036854775807 must be an integer in [0, 24]"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 12]}, )" + b + "}",
+       "has data_offsets [0,12] where [begin, begin + 16]"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [8, 24]}, )" + b + "}",
+       "tensors 'a' and 'b' overlap"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, "c": {}, )" + b + "}",
+       "'F' holds tensor 'c', which this model does not have"},
+      {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}})", "has no tensor 'b'"},
+      {R"({"a": "x", )" + b + "}", "tensor 'a' is not a JSON object"},
+      {R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, )" + b + "}",
+       "tensor 'a' has shape [4] but the model needs [2, 2]"},
+  };
+  for (const auto& [header, needle] : cases) {
+    const std::string message = safetensors_error(header);
+    EXPECT_NE(message.find(needle), std::string::npos) << message << "\n  wanted: " << needle;
+  }
+  EXPECT_NE(error_of([] {
+              parse_safetensors_header("F", std::string(8, '\xff'), 8);
+            }).find("header length 18446744073709551615 does not fit the file"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_safetensors_header("F", "abc", 3); }).find("too short"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace st
