@@ -320,14 +320,15 @@ void check_position(const CheckpointInfo& info) {
   };
   const int64_t step = info.step;
   const int64_t batch = integer("training", "global_batch", 1, int64_t(1) << 24);
+  const int64_t next_sample = integer("data", "next_sample", 0, INT64_MAX);
   const std::pair<int64_t, const char*> positions[] = {
       {integer("optimizer", "steps_taken", 0, INT64_MAX), "optimizer.steps_taken"},
       {integer("schedule", "step", 0, INT64_MAX), "schedule.step"},
-      {integer("data", "next_sample", 0, INT64_MAX) / batch, "data.next_sample / global_batch"}};
+      {next_sample / batch, "data.next_sample / global_batch"}};
   for (const auto& [value, name] : positions)
     if (value != step)
       fail_input("{}.{} = {} disagrees with the manifest's step {}", where, name, value, step);
-  if (integer("data", "next_sample", 0, INT64_MAX) % batch != 0)
+  if (next_sample % batch != 0)
     fail_input("{}.data.next_sample is not a whole number of training.global_batch = {}", where,
                batch);
 }
