@@ -56,7 +56,8 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
   return run_after_startup([&] {
     for (int i = 0; i < bench.warmup; ++i) s.trainer->step(i);
     TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
-    std::vector<double> fwd, bwd, opt, total, exposed;
+    std::vector<double> fwd, bwd, opt, total, exposed, rank0_total, attributed;
+    std::vector<std::vector<double>> by_kind(kOpKinds);
     double rss = 0;
     const int64_t net_bytes = inter_node_bytes(*s.ranks.group, [&] {
       for (int i = 0; i < bench.steps; ++i) {
@@ -68,10 +69,21 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         opt.push_back(st.optimizer_ms);
         total.push_back(st.slowest_step_ms);
         exposed.push_back(st.exposed_comm_ms);
+        rank0_total.push_back(st.step_ms);
+        double sum = 0;
+        for (int k = 0; k < kOpKinds; ++k) {
+          by_kind[size_t(k)].push_back(st.op_ms[size_t(k)]);
+          sum += st.op_ms[size_t(k)];
+        }
+        attributed.push_back(sum);
         rss = std::max(rss, st.max_peak_rss_mib);
       }
     });
     trace.write();
+    // Once more at the end, keeping the best: a peak read low at start-up (another process
+    // busy for a moment) would otherwise inflate every MFU of the run.
+    const double peak_at_start = s.peak_gflops;
+    s.measure_peak();
     if (!s.lead()) return 0;
     const Config& config = s.config;
     const double step_ms = median(total);
@@ -79,6 +91,11 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
     const double tokens_per_s = tokens / (step_ms / 1e3);
     const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
     const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
+    const double mfu = gflops / s.peak_gflops;
+    OpTimes breakdown{};
+    for (int k = 0; k < kOpKinds; ++k) breakdown[size_t(k)] = median(by_kind[size_t(k)]);
+    // Each step's kinds add up to that step (time is charged to one kind at a time).
+    const double breakdown_sum = median(attributed);
     nlohmann::json result = {
         {"config", options.config},
         {"param_dtype", dtype_name(config.precision.param_dtype)},
@@ -87,7 +104,15 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         {"tokens_per_s", tokens_per_s},
         {"gflops", gflops},
         {"peak_gflops", s.peak_gflops},
-        {"mfu", gflops / s.peak_gflops},
+        {"peak_gflops_at_start", peak_at_start},
+        {"peak_shapes", s.peak_shapes},
+        {"mfu", mfu},
+        {"mfu_plausible", mfu_plausible(mfu)},
+        // Rank 0's step by kind of work: the median of each kind, and the median over steps of
+        // their sum, beside rank 0's median step.
+        {"breakdown_ms", op_times_json(breakdown)},
+        {"breakdown_sum_ms", breakdown_sum},
+        {"rank0_step_ms", median(rank0_total)},
         {"fwd_ms", median(fwd)},
         {"bwd_ms", median(bwd)},
         {"opt_ms", median(opt)},
@@ -112,9 +137,17 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
           median(fwd), median(bwd), median(opt), step_ms, median(exposed));
       fmt::print(
           "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
-          "(MFU {:.1f}%)\n  memory    {:8.1f} MiB peak RSS (largest rank) vs a budget of {:.1f} "
-          "MiB\n",
-          tokens_per_s, gflops, s.peak_gflops, 100 * gflops / s.peak_gflops, rss, budget_mib);
+          "(best of start and end, at {}): MFU {}\n  memory    {:8.1f} MiB peak RSS (largest "
+          "rank) vs a budget of {:.1f} MiB\n",
+          tokens_per_s, gflops, s.peak_gflops, s.peak_shapes, mfu_text(mfu), rss, budget_mib);
+      const double rank0_ms = median(rank0_total);
+      fmt::print("  rank 0's step by kind of work (medians):\n");
+      for (int k = 0; k < kOpKinds; ++k)
+        if (breakdown[size_t(k)] > 0.005 || OpKind(k) == OpKind::other)
+          fmt::print("    {:<16} {:8.2f} ms {:5.1f}%\n", op_kind_name(OpKind(k)),
+                     breakdown[size_t(k)], 100 * breakdown[size_t(k)] / rank0_ms);
+      fmt::print("    {:<16} {:8.2f} ms (each step's kinds summed) of a {:.2f} ms step\n", "sum",
+                 breakdown_sum, rank0_ms);
     }
     return 0;
   });

@@ -28,7 +28,10 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"grad_norm", st.grad_norm},
           {"tokens_per_s", tokens_per_s},
           {"mfu", mfu},
+          {"mfu_plausible", mfu_plausible(mfu)},
+          {"peak_gflops", s.peak_gflops},
           {"step_ms", st.slowest_step_ms},
+          {"rank0_op_ms", op_times_json(st.op_ms)},
           {"exposed_comm_ms", st.exposed_comm_ms},
           {"peak_rss_mib", st.max_peak_rss_mib},
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
@@ -85,11 +88,11 @@ std::string save(Session& s, int64_t steps_done) {
 void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t max_steps,
                      double eta_s) {
   fmt::print(
-      "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {:4.1f}% "
+      "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {} "
       "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}\n",
       st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
-      100 * line["mfu"].get<double>(), st.slowest_step_ms, st.exposed_comm_ms, st.max_peak_rss_mib,
-      format_duration(eta_s));
+      mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.exposed_comm_ms,
+      st.max_peak_rss_mib, format_duration(eta_s));
 }
 
 // After the last step: the trace file, then the validation loss.

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "collectives/mpi_process_group.hpp"
@@ -11,9 +12,43 @@
 #include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
 #include "core/ops/matmul.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/peak.hpp"
 
 namespace st {
+
+void Session::measure_peak() {
+  const auto& t = config.training;
+  const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
+  std::vector<MatmulShape> shapes = {{2048, 2048, 2048}};
+  const auto [m, k, n] = make_model(config)->largest_matmul(tokens);  // specs only: no memory
+  if (m > 0 && k > 0 && n > 0) shapes.push_back({m, k, n});
+  // Every rank measures at once, as they will compute during training.
+  Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
+  peak.data<double>()[0] = measure_matmul_peak_gflops(config.precision.param_dtype, shapes);
+  ranks.group->all_reduce(peak)->wait();
+  peak_gflops = std::max(peak_gflops, peak.data<double>()[0]);
+  peak_shapes.clear();
+  for (const MatmulShape& s : shapes)
+    peak_shapes += (peak_shapes.empty() ? "" : ", ") + s.describe();
+}
+
+bool mfu_plausible(double mfu) {
+  return std::isfinite(mfu) && mfu > 0 && mfu <= 1.0;
+}
+
+std::string mfu_text(double mfu) {
+  if (mfu_plausible(mfu)) return fmt::format("{:.1f}%", 100 * mfu);
+  return fmt::format("{:.0f}%?! (above the measured peak: a measurement error, not a result)",
+                     100 * mfu);
+}
+
+nlohmann::json op_times_json(const OpTimes& ms) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < kOpKinds; ++k) j[std::string(op_kind_name(OpKind(k)))] = ms[size_t(k)];
+  return j;
+}
+
 int use_threads(const Config& config, int ranks_on_node) {
   int threads = int(config.training.threads);
   if (threads == 0) {
@@ -46,11 +81,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
   });
-  // Every rank measures its matmul peak at once, as they will compute during training.
-  Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
-  peak.data<double>()[0] = measure_matmul_peak_gflops(s.config.precision.param_dtype, 1024, 5);
-  group.all_reduce(peak)->wait();
-  s.peak_gflops = peak.data<double>()[0];
+  s.measure_peak();
   reset_peak_rss();  // the peak measurement's matrices are not part of training
   reset_tensor_memory_peak();
   s.baseline_rss_mib = current_rss_mib();
@@ -127,9 +158,9 @@ void print_summary(Session& s) {
              s.threads, s.threads == 1 ? "" : "s");
   fmt::print(
       "oneDNN {} | bf16 matmul: {} | bf16 conversion: {} | matmul peak ({}): {:.0f} GFLOP/s (all "
-      "ranks)\n",
+      "ranks; best of 5 at {})\n",
       onednn_version(), onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()),
-      dtype_name(c.precision.param_dtype), s.peak_gflops);
+      dtype_name(c.precision.param_dtype), s.peak_gflops, s.peak_shapes);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   if (s.threads * s.ranks.ranks_on_node > cores)
     fmt::print(

@@ -4,6 +4,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
@@ -18,14 +21,27 @@ struct Session {
   std::optional<TextDataset> data;
   std::unique_ptr<ShardedTrainer> trainer;
   int threads = 1;
-  double peak_gflops = 0;       // summed over ranks, measured at start-up
+  // The matmul peak, summed over ranks: the best seen by measure_peak() (launch/peak.hpp)
+  // at start-up and whenever a benchmark measures it again, and the shapes it tries.
+  double peak_gflops = 0;
+  std::string peak_shapes;
   double baseline_rss_mib = 0;  // RSS before the model existed (libraries, MPI, data)
   bool lead() const { return ranks.rank() == 0; }
+  // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
+  void measure_peak();
 };
 
 // `adjust` may change the config after loading (e.g. the benchmark's step count).
 Session open_session(const CommonOptions& options,
                      const std::function<void(Config&)>& adjust = nullptr);
+
+// An MFU as people read it: "54.6%", or, above 100%, a flag that the peak was measured too low
+// (a step cannot beat the hardware) instead of a result.
+std::string mfu_text(double mfu);
+bool mfu_plausible(double mfu);
+
+// The time by kind of work (core/op_profile.hpp) as JSON: {"matmul": ms, ...}.
+nlohmann::json op_times_json(const OpTimes& ms);
 
 // The start-up summary: machine, model, ranks, units, precision, memory (rank 0 prints it).
 void print_summary(Session& s);

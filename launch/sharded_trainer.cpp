@@ -85,6 +85,7 @@ StepStats ShardedTrainer::step(int64_t step) {
   s.lr = schedule_.at(step);
   s.tokens = config_.training.global_batch * config_.training.seq_len;
   Timer step_clock;
+  reset_thread_op_times();
   TraceScope step_span(fmt::format("step {}", step + 1), true);
   fsdp_->reset_comm();
   fsdp_->reset_memory_peak();
@@ -96,6 +97,7 @@ StepStats ShardedTrainer::step(int64_t step) {
   finish_backward(s);
   update(step, loss_sum, s);
   s.step_ms = step_clock.ms();
+  s.op_ms = thread_op_times();
   agree_on_stats(s);
   return s;
 }
@@ -138,16 +140,17 @@ void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
   if (replicated) {
     Tensor loss = Tensor::empty("step_loss", {1}, DType::f64);
     loss.data<double>()[0] = loss_sum;
+    OpScope wait(OpKind::collective_wait);
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
   }
-  s.grad_norm =
-      clip_grad_norm(optimizer_->params(), config_.training.grad_clip, mesh_->shard_group(),
-                     replicated ? std::span<double>() : std::span<double>(riders),
-                     fmt::format("step {}", step + 1));
+  s.grad_norm = global_grad_norm(optimizer_->params(), mesh_->shard_group(),
+                                 replicated ? std::span<double>() : std::span<double>(riders),
+                                 fmt::format("step {}", step + 1));
   s.loss = riders[0] / double(s.tokens);
   if (!std::isfinite(s.loss)) fail("step {}: the loss ({}) is not finite", step + 1, s.loss);
-  optimizer_->step(s.lr);
+  // Clipping happens inside the optimizer's pass (no separate pass over the gradients).
+  optimizer_->step(s.lr, clip_factor(s.grad_norm, config_.training.grad_clip));
   s.optimizer_ms = clock.ms();
 }
 

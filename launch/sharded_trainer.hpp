@@ -6,6 +6,7 @@
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/model/model.hpp"
+#include "core/op_profile.hpp"
 #include "launch/config.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
@@ -25,6 +26,7 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   int64_t tokens = 0;
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  OpTimes op_ms{};  // this rank's step time by kind of work (core/op_profile.hpp)
   // Sharded runs only.
   double exposed_comm_ms = 0;  // compute blocked on collectives
   double collective_ms = 0;    // all-gathers and reduce-scatters running (comm thread)

@@ -2,20 +2,33 @@
 
 #include <cmath>
 
+#include "core/op_profile.hpp"
+
 namespace st {
 
-double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm, ProcessGroup& group,
-                      std::span<double> riders, std::string_view context) {
+double global_grad_norm(const std::vector<OptimParam>& params, ProcessGroup& group,
+                        std::span<double> riders, std::string_view context) {
+  OpScope scope(OpKind::optimizer);
   // [riders..., this rank's sum of squares]: one all-reduce carries them all.
   const int64_t n = int64_t(riders.size());
   Tensor sums = Tensor::empty("clip.sums", {n + 1}, DType::f64);
   double* v = sums.data<double>();
   std::copy(riders.begin(), riders.end(), v);
   v[n] = grad_sum_of_squares(params);
-  group.all_reduce(sums)->wait();
+  {
+    OpScope wait(OpKind::collective_wait);
+    group.all_reduce(sums)->wait();
+  }
   std::copy(v, v + n, riders.begin());
   const double norm = std::sqrt(v[n]);
   if (!std::isfinite(norm)) fail("{}: the global gradient norm is not finite ({})", context, norm);
+  return norm;
+}
+
+double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm, ProcessGroup& group,
+                      std::span<double> riders, std::string_view context) {
+  const double norm = global_grad_norm(params, group, riders, context);
+  OpScope scope(OpKind::optimizer);
   const float factor = clip_factor(norm, max_norm);
   if (factor != 1.0f) scale_grads(params, factor);
   return norm;

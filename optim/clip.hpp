@@ -17,6 +17,11 @@ namespace st {
 double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm, ProcessGroup& group,
                       std::span<double> riders, std::string_view context);
 
+// The same norm without scaling anything: for optimizers that take clip_factor(norm, max_norm)
+// into their own pass over the gradients (Optimizer::step's grad_scale).
+double global_grad_norm(const std::vector<OptimParam>& params, ProcessGroup& group,
+                        std::span<double> riders, std::string_view context);
+
 // Sum over all spans of grad^2 (in double), this process's part of the global norm.
 double grad_sum_of_squares(const std::vector<OptimParam>& params);
 // Multiplies every gradient by `factor`.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/op_profile.hpp"
+
 namespace st {
 namespace {
 // Spans shorter than this are updated by the calling thread alone.
@@ -16,7 +18,8 @@ AdamW::AdamW(std::vector<OptimParam> params, const OptimizerConfig& config)
   }
 }
 
-void AdamW::step(float lr) {
+void AdamW::step(float lr, float grad_scale) {
+  OpScope scope(OpKind::optimizer);
   ++steps_;
   const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
   const float bias1 = 1.0f - std::pow(b1, float(steps_));
@@ -32,8 +35,9 @@ void AdamW::step(float lr) {
     const int64_t n = p.master.numel();
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
-      const float mi = b1 * m[i] + (1.0f - b1) * g[i];
-      const float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      const float gi = g[i] * grad_scale;
+      const float mi = b1 * m[i] + (1.0f - b1) * gi;
+      const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
       m[i] = mi;
       v[i] = vi;
       w[i] = w[i] * decay - step_size * mi / (std::sqrt(vi) / bias2_sqrt + eps);
@@ -56,7 +60,8 @@ SGD::SGD(std::vector<OptimParam> params, const OptimizerConfig& config)
     momentum_.push_back(Tensor::zeros(p.name + ".momentum", {p.master.numel()}, DType::f32));
 }
 
-void SGD::step(float lr) {
+void SGD::step(float lr, float grad_scale) {
+  OpScope scope(OpKind::optimizer);
   ++steps_;
   const float mu = config_.beta1;
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -68,7 +73,7 @@ void SGD::step(float lr) {
     const int64_t n = p.master.numel();
 #pragma omp parallel for simd schedule(static) if (n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
-      buf[i] = mu * buf[i] + g[i];
+      buf[i] = mu * buf[i] + g[i] * grad_scale;
       w[i] = w[i] * decay - lr * buf[i];
     }
   }

@@ -22,8 +22,10 @@ struct OptimizerConfig {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update with learning rate `lr`; every gradient must already be final (clipped).
-  virtual void step(float lr) = 0;
+  // One update with learning rate `lr` from the gradients times `grad_scale` (a clip factor,
+  // applied in the update's own pass instead of a separate one over the gradients, which are
+  // left as they are).
+  virtual void step(float lr, float grad_scale = 1.0f) = 0;
   // Named FP32 state buffers (e.g. "exp_avg" of each span), for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() = 0;
   // FP32 state buffers per parameter element (AdamW 2, SGD 1), for memory budgets.
@@ -44,7 +46,7 @@ class Optimizer {
 class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<OptimParam> params, const OptimizerConfig& config);
-  void step(float lr) override;
+  void step(float lr, float grad_scale = 1.0f) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
   int states_per_element() const override { return 2; }
 
@@ -57,7 +59,7 @@ class AdamW final : public Optimizer {
 class SGD final : public Optimizer {
  public:
   SGD(std::vector<OptimParam> params, const OptimizerConfig& config);
-  void step(float lr) override;
+  void step(float lr, float grad_scale = 1.0f) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
   int states_per_element() const override { return 1; }
 

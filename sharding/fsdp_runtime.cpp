@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
@@ -67,6 +68,7 @@ void FsdpRuntime::begin_micro_batch(int micro) {
 void FsdpRuntime::timed_wait(Work& work) {
   TraceRecorder* trace = TraceRecorder::active();
   if (!work.is_completed()) {
+    OpScope scope(OpKind::collective_wait);
     const double begin = trace_now_us();
     Timer clock;
     work.wait();

@@ -44,7 +44,7 @@ expect "rank 1's checkpoint write fails" 1 \
 expect "rank 1's memory limit" 2 \
   "shardtrain: error: rank 1 of 2: the memory budget is .* GiB per rank .* on this rank, more than the 0.76 GiB available to it .*ulimit -v 0.8 GiB" \
   "ulimit -v 800000" \
-  train "${model[@]}" model.n_layer=4 model.n_embd=1024 model.n_head=8 training.global_batch=64 \
+  train "${model[@]}" model.n_layer=4 model.n_embd=1024 model.n_head=8 training.global_batch=128 \
   training.max_steps=1
 
 # Rank 1 verifies a checkpoint file that fails its checksum (files are split between the

@@ -1,5 +1,6 @@
 // Every op's backward against central finite differences of its forward (FP32 path), and the
 // matmul against a naive loop.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +67,27 @@ TEST(Grad, Linear) {
   for (size_t i = 0; i < dw.size(); ++i) EXPECT_FLOAT_EQ(dw[i], 2 * dw1[i]);
 }
 
+// A linear whose output goes through GELU: the backward takes the gradient after GELU and the
+// output before it, and makes every gradient in one pass over them.
+TEST(Grad, LinearThroughGelu) {
+  const int64_t M = 5, K = 4, N = 9;
+  auto x = randn(size_t(M * K), 1), w = randn(size_t(K * N), 2), b = randn(size_t(N), 3);
+  auto r = randn(size_t(M * N), 4);
+  std::vector<float> pre(size_t(M * N)), out(size_t(M * N));
+  auto loss = [&] {
+    linear_forward(pre.data(), x.data(), w.data(), b.data(), M, K, N, f32);
+    gelu_forward(out.data(), pre.data(), out.size(), f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  std::vector<float> dx(x.size()), dw(w.size(), 0.f), db(b.size(), 0.f), scratch(size_t(M * N));
+  linear_backward(dx.data(), dw.data(), db.data(), r.data(), scratch.data(), x.data(), w.data(), M,
+                  K, N, f32, pre.data());
+  expect_gradient("linear+gelu d_in", x, dx, loss, 1e-3f, 1e-3, 1e-2);
+  expect_gradient("linear+gelu d_weight", w, dw, loss, 1e-3f, 1e-3, 1e-2);
+  expect_gradient("linear+gelu d_bias", b, db, loss, 1e-3f, 1e-3, 1e-2);
+}
+
 TEST(Grad, LayerNorm) {
   const int64_t M = 4, C = 9;
   auto x = randn(size_t(M * C), 1), w = randn(size_t(C), 2), b = randn(size_t(C), 3);
@@ -104,27 +126,35 @@ TEST(Grad, Gelu) {
   EXPECT_NEAR(y[3], 2.9963627, 1e-6);
 }
 
+// Causal attention at several query-block sizes: one block (the whole T), blocks that do not
+// divide T, and one row per block. The outputs must not depend on the blocking.
 TEST(Grad, CausalAttention) {
-  const AttentionShape s{2, 5, 2, 3};
-  const int64_t C = s.C(), n_qkv = s.B * s.T * 3 * C, n_heads = s.B * s.H * s.T * s.head_size;
-  const int64_t n_tt = s.B * s.H * s.T * s.T;
-  auto qkv = randn(size_t(n_qkv), 1), r = randn(size_t(s.B * s.T * C), 2);
-  std::vector<float> q(n_heads), k(n_heads), v(n_heads), probs(n_tt), scores(n_tt), dq(n_heads),
-      dk(n_heads), dv(n_heads), dy(n_heads), ds(n_tt), out(size_t(s.B * s.T * C));
-  AttentionSaved saved{q.data(), k.data(), v.data(), probs.data()};
-  AttentionScratch scratch{scores.data(), dq.data(), dk.data(), dv.data(), dy.data(), ds.data()};
-  auto loss = [&] {
-    attention_forward(out.data(), qkv.data(), saved, scratch, s, f32);
-    return dot(out.data(), r);
-  };
-  loss();
-  // Causality: the first token's output is its own value vector.
-  for (int64_t h = 0; h < s.H; ++h)
-    for (int64_t d = 0; d < s.head_size; ++d)
-      EXPECT_NEAR(out[h * s.head_size + d], qkv[2 * C + h * s.head_size + d], 1e-6);
-  std::vector<float> dqkv(n_qkv);
-  attention_backward(dqkv.data(), r.data(), saved, scratch, s, f32);
-  expect_gradient("attention d_qkv", qkv, dqkv, loss);
+  std::vector<float> first_out;
+  for (const int64_t block : {int64_t(7), int64_t(3), int64_t(2), int64_t(1)}) {
+    SCOPED_TRACE(fmt::format("block {}", block));
+    const AttentionShape s{2, 7, 2, 3, block};
+    const int64_t C = s.C(), n_qkv = s.B * s.T * 3 * C, n_tt = s.B * s.H * s.T * s.T;
+    auto qkv = randn(size_t(n_qkv), 1), r = randn(size_t(s.B * s.T * C), 2);
+    // Probabilities and scores start as NaN: blocks above the diagonal must never be read.
+    std::vector<float> probs(n_tt, NAN), scores(n_tt, NAN), dy(size_t(s.B * s.T * C)),
+        ds(n_tt, NAN), out(size_t(s.B * s.T * C));
+    AttentionSaved saved{probs.data()};
+    AttentionScratch scratch{scores.data(), dy.data(), ds.data()};
+    auto loss = [&] {
+      attention_forward(out.data(), qkv.data(), saved, scratch, s, f32);
+      return dot(out.data(), r);
+    };
+    loss();
+    // Causality: the first token's output is its own value vector.
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t d = 0; d < s.head_size; ++d)
+        EXPECT_NEAR(out[h * s.head_size + d], qkv[2 * C + h * s.head_size + d], 1e-6);
+    if (first_out.empty()) first_out = out;
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], first_out[i], 1e-5) << i;
+    std::vector<float> dqkv(n_qkv, NAN);
+    attention_backward(dqkv.data(), r.data(), qkv.data(), saved, scratch, s, f32);
+    expect_gradient("attention d_qkv", qkv, dqkv, loss);
+  }
 }
 
 TEST(Grad, CrossEntropy) {

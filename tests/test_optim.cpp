@@ -34,6 +34,39 @@ TEST(AdamW, MatchesHandComputedSteps) {
   EXPECT_EQ(opt.state().size(), 2u);
 }
 
+// The clip factor folded into the update (grad_scale) is bitwise the separate scaling pass, and
+// leaves the gradients as they were.
+TEST(Optimizer, GradScaleIsTheScalingPassFolded) {
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    const OptimizerConfig cfg{kind, 0.9f, 0.95f, 1e-8f, 0.1f};
+    const int64_t n = 100000;  // above the threshold for threads
+    auto make = [&](const char* name) {
+      Tensor w = Tensor::empty(name, {n}, DType::f32), g = Tensor::empty("g", {n}, DType::f32);
+      for (int64_t i = 0; i < n; ++i) {
+        w.data<float>()[i] = std::sin(float(i));
+        g.data<float>()[i] = std::cos(float(i) * 0.37f);
+      }
+      return std::make_pair(w, g);
+    };
+    auto [w_folded, g_folded] = make("folded");
+    auto [w_separate, g_separate] = make("separate");
+    auto folded = make_optimizer({make_optim_param("w", w_folded, g_folded, true)}, cfg);
+    auto separate = make_optimizer({make_optim_param("w", w_separate, g_separate, true)}, cfg);
+    const float factor = 0.3f;
+    for (int step = 0; step < 3; ++step) {
+      folded->step(0.01f, factor);
+      scale_grads(separate->params(), factor);
+      separate->step(0.01f);
+      for (int64_t i = 0; i < n; ++i)  // the same gradients again next step
+        g_separate.data<float>()[i] = std::cos(float(i) * 0.37f);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(w_folded.data<float>()[i], w_separate.data<float>()[i]) << i;
+      ASSERT_EQ(g_folded.data<float>()[i], std::cos(float(i) * 0.37f)) << i;
+    }
+  }
+}
+
 TEST(AdamW, NoDecaySpansAreNotDecayed) {
   Tensor w = Tensor::empty("b", {1}, DType::f32), g = Tensor::zeros("b.grad", {1}, DType::f32);
   w.data<float>()[0] = 3.0f;

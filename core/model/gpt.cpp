@@ -23,7 +23,6 @@ struct GPT::Activations {
   std::vector<Tensor> ln1, ln2;                                // L, dtype [B,T,C]
   std::vector<Tensor> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // L, FP32 [B*T]
   std::vector<Tensor> qkv;                                     // L, dtype [B,T,3C]
-  std::vector<Tensor> q, k, v;                                 // L, dtype [B,H,T,hs]
   std::vector<Tensor> probs;                                   // L, dtype [B,H,T,T]
   std::vector<Tensor> att_y;                                   // L, dtype [B,T,C]
   std::vector<Tensor> fc, fc_gelu;                             // L, dtype [B,T,4C]
@@ -31,15 +30,15 @@ struct GPT::Activations {
   Tensor logits;  // FP32 [B*T, V] (gradient in place in backward)
   Tensor losses;  // FP32 [B*T]
   // Scratch shared by all layers.
-  Tensor proj_out;      // dtype [B,T,C]
-  Tensor dx;            // FP32 [B,T,C] gradient of the residual stream
-  Tensor d_small;       // FP32 [B,T,C]
-  Tensor d_qkv;         // FP32 [B,T,3C]
-  Tensor d_big;         // FP32 [B,T,4C]
-  Tensor cast_scratch;  // dtype [B*T, max(4C, V)]
-  Tensor att_scores, att_dq, att_dk, att_dv, att_dy, att_ds;
-  Tensor arena;       // u8 [bytes]: the one allocation all of the above point into
-  int64_t bytes = 0;  // its size, alignment padding included
+  Tensor proj_out;                    // dtype [B,T,C]
+  Tensor dx;                          // FP32 [B,T,C] gradient of the residual stream
+  Tensor d_small;                     // FP32 [B,T,C]
+  Tensor d_qkv;                       // FP32 [B,T,3C]
+  Tensor d_big;                       // FP32 [B,T,4C]
+  Tensor cast_scratch;                // dtype [B*T, max(4C, V)]
+  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
+  Tensor arena;                       // u8 [bytes]: the one allocation all of the above point into
+  int64_t bytes = 0;                  // its size, alignment padding included
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
   Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, Device device)
@@ -54,7 +53,7 @@ struct GPT::Activations {
 
   void declare(const GPTConfig& cfg, DType dt, bool carve) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
-    att = {B, T, H, C / H};
+    att = {B, T, H, C / H};  // query blocks of AttentionShape::block rows
     auto make = [&](const char* name, Shape s, DType d) {
       const int64_t at = bytes;
       int64_t size = 0;
@@ -66,7 +65,7 @@ struct GPT::Activations {
     auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
     auto act = [&](const char* name, Shape s) { return make(name, std::move(s), dt); };
     x.clear(), x_mid.clear(), ln1.clear(), ln2.clear(), ln1_mean.clear(), ln1_rstd.clear();
-    ln2_mean.clear(), ln2_rstd.clear(), qkv.clear(), q.clear(), k.clear(), v.clear();
+    ln2_mean.clear(), ln2_rstd.clear(), qkv.clear();
     probs.clear(), att_y.clear(), fc.clear(), fc_gelu.clear();
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     for (int64_t l = 0; l < L; ++l) {
@@ -78,9 +77,6 @@ struct GPT::Activations {
       ln2_mean.push_back(f32("ln_2.mean", {B * T}));
       ln2_rstd.push_back(f32("ln_2.rstd", {B * T}));
       qkv.push_back(act("attn.qkv", {B, T, 3 * C}));
-      q.push_back(act("attn.q", {B, H, T, C / H}));
-      k.push_back(act("attn.k", {B, H, T, C / H}));
-      v.push_back(act("attn.v", {B, H, T, C / H}));
       probs.push_back(act("attn.probs", {B, H, T, T}));
       att_y.push_back(act("attn.y", {B, T, C}));
       fc.push_back(act("mlp.fc", {B, T, 4 * C}));
@@ -98,19 +94,13 @@ struct GPT::Activations {
     d_big = f32("d_big", {B, T, 4 * C});
     cast_scratch = act("grad_cast", {B * T, std::max(4 * C, V)});
     att_scores = f32("attn.scores", {B, H, T, T});
-    att_dq = f32("attn.d_q", {B, H, T, C / H});
-    att_dk = f32("attn.d_k", {B, H, T, C / H});
-    att_dv = f32("attn.d_v", {B, H, T, C / H});
-    att_dy = act("attn.d_y", {B, H, T, C / H});
+    att_dy = act("attn.d_y", {B, T, C});
     att_ds = act("attn.d_s", {B, H, T, T});
   }
 
-  AttentionSaved saved(int64_t l) const {
-    return {q[l].raw(), k[l].raw(), v[l].raw(), probs[l].raw()};
-  }
+  AttentionSaved saved(int64_t l) const { return {probs[l].raw()}; }
   AttentionScratch scratch() const {
-    return {att_scores.data<float>(), att_dq.data<float>(), att_dk.data<float>(),
-            att_dv.data<float>(),     att_dy.raw(),         att_ds.raw()};
+    return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
   }
 };
 
@@ -197,6 +187,11 @@ double GPT::flops_per_token() const {
   return 3.0 * forward;
 }
 
+std::array<int64_t, 3> GPT::largest_matmul(int64_t tokens) const {
+  // The MLP's c_fc, or the logits when the vocabulary is wider than 4C.
+  return {tokens, config_.n_embd, std::max(4 * config_.n_embd, config_.vocab_size)};
+}
+
 void GPT::check_batch(const Batch& batch) const {
   if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
     fail("GPT batch: inputs {} and targets {} must both be [B, T]",
@@ -223,8 +218,7 @@ void GPT::block_forward(Activations& a, int64_t l) {
   linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(p.attn_proj_weight), w(p.attn_proj_bias), M,
                  C, C, dtype_);
   float* x_mid = a.x_mid[l].data<float>();
-  std::copy_n(a.x[l].data<float>(), M * C, x_mid);
-  residual_add(x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
+  residual_add(x_mid, a.x[l].data<float>(), a.proj_out.raw(), dtype_, size_t(M * C));
 
   layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), x_mid,
                     w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
@@ -233,9 +227,7 @@ void GPT::block_forward(Activations& a, int64_t l) {
   gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
   linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias), M,
                  4 * C, C, dtype_);
-  float* x_next = a.x[l + 1].data<float>();
-  std::copy_n(x_mid, M * C, x_next);
-  residual_add(x_next, a.proj_out.raw(), dtype_, size_t(M * C));
+  residual_add(a.x[l + 1].data<float>(), x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
 }
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
@@ -289,9 +281,9 @@ void GPT::block_backward(Activations& a, int64_t l) {
   // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
   linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), dx, scratch, a.fc_gelu[l].raw(),
                   w(p.mlp_proj_weight), M, 4 * C, C, dtype_);
-  gelu_backward(d_big, d_big, a.fc[l].raw(), size_t(M * 4 * C), dtype_);
+  // Through GELU and c_fc in one: d_big is the gradient after GELU, fc the input to GELU.
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
-                  w(p.c_fc_weight), M, C, 4 * C, dtype_);
+                  w(p.c_fc_weight), M, C, 4 * C, dtype_, a.fc[l].raw());
   layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
                      w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
                      C, dtype_);
@@ -299,7 +291,8 @@ void GPT::block_backward(Activations& a, int64_t l) {
   // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
   linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), dx, scratch,
                   a.att_y[l].raw(), w(p.attn_proj_weight), M, C, C, dtype_);
-  attention_backward(a.d_qkv.data<float>(), d_small, a.saved(l), a.scratch(), a.att, dtype_);
+  attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
+                     dtype_);
   linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
                   a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * C, dtype_);
   layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_small, a.x[l].data<float>(),

@@ -33,6 +33,7 @@ class GPT final : public Model {
   double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
+  std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
   // Counted on the meta device: the same layout, no memory.
   int64_t activation_bytes(int64_t B, int64_t T) const override;
   std::string describe() const override;

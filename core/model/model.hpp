@@ -1,6 +1,7 @@
 #pragma once
 // The interface every trainable model offers to trainers and sharders: parameter specs grouped
 // into units, forward/backward of a micro-batch, and hooks around each unit's work.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -46,6 +47,9 @@ class Model {
   virtual double forward_loss(const Batch& batch, UnitHooks& hooks) = 0;
   // Matmul FLOPs of one forward+backward over one token (for MFU).
   virtual double flops_per_token() const = 0;
+  // {M, K, N} of the largest matmul a micro-batch of `tokens` runs ({0, 0, 0}: none stated),
+  // one of the shapes the MFU's peak is measured at.
+  virtual std::array<int64_t, 3> largest_matmul(int64_t /*tokens*/) const { return {0, 0, 0}; }
   // Bytes of activations and scratch one micro-batch of [B, T] keeps (for memory budgets).
   virtual int64_t activation_bytes(int64_t B, int64_t T) const = 0;
   // One line for people ("GPT L=4 C=256 ..."), and the shape hyper-parameters by name for

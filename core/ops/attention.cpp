@@ -1,7 +1,9 @@
 #include "core/ops/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/fastmath.hpp"
 #include "core/ops/matmul.hpp"
@@ -9,104 +11,115 @@
 namespace st {
 namespace {
 
-MatView heads(const void* data, DType dtype, const AttentionShape& s, int64_t cols) {
-  return {data, dtype, s.T, cols, cols, 1, s.T * cols};
+// Views over (batch b, head h) pairs: GemmBatch{B, H}.
+struct Views {
+  const AttentionShape& s;
+  int64_t C = s.C();
+
+  static const void* at(const void* p, DType d, int64_t elements) {
+    return static_cast<const char*>(p) + elements * int64_t(dtype_size(d));
+  }
+  GemmBatch batch() const { return {s.B, s.H}; }
+  // Rows [row0, row0 + rows) of q (part 0), k (1) or v (2) of every head, read in place from
+  // a [B, T, 3C] buffer: [rows, hs].
+  MatView qkv(const void* p, DType d, int part, int64_t row0, int64_t rows) const {
+    return {at(p, d, row0 * 3 * C + part * C),
+            d,
+            rows,
+            s.head_size,
+            3 * C,
+            1,
+            s.head_size,
+            s.T * 3 * C};
+  }
+  // Rows [row0, row0 + rows) of every head in a [B, T, C] buffer: [rows, hs].
+  MatView heads(const void* p, DType d, int64_t row0, int64_t rows) const {
+    return {at(p, d, row0 * C), d, rows, s.head_size, C, 1, s.head_size, s.T * C};
+  }
+  // The [rows, cols] block at (row0, col0) of every head's [T, T] matrix in [B, H, T, T].
+  MatView scores(const void* p, DType d, int64_t row0, int64_t col0, int64_t rows,
+                 int64_t cols) const {
+    return {at(p, d, row0 * s.T + col0), d, rows, cols, s.T, 1, s.T * s.T, s.H * s.T * s.T};
+  }
+};
+
+// The causal blocks: query rows [r0, r0 + rows) see keys [0, r0 + rows).
+template <class F>
+void for_each_block(const AttentionShape& s, F&& f) {
+  for (int64_t r0 = 0; r0 < s.T; r0 += s.block) f(r0, std::min(s.block, s.T - r0));
+}
+
+// The keys row t's block computes: [0, end of t's block).
+int64_t block_end(const AttentionShape& s, int64_t t) {
+  return std::min(s.T, (t / s.block + 1) * s.block);
 }
 
 }  // namespace
 
 void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
                        const AttentionScratch& scratch, const AttentionShape& s, DType dtype) {
-  const int64_t B = s.B, T = s.T, H = s.H, hs = s.head_size, C = s.C();
-  dispatch_float(dtype, [&]<class X>(X) {
-    const X* in = static_cast<const X*>(qkv);
-    X* q = static_cast<X*>(saved.q);
-    X* k = static_cast<X*>(saved.k);
-    X* v = static_cast<X*>(saved.v);
-    // [B,T,3C] -> three [B,H,T,hs] so every head is one contiguous matrix.
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        const X* row = in + (b * T + t) * 3 * C;
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t dst = ((b * H + h) * T + t) * hs;
-          for (int64_t d = 0; d < hs; ++d) {
-            q[dst + d] = row[h * hs + d];
-            k[dst + d] = row[C + h * hs + d];
-            v[dst + d] = row[2 * C + h * hs + d];
-          }
-        }
-      }
-  });
-  const int64_t BH = B * H;
+  OpScope scope(OpKind::attention);
+  ST_CHECK(s.block >= 1, "attention block {} must be positive", s.block);
+  const Views v{s};
+  const int64_t T = s.T, rows_total = s.B * s.H * s.T;
   GemmOptions scaled;
-  scaled.alpha = 1.0f / std::sqrt(float(hs));
-  gemm(BH, heads(saved.q, dtype, s, hs), heads(saved.k, dtype, s, hs).t(),
-       heads(scratch.scores, DType::f32, s, T), scaled);
+  scaled.alpha = 1.0f / std::sqrt(float(s.head_size));
+  // S = alpha·Q·Kᵀ, block by block, keys up to the block's last row.
+  for_each_block(s, [&](int64_t r0, int64_t rows) {
+    gemm(v.batch(), v.qkv(qkv, dtype, 0, r0, rows), v.qkv(qkv, dtype, 1, 0, r0 + rows).t(),
+         v.scores(scratch.scores, DType::f32, r0, 0, rows, r0 + rows), scaled);
+  });
+  // Causal softmax with FP32 statistics; zeros above the diagonal up to the block's end.
   dispatch_float(dtype, [&]<class X>(X) {
     X* probs = static_cast<X*>(saved.probs);
 #pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < BH * T; ++row) {
-      const int64_t t = row % T;  // query position: keys 0..t are visible
-      const float* sc = scratch.scores + row * T;
+    for (int64_t row = 0; row < rows_total; ++row) {
+      const int64_t t = row % T;            // query position: keys 0..t are visible
+      float* e = scratch.scores + row * T;  // exponentials overwrite the scores in place
       X* p = probs + row * T;
       float mx = -INFINITY;
-      for (int64_t j = 0; j <= t; ++j) mx = sc[j] > mx ? sc[j] : mx;
+      for (int64_t j = 0; j <= t; ++j) mx = e[j] > mx ? e[j] : mx;
       float sum = 0.f;
-      float* e = scratch.scores + row * T;  // exponentials overwrite the scores in place
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j <= t; ++j) {
-        e[j] = fast_exp(sc[j] - mx);
+        e[j] = fast_exp(e[j] - mx);
         sum += e[j];
       }
       const float inv = 1.0f / sum;
 #pragma omp simd
       for (int64_t j = 0; j <= t; ++j) p[j] = from_f32<X>(e[j] * inv);
-      for (int64_t j = t + 1; j < T; ++j) p[j] = from_f32<X>(0.f);
+      for (int64_t j = t + 1, end = block_end(s, t); j < end; ++j) p[j] = from_f32<X>(0.f);
     }
   });
-  // y = P·V, written head by head into a [BH,T,hs] buffer (d_y scratch), then back to [B,T,C].
-  gemm(BH, heads(saved.probs, dtype, s, T), heads(saved.v, dtype, s, hs),
-       heads(scratch.d_y, dtype, s, hs));
-  dispatch_float(dtype, [&]<class X>(X) {
-    const X* y = static_cast<const X*>(scratch.d_y);
-    X* o = static_cast<X*>(out);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < H; ++h) {
-          const X* src = y + ((b * H + h) * T + t) * hs;
-          X* dst = o + (b * T + t) * C + h * hs;
-          for (int64_t d = 0; d < hs; ++d) dst[d] = src[d];
-        }
+  // Y = P·V, written into each head's columns of out [B, T, C].
+  for_each_block(s, [&](int64_t r0, int64_t rows) {
+    gemm(v.batch(), v.scores(saved.probs, dtype, r0, 0, rows, r0 + rows),
+         v.qkv(qkv, dtype, 2, 0, r0 + rows), v.heads(out, dtype, r0, rows));
   });
 }
 
-void attention_backward(float* d_qkv, const float* d_out, const AttentionSaved& saved,
-                        const AttentionScratch& scratch, const AttentionShape& s, DType dtype) {
-  const int64_t B = s.B, T = s.T, H = s.H, hs = s.head_size, C = s.C(), BH = B * H;
-  dispatch_float(dtype, [&]<class X>(X) {
-    X* dy = static_cast<X*>(scratch.d_y);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < H; ++h) {
-          const float* src = d_out + (b * T + t) * C + h * hs;
-          X* dst = dy + ((b * H + h) * T + t) * hs;
-          for (int64_t d = 0; d < hs; ++d) dst[d] = from_f32<X>(src[d]);
-        }
+void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
+                        const AttentionSaved& saved, const AttentionScratch& scratch,
+                        const AttentionShape& s, DType dtype) {
+  OpScope scope(OpKind::attention);
+  const Views v{s};
+  const int64_t T = s.T, rows_total = s.B * s.H * s.T;
+  const void* d_y = d_out;
+  if (dtype != DType::f32) {
+    cast(d_out, DType::f32, scratch.d_y, dtype, size_t(s.B * T * s.C()));
+    d_y = scratch.d_y;
+  }
+  // dP = dY·Vᵀ (FP32, into the scores scratch), the forward's blocks.
+  for_each_block(s, [&](int64_t r0, int64_t rows) {
+    gemm(v.batch(), v.heads(d_y, dtype, r0, rows), v.qkv(qkv, dtype, 2, 0, r0 + rows).t(),
+         v.scores(scratch.scores, DType::f32, r0, 0, rows, r0 + rows));
   });
-  // dP = dY·Vᵀ [BH,T,T] (FP32, into the scores scratch); dV = Pᵀ·dY.
-  gemm(BH, heads(scratch.d_y, dtype, s, hs), heads(saved.v, dtype, s, hs).t(),
-       heads(scratch.scores, DType::f32, s, T));
-  gemm(BH, heads(saved.probs, dtype, s, T).t(), heads(scratch.d_y, dtype, s, hs),
-       heads(scratch.d_v, DType::f32, s, hs));
-  // Softmax backward: dS = P ⊙ (dP − rowsum(P ⊙ dP)).
+  // Softmax backward: dS = P ⊙ (dP − rowsum(P ⊙ dP)); zeros above the diagonal as in P.
   dispatch_float(dtype, [&]<class X>(X) {
     const X* probs = static_cast<const X*>(saved.probs);
     X* ds = static_cast<X*>(scratch.d_s);
 #pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < BH * T; ++row) {
+    for (int64_t row = 0; row < rows_total; ++row) {
       const int64_t t = row % T;
       const X* p = probs + row * T;
       const float* dp = scratch.scores + row * T;
@@ -116,28 +129,25 @@ void attention_backward(float* d_qkv, const float* d_out, const AttentionSaved& 
       for (int64_t j = 0; j <= t; ++j) dot += to_f32(p[j]) * dp[j];
 #pragma omp simd
       for (int64_t j = 0; j <= t; ++j) out[j] = from_f32<X>(to_f32(p[j]) * (dp[j] - dot));
-      for (int64_t j = t + 1; j < T; ++j) out[j] = from_f32<X>(0.f);
+      for (int64_t j = t + 1, end = block_end(s, t); j < end; ++j) out[j] = from_f32<X>(0.f);
     }
   });
-  // S = alpha·Q·Kᵀ, so dQ = alpha·dS·K and dK = alpha·dSᵀ·Q.
   GemmOptions scaled;
-  scaled.alpha = 1.0f / std::sqrt(float(hs));
-  gemm(BH, heads(scratch.d_s, dtype, s, T), heads(saved.k, dtype, s, hs),
-       heads(scratch.d_q, DType::f32, s, hs), scaled);
-  gemm(BH, heads(scratch.d_s, dtype, s, T).t(), heads(saved.q, dtype, s, hs),
-       heads(scratch.d_k, DType::f32, s, hs), scaled);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t src = ((b * H + h) * T + t) * hs;
-        float* row = d_qkv + (b * T + t) * 3 * C + h * hs;
-        for (int64_t d = 0; d < hs; ++d) {
-          row[d] = scratch.d_q[src + d];
-          row[C + d] = scratch.d_k[src + d];
-          row[2 * C + d] = scratch.d_v[src + d];
-        }
-      }
+  scaled.alpha = 1.0f / std::sqrt(float(s.head_size));
+  // Keys [k0, k0 + n) are seen by query rows [k0, T): dV = Pᵀ·dY and dK = alpha·dSᵀ·Q over
+  // those rows only.
+  for_each_block(s, [&](int64_t k0, int64_t n) {
+    const int64_t seen_by = T - k0;
+    gemm(v.batch(), v.scores(saved.probs, dtype, k0, k0, seen_by, n).t(),
+         v.heads(d_y, dtype, k0, seen_by), v.qkv(d_qkv, DType::f32, 2, k0, n));
+    gemm(v.batch(), v.scores(scratch.d_s, dtype, k0, k0, seen_by, n).t(),
+         v.qkv(qkv, dtype, 0, k0, seen_by), v.qkv(d_qkv, DType::f32, 1, k0, n), scaled);
+  });
+  // dQ = alpha·dS·K, block by block.
+  for_each_block(s, [&](int64_t r0, int64_t rows) {
+    gemm(v.batch(), v.scores(scratch.d_s, dtype, r0, 0, rows, r0 + rows),
+         v.qkv(qkv, dtype, 1, 0, r0 + rows), v.qkv(d_qkv, DType::f32, 0, r0, rows), scaled);
+  });
 }
 
 }  // namespace st

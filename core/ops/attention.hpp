@@ -1,5 +1,8 @@
 #pragma once
-// Causal multi-head self-attention on a packed qkv activation, as in GPT-2.
+// Causal multi-head self-attention on a packed qkv activation, as in GPT-2. The matmuls read
+// each head straight out of [B, T, 3C] through strided views (no head-major copies), and work
+// in blocks of query rows: a block's keys stop at its last row, so the blocks above the causal
+// diagonal (about half of T x T) are never computed.
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -8,33 +11,33 @@ namespace st {
 
 struct AttentionShape {
   int64_t B, T, H, head_size;  // C = H * head_size
+  int64_t block = 64;          // query rows per causal block
   int64_t C() const { return H * head_size; }
 };
 
-// Buffers one attention layer keeps from forward to backward (all in the compute dtype).
+// What one attention layer keeps from forward to backward, besides its qkv input.
 struct AttentionSaved {
-  void* q;      // [B, H, T, hs]
-  void* k;      // [B, H, T, hs]
-  void* v;      // [B, H, T, hs]
-  void* probs;  // [B, H, T, T], causal softmax of q·kᵀ/sqrt(hs); zero above the diagonal
+  // [B, H, T, T] (compute dtype): the causal softmax of q·kᵀ/sqrt(hs). Only each query block's
+  // keys [0, block end) are written (zero above the diagonal inside them); the rest is never
+  // read.
+  void* probs;
 };
 
-// Scratch shared by all layers (sized by attention_scratch_bytes).
+// Scratch shared by all layers.
 struct AttentionScratch {
-  float* scores;  // [B, H, T, T] FP32
-  float* d_q;     // [B, H, T, hs] FP32
-  float* d_k;     // [B, H, T, hs] FP32
-  float* d_v;     // [B, H, T, hs] FP32
-  void* d_y;      // [B, H, T, hs] dtype
-  void* d_s;      // [B, H, T, T] dtype
+  float* scores;  // [B, H, T, T] FP32 (the same blocks as probs)
+  void* d_y;      // [B, T, C] compute dtype
+  void* d_s;      // [B, H, T, T] compute dtype (the same blocks as probs)
 };
 
-// out[B,T,C] = attention(qkv[B,T,3C]); qkv holds q, k, v side by side per token.
+// out[B,T,C] = attention(qkv[B,T,3C]); qkv holds q, k, v side by side per token. Both in the
+// compute dtype.
 void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
                        const AttentionScratch& scratch, const AttentionShape& shape, DType dtype);
 
-// d_qkv[B,T,3C] (FP32, overwritten) from d_out[B,T,C] (FP32).
-void attention_backward(float* d_qkv, const float* d_out, const AttentionSaved& saved,
-                        const AttentionScratch& scratch, const AttentionShape& shape, DType dtype);
+// d_qkv[B,T,3C] (FP32, overwritten) from d_out[B,T,C] (FP32) and the forward's qkv.
+void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
+                        const AttentionSaved& saved, const AttentionScratch& scratch,
+                        const AttentionShape& shape, DType dtype);
 
 }  // namespace st

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/op_profile.hpp"
 #include "core/ops/fastmath.hpp"
 
 namespace st {
@@ -29,6 +30,7 @@ void row_stats(const float* row, int64_t V, float& mx, float& log_sum) {
 
 void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t M,
                            int64_t V) {
+  OpScope scope(OpKind::cross_entropy);
   check_targets(targets, M, V);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
@@ -41,6 +43,7 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
 
 void cross_entropy_backward(float* d_logits, const float* logits, const int32_t* targets,
                             float scale, int64_t M, int64_t V) {
+  OpScope scope(OpKind::cross_entropy);
   check_targets(targets, M, V);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {

@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include "core/op_profile.hpp"
+
 namespace st {
 
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
+  OpScope scope(OpKind::cast_copy);
   if (src_dtype == dst_dtype) {
     if (src != dst) std::memcpy(dst, src, n * dtype_size(src_dtype));
   } else if (src_dtype == DType::f32 && dst_dtype == DType::bf16) {
@@ -16,11 +19,12 @@ void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n
   }
 }
 
-void residual_add(float* x, const void* y, DType dtype, size_t n) {
+void residual_add(float* out, const float* x, const void* y, DType dtype, size_t n) {
+  OpScope scope(OpKind::cast_copy);
   dispatch_float(dtype, [&]<class T>(T) {
     const T* yt = static_cast<const T*>(y);
 #pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (size_t i = 0; i < n; ++i) x[i] += to_f32(yt[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = x[i] + to_f32(yt[i]);
   });
 }
 

@@ -38,7 +38,8 @@ decltype(auto) dispatch_float(DType dtype, F&& f) {
 // dst (dst_dtype) = src (src_dtype), element by element; FP32 -> BF16 rounds to nearest even.
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
-// x[i] += y[i] (y in `dtype`), the residual connection; x stays FP32.
-void residual_add(float* x, const void* y, DType dtype, size_t n);
+// out[i] = x[i] + y[i] (y in `dtype`), the residual connection in one pass; out and x are FP32
+// (out may be x).
+void residual_add(float* out, const float* x, const void* y, DType dtype, size_t n);
 
 }  // namespace st

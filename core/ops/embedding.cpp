@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
 
 namespace st {
 
 void embedding_forward(float* out, const int32_t* tokens, const void* wte, const void* wpe,
                        int64_t B, int64_t T, int64_t C, int64_t V, DType dtype) {
+  OpScope scope(OpKind::embedding);
   for (int64_t i = 0; i < B * T; ++i)
     if (tokens[i] < 0 || tokens[i] >= V)
       fail("embedding: token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, V);
@@ -28,6 +30,7 @@ void embedding_forward(float* out, const int32_t* tokens, const void* wte, const
 
 void embedding_backward(float* d_wte, float* d_wpe, const float* d_out, const int32_t* tokens,
                         int64_t B, int64_t T, int64_t C) {
+  OpScope scope(OpKind::embedding);
   // Threads own bands of channels, so rows sharing a token never race.
   constexpr int64_t kBand = 32;
 #pragma omp parallel for schedule(static)

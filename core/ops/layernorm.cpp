@@ -5,12 +5,14 @@
 #include <cmath>
 #include <vector>
 
+#include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
 
 namespace st {
 
 void layernorm_forward(void* out, float* mean, float* rstd, const float* x, const void* weight,
                        const void* bias, int64_t M, int64_t C, DType dtype) {
+  OpScope scope(OpKind::layernorm);
   dispatch_float(dtype, [&]<class T>(T) {
     const T* w = static_cast<const T*>(weight);
     const T* b = static_cast<const T*>(bias);
@@ -39,6 +41,7 @@ void layernorm_forward(void* out, float* mean, float* rstd, const float* x, cons
 void layernorm_backward(float* d_x, float* d_weight, float* d_bias, const float* d_out,
                         const float* x, const void* weight, const float* mean, const float* rstd,
                         int64_t M, int64_t C, DType dtype) {
+  OpScope scope(OpKind::layernorm);
   dispatch_float(dtype, [&]<class T>(T) {
     const T* w = static_cast<const T*>(weight);
     const int threads = omp_get_max_threads();

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
+#include "core/ops/gelu.hpp"
 #include "core/ops/matmul.hpp"
 
 namespace st {
@@ -19,29 +21,80 @@ void linear_forward(void* out, const void* in, const void* weight, const void* b
        MatView::row_major(out, dtype, M, N), options);
 }
 
-void add_column_sums(float* d_bias, const float* d, int64_t M, int64_t N) {
-  // Each thread owns a band of columns, so no two threads write the same d_bias entry.
-  constexpr int64_t kBand = 64;
-#pragma omp parallel for schedule(static)
-  for (int64_t c0 = 0; c0 < N; c0 += kBand) {
-    const int64_t c1 = std::min(N, c0 + kBand);
-    float acc[kBand] = {};
-    for (int64_t i = 0; i < M; ++i) {
-      const float* row = d + i * N;
+namespace {
+
+// Rows per partial column sum: fixed, so the bias gradient is the same whatever the threads.
+constexpr int64_t kRowsPerPartial = 64;
+
+// One row of g = d_out (⊙ gelu'(pre)): written to `out` in T when kWrite, added into `sums`
+// when kSum. Flags as template parameters keep the loop branch-free, so it vectorizes.
+template <class T, bool kGelu, bool kWrite, bool kSum>
+void output_grad_row(T* __restrict out, float* __restrict sums, const float* __restrict d,
+                     const T* __restrict pre, int64_t N) {
 #pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
-    }
-    for (int64_t c = c0; c < c1; ++c) d_bias[c] += acc[c - c0];
+  for (int64_t c = 0; c < N; ++c) {
+    float g = d[c];
+    if constexpr (kGelu) g *= gelu_grad(to_f32(pre[c]));
+    if constexpr (kWrite) out[c] = from_f32<T>(g);
+    if constexpr (kSum) sums[c] += g;
   }
 }
 
+// One pass over d_out [M,N]: g = d_out (⊙ gelu'(pre)), written to `out` (when not null) in T,
+// and added by columns into d_bias (when not null).
+template <class T, bool kGelu, bool kWrite, bool kSum>
+void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre, int64_t M,
+                         int64_t N) {
+  const int64_t parts = (M + kRowsPerPartial - 1) / kRowsPerPartial;
+  std::vector<float> partial(kSum ? size_t(parts * N) : 0, 0.f);  // [parts, N]
+#pragma omp parallel for schedule(static)
+  for (int64_t part = 0; part < parts; ++part) {
+    for (int64_t i = part * kRowsPerPartial, end = std::min(M, i + kRowsPerPartial); i < end; ++i)
+      output_grad_row<T, kGelu, kWrite, kSum>(out + (kWrite ? i * N : 0),
+                                              partial.data() + (kSum ? part * N : 0), d_out + i * N,
+                                              pre + (kGelu ? i * N : 0), N);
+  }
+  if constexpr (kSum) {
+    OpScope scope(OpKind::bias_grad);
+    for (int64_t part = 0; part < parts; ++part) {
+      const float* sums = partial.data() + part * N;
+#pragma omp simd
+      for (int64_t c = 0; c < N; ++c) d_bias[c] += sums[c];
+    }
+  }
+}
+
+template <class T, bool kGelu, bool kWrite>
+void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre, int64_t M,
+                         int64_t N) {
+  if (d_bias)
+    prepare_output_grad<T, kGelu, kWrite, true>(out, d_bias, d_out, pre, M, N);
+  else
+    prepare_output_grad<T, kGelu, kWrite, false>(out, d_bias, d_out, pre, M, N);
+}
+
+}  // namespace
+
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
                      void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
-                     int64_t N, DType dtype) {
+                     int64_t N, DType dtype, const void* gelu_input) {
+  // g in dtype: d_out itself for FP32 without GELU, else the scratch copy.
   const void* g = d_out;
-  if (dtype != DType::f32) {
-    cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * N));
-    g = d_out_scratch;
+  if (dtype != DType::f32 || gelu_input || d_bias) {
+    OpScope scope(gelu_input ? OpKind::gelu : OpKind::cast_copy);
+    const bool copy = dtype != DType::f32 || gelu_input;
+    ST_CHECK(!copy || d_out_scratch, "linear_backward: the output gradient needs a scratch buffer");
+    dispatch_float(dtype, [&]<class T>(T) {
+      T* out = static_cast<T*>(d_out_scratch);
+      const T* pre = static_cast<const T*>(gelu_input);
+      if (pre)
+        prepare_output_grad<T, true, true>(out, d_bias, d_out, pre, M, N);
+      else if (copy)
+        prepare_output_grad<T, false, true>(out, d_bias, d_out, pre, M, N);
+      else
+        prepare_output_grad<T, false, false>(out, d_bias, d_out, pre, M, N);
+    });
+    if (copy) g = d_out_scratch;
   }
   const MatView grad = MatView::row_major(g, dtype, M, N);
   if (d_in)
@@ -51,7 +104,6 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
   accumulate.accumulate = true;
   gemm(1, MatView::row_major(in, dtype, M, K).t(), grad,
        MatView::row_major(d_weight, DType::f32, K, N), accumulate);
-  if (d_bias) add_column_sums(d_bias, d_out, M, N);
 }
 
 }  // namespace st

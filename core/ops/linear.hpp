@@ -11,16 +11,16 @@ namespace st {
 void linear_forward(void* out, const void* in, const void* weight, const void* bias, int64_t M,
                     int64_t K, int64_t N, DType dtype);
 
-// Given d_out[M,N] in FP32:
-//   d_in[M,K]      = d_out · weightᵀ        (overwritten, FP32; skipped when null)
-//   d_weight[K,N] += inᵀ · d_out            (FP32)
-//   d_bias[N]     += column sums of d_out   (FP32; skipped when null)
-// For BF16, d_out is rounded to BF16 into d_out_scratch [M,N] first (as autocast does).
+// Given the output gradient g[M,N] (FP32):
+//   d_in[M,K]      = g · weightᵀ        (overwritten, FP32; skipped when null)
+//   d_weight[K,N] += inᵀ · g            (FP32)
+//   d_bias[N]     += column sums of g   (FP32; skipped when null)
+// g is d_out[M,N], or, when the layer's output went through GELU (`gelu_input` [M,N], dtype:
+// the output before GELU), d_out ⊙ gelu'(gelu_input) with d_out the gradient after GELU.
+// One pass over d_out makes g, its column sums and, for BF16 or GELU, its copy in
+// d_out_scratch [M,N] (dtype; BF16 rounds as autocast does) that the matmuls read.
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
                      void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
-                     int64_t N, DType dtype);
-
-// d_bias[N] += sum over rows of d[M,N].
-void add_column_sums(float* d_bias, const float* d, int64_t M, int64_t N);
+                     int64_t N, DType dtype, const void* gelu_input = nullptr);
 
 }  // namespace st

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/op_profile.hpp"
 
 namespace st {
 namespace {
@@ -30,15 +31,18 @@ memory::data_type dnnl_type(DType t) {
   fail("matmul: {} operands are not supported", dtype_name(t));
 }
 
-memory::desc describe(int64_t batch, const MatView& m) {
-  if (batch == 1)
+memory::desc describe(GemmBatch batch, const MatView& m) {
+  if (batch.outer > 1)
+    return memory::desc({batch.outer, batch.inner, m.rows, m.cols}, dnnl_type(m.dtype),
+                        {m.outer_stride, m.batch_stride, m.row_stride, m.col_stride});
+  if (batch.inner == 1)
     return memory::desc({m.rows, m.cols}, dnnl_type(m.dtype), {m.row_stride, m.col_stride});
-  return memory::desc({batch, m.rows, m.cols}, dnnl_type(m.dtype),
+  return memory::desc({batch.inner, m.rows, m.cols}, dnnl_type(m.dtype),
                       {m.batch_stride, m.row_stride, m.col_stride});
 }
 
 struct Key {
-  int64_t batch;
+  GemmBatch batch;
   MatView a, b, c;
   bool bias;
   DType bias_dtype;
@@ -48,10 +52,11 @@ struct Key {
   auto tie() const {
     auto shape = [](const MatView& m) {
       return std::make_tuple(int(m.dtype), m.rows, m.cols, m.row_stride, m.col_stride,
-                             m.batch_stride);
+                             m.batch_stride, m.outer_stride);
     };
-    return std::tuple_cat(std::make_tuple(batch, bias, int(bias_dtype), alpha, accumulate),
-                          shape(a), shape(b), shape(c));
+    return std::tuple_cat(
+        std::make_tuple(batch.outer, batch.inner, bias, int(bias_dtype), alpha, accumulate),
+        shape(a), shape(b), shape(c));
   }
   bool operator==(const Key& o) const { return tie() == o.tie(); }
 };
@@ -86,10 +91,11 @@ class Runtime {
     entry.b = describe(key.batch, key.b);
     entry.c = describe(key.batch, key.c);
     if (key.bias) {
-      memory::dims dims =
-          key.batch == 1 ? memory::dims{1, key.c.cols} : memory::dims{1, 1, key.c.cols};
+      ST_CHECK(key.batch.outer == 1, "matmul: a bias with a two-level batch is not supported");
+      const bool single = key.batch.inner == 1;
+      memory::dims dims = single ? memory::dims{1, key.c.cols} : memory::dims{1, 1, key.c.cols};
       entry.bias = memory::desc(dims, dnnl_type(key.bias_dtype),
-                                key.batch == 1 ? memory::format_tag::ab : memory::format_tag::abc);
+                                single ? memory::format_tag::ab : memory::format_tag::abc);
     }
     dnnl::primitive_attr attr;
     if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
@@ -104,9 +110,9 @@ class Runtime {
       dnnl::matmul::primitive_desc pd(desc, attr, engine_);
       entry.primitive = dnnl::matmul(pd);
     } catch (const dnnl::error& e) {
-      fail("oneDNN could not create a matmul for batch {} [{}x{}]({})·[{}x{}]({}) -> {}: {}",
-           key.batch, key.a.rows, key.a.cols, dtype_name(key.a.dtype), key.b.rows, key.b.cols,
-           dtype_name(key.b.dtype), dtype_name(key.c.dtype), e.what());
+      fail("oneDNN could not create a matmul for batch {}x{} [{}x{}]({})·[{}x{}]({}) -> {}: {}",
+           key.batch.outer, key.batch.inner, key.a.rows, key.a.cols, dtype_name(key.a.dtype),
+           key.b.rows, key.b.cols, dtype_name(key.b.dtype), dtype_name(key.c.dtype), e.what());
     }
     return cache_.emplace(key, std::move(entry)).first->second;
   }
@@ -128,12 +134,13 @@ Runtime& runtime() {
 
 }  // namespace
 
-void gemm(int64_t batch, const MatView& a, const MatView& b, const MatView& c,
+void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
           const GemmOptions& options) {
+  OpScope scope(OpKind::matmul);
   if (a.cols != b.rows || a.rows != c.rows || b.cols != c.cols)
     fail("matmul shapes do not chain: [{}x{}]·[{}x{}] -> [{}x{}]", a.rows, a.cols, b.rows, b.cols,
          c.rows, c.cols);
-  if (batch <= 0 || a.rows == 0 || b.cols == 0) return;
+  if (batch.outer <= 0 || batch.inner <= 0 || a.rows == 0 || b.cols == 0) return;
   Key key{batch,
           a,
           b,
@@ -161,7 +168,7 @@ std::string onednn_bf16_matmul_impl() {
   MatView m{nullptr, DType::bf16, n, n, n, 1, n * n};
   MatView out{nullptr, DType::f32, n, n, n, 1, n * n};
   try {
-    dnnl::matmul::desc desc(describe(1, m), describe(1, m), describe(1, out));
+    dnnl::matmul::desc desc(describe({}, m), describe({}, m), describe({}, out));
     dnnl::matmul::primitive_desc pd(desc, rt.engine());
     return pd.impl_info_str();
   } catch (const dnnl::error& e) {
