@@ -124,6 +124,9 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         {"inter_node_mib", double(net_bytes) / bench.steps / kMiB},
         {"inter_node_mib_predicted", double(s.trainer->traffic().inter_node) / kMiB},
         {"mesh", s.trainer->mesh().describe()},
+        {"activation_checkpointing",
+         activation_checkpointing_name(config.sharding.activation_checkpointing)},
+        {"activations_mib", double(s.trainer->budget().activations) / kMiB},
         {"budget_mib", budget_mib}};
     if (options.json) {
       fmt::print("{}\n", result.dump());

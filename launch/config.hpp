@@ -51,6 +51,7 @@ struct Config {
     ReplicaSync replica_sync = ReplicaSync::each;
     int64_t ranks_per_node = 0;  // 0: detect (ranks sharing memory)
     bool allow_cross_node_shard = false;
+    ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   } sharding;
   struct {
     std::string dir;

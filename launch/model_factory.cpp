@@ -19,7 +19,9 @@ fs::path config_json_beside(const std::string& weights) {
 }  // namespace
 
 std::unique_ptr<Model> make_model(const Config& config) {
-  return std::make_unique<GPT>(config.model, config.precision.param_dtype);
+  auto model = std::make_unique<GPT>(config.model, config.precision.param_dtype);
+  model->set_activation_checkpointing(config.sharding.activation_checkpointing);
+  return model;
 }
 
 GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {

@@ -63,6 +63,15 @@ ReplicaSync parse_replica_sync(std::string_view text, std::string_view key) {
       text, key, {{"each", ReplicaSync::each}, {"last", ReplicaSync::last}}, "each or last");
 }
 
+ActivationCheckpointing parse_activation_checkpointing(std::string_view text,
+                                                       std::string_view key) {
+  return parse_word<ActivationCheckpointing>(text, key,
+                                             {{"none", ActivationCheckpointing::none},
+                                              {"selective", ActivationCheckpointing::selective},
+                                              {"full", ActivationCheckpointing::full}},
+                                             "none, selective or full");
+}
+
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key) {
   return parse_word<OptimizerKind>(
       text, key, {{"adamw", OptimizerKind::adamw}, {"sgd", OptimizerKind::sgd}}, "adamw or sgd");

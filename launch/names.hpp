@@ -8,6 +8,7 @@
 
 #include "collectives/process_group.hpp"
 #include "core/dtype.hpp"
+#include "core/model/model.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
@@ -24,6 +25,8 @@ Algorithm parse_algorithm(std::string_view text, std::string_view key);
 Accumulation parse_accumulation(std::string_view text, std::string_view key);
 // "each" or "last".
 ReplicaSync parse_replica_sync(std::string_view text, std::string_view key);
+// "none", "selective" or "full".
+ActivationCheckpointing parse_activation_checkpointing(std::string_view text, std::string_view key);
 // "adamw" or "sgd".
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key);
 

@@ -11,6 +11,7 @@
 #include "core/bf16.hpp"
 #include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
+#include "core/model/block_model.hpp"
 #include "core/ops/matmul.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/peak.hpp"
@@ -217,6 +218,17 @@ void print_summary(Session& s) {
       double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
       double(b.unsharded_params) / kMiB, double(b.unsharded_grads) / kMiB,
       double(b.activations) / kMiB, double(b.total()) / kMiB, s.baseline_rss_mib);
+  if (const auto* blocks = dynamic_cast<const BlockModel*>(&t.model())) {
+    const int64_t rows = c.training.global_batch / c.training.micro_batches / s.ranks.size();
+    std::string modes;
+    for (const auto mode : {ActivationCheckpointing::none, ActivationCheckpointing::selective,
+                            ActivationCheckpointing::full})
+      modes += fmt::format(
+          "{}{} {:.1f}", modes.empty() ? "" : " | ", activation_checkpointing_name(mode),
+          double(blocks->activation_bytes_for(rows, c.training.seq_len, mode)) / kMiB);
+    fmt::print("activations per rank by sharding.activation_checkpointing: {} MiB (this run: {})\n",
+               modes, activation_checkpointing_name(c.sharding.activation_checkpointing));
+  }
   fmt::print("memory per rank (held now): shards {:.1f} MiB, optimizer state {:.1f} MiB\n",
              double(fm.shard_bytes) / kMiB, double(t.optimizer_state_bytes()) / kMiB);
   std::fflush(stdout);

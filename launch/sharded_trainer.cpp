@@ -232,8 +232,9 @@ void ShardedTrainer::check_budget_fits() const {
   fail_input(
       "the memory budget is {:.2f} GiB per rank (shards {:.2f} + optimizer {:.2f} + unsharded "
       "{:.2f} + activations {:.2f}) {}. Reduce the model (model.n_layer, model.n_embd, "
-      "model.vocab_size), the activations (training.global_batch, training.seq_len, or more "
-      "training.micro_batches), or shard over more ranks (sharding.shard_degree)",
+      "model.vocab_size), the activations (training.global_batch, training.seq_len, more "
+      "training.micro_batches, or sharding.activation_checkpointing = selective or full), or "
+      "shard over more ranks (sharding.shard_degree)",
       double(b.total()) / gib, double(b.master_and_grad) / gib, double(b.optimizer_state) / gib,
       double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, beyond);
 }

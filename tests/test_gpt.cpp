@@ -142,6 +142,37 @@ TEST(GPT, SequenceLongerThanContextIsRejected) {
   EXPECT_THROW(gpt.forward_loss(random_batch(1, 9, 1), hooks), InputError);
 }
 
+// What each checkpointing mode keeps, counted on the meta device for GPT-2 small's shape:
+// selective drops the cheap per-layer tensors, full everything but each block's input.
+TEST(GPT, ActivationCheckpointingKeepsLess) {
+  GPTConfig c;
+  c.n_layer = 12, c.n_embd = 768, c.n_head = 12, c.block_size = 1024;
+  GPT gpt(c, DType::bf16);
+  using enum ActivationCheckpointing;
+  const int64_t none_bytes = gpt.activation_bytes_for(4, 1024, none);
+  const int64_t selective_bytes = gpt.activation_bytes_for(4, 1024, selective);
+  const int64_t full_bytes = gpt.activation_bytes_for(4, 1024, full);
+  EXPECT_LT(selective_bytes, none_bytes);
+  EXPECT_LT(full_bytes, selective_bytes);
+  EXPECT_LT(3 * full_bytes, none_bytes);  // full keeps under a third at this shape
+  EXPECT_EQ(gpt.activation_bytes(4, 1024), none_bytes);
+  gpt.set_activation_checkpointing(full);
+  EXPECT_EQ(gpt.activation_bytes(4, 1024), full_bytes);
+}
+
+// A model that declares no blocks cannot checkpoint: an InputError naming the mode and model.
+TEST(MLP, ActivationCheckpointingNeedsBlocks) {
+  MLP mlp(MLPConfig{}, DType::f32);
+  mlp.set_activation_checkpointing(ActivationCheckpointing::none);
+  try {
+    mlp.set_activation_checkpointing(ActivationCheckpointing::full);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("activation checkpointing 'full'"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MLP, GradientsMatchFiniteDifferences) {
   MLP mlp(MLPConfig{}, DType::f32);
   LocalParams params(mlp, 3);

@@ -1,5 +1,6 @@
 // The FSDP runtime under mpirun (1 to 4 ranks) against the unsharded single-process trainer
 // (LocalTrainer), which every rank also runs on its own as the reference.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -134,6 +135,49 @@ TEST(Sharding, ReshardAndPrefetchDoNotChangeTheNumbers) {
       EXPECT_TRUE(weights_bitwise_equal(variant, base))
           << "reshard " << reshard << " prefetch " << depth;
     }
+}
+
+bool gradients_bitwise_equal(ShardedTrainer& a, ShardedTrainer& b) {
+  const std::vector<ShardSpan> sa = a.fsdp().spans(), sb = b.fsdp().spans();
+  bool equal = sa.size() == sb.size();
+  for (size_t i = 0; equal && i < sa.size(); ++i) {
+    const Tensor& x = sa[i].grad;
+    const Tensor& y = sb[i].grad;
+    equal = x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+  }
+  return equal;
+}
+
+// Activation checkpointing recomputes with the same kernels on the same inputs: every step's
+// loss, this rank's gradient shards and the weights are bitwise those without it, in FP32 and
+// BF16, over two micro-batches (recomputation between accumulating backwards).
+TEST(Sharding, ActivationCheckpointingIsBitwiseInvisible) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    auto config = [&](const char* mode) {
+      return test_config({std::string("precision.param_dtype=") + dtype, "training.global_batch=24",
+                          "training.micro_batches=2",
+                          std::string("sharding.activation_checkpointing=") + mode});
+    };
+    const Config none_config = config("none");  // trainers keep a reference to their config
+    ShardedTrainer none(none_config, data(), world());
+    for (const char* mode : {"selective", "full"}) {
+      SCOPED_TRACE(fmt::format("{} with activation checkpointing {}", dtype, mode));
+      const Config checkpointed_config = config(mode);
+      ShardedTrainer checkpointed(checkpointed_config, data(), world());
+      // Fewer bytes kept, and the mode really is on.
+      EXPECT_LT(checkpointed.budget().activations, none.budget().activations);
+      ShardedTrainer reference(none_config, data(), world());
+      for (int64_t s = 0; s < 3; ++s) {
+        const StepStats a = reference.step(s), b = checkpointed.step(s);
+        EXPECT_EQ(a.loss, b.loss) << "step " << s;
+        EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << s;
+        EXPECT_TRUE(gradients_bitwise_equal(reference, checkpointed)) << "step " << s;
+        EXPECT_GT(b.op_ms[size_t(OpKind::recompute)], 0.0) << "step " << s;
+        EXPECT_EQ(a.op_ms[size_t(OpKind::recompute)], 0.0) << "step " << s;
+      }
+      EXPECT_TRUE(weights_bitwise_equal(reference, checkpointed));
+    }
+  }
 }
 
 // Two micro-batches: reduce every micro-batch into the shard, or keep unsharded gradients and

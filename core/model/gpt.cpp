@@ -15,12 +15,15 @@ namespace st {
 
 // Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch:
 // tensors carved out of one allocation (llm.c's activation memory), each 64-byte aligned.
+// With activation checkpointing, the per-layer vectors of recomputed kinds hold L views of one
+// shared tensor (BlockModel::per_block).
 struct GPT::Activations {
   int64_t B, T;
+  ActivationCheckpointing mode;
   AttentionShape att;
-  std::vector<Tensor> x;                                       // L+1 residual streams, FP32 [B,T,C]
-  std::vector<Tensor> x_mid;                                   // L, after attention, FP32 [B,T,C]
-  std::vector<Tensor> ln1, ln2;                                // L, dtype [B,T,C]
+  std::vector<Tensor> x;         // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
+  std::vector<Tensor> x_mid;     // L, after attention, FP32 [B,T,C]
+  std::vector<Tensor> ln1, ln2;  // L, dtype [B,T,C]
   std::vector<Tensor> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // L, FP32 [B*T]
   std::vector<Tensor> qkv;                                     // L, dtype [B,T,3C]
   std::vector<Tensor> probs;                                   // L, dtype [B,H,T,T]
@@ -41,8 +44,9 @@ struct GPT::Activations {
   int64_t bytes = 0;                  // its size, alignment padding included
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
-  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, Device device)
-      : B(B_), T(T_) {
+  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, ActivationCheckpointing mode_,
+              Device device)
+      : B(B_), T(T_), mode(mode_) {
     // Two passes over one declaration: the first only sums the sizes, the second carves.
     for (const bool carve : {false, true}) {
       if (carve) arena = Tensor::empty("gpt.activations", {bytes}, DType::u8, device);
@@ -64,24 +68,25 @@ struct GPT::Activations {
     };
     auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
     auto act = [&](const char* name, Shape s) { return make(name, std::move(s), dt); };
-    x.clear(), x_mid.clear(), ln1.clear(), ln2.clear(), ln1_mean.clear(), ln1_rstd.clear();
-    ln2_mean.clear(), ln2_rstd.clear(), qkv.clear();
-    probs.clear(), att_y.clear(), fc.clear(), fc_gelu.clear();
+    x.clear();
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
-    for (int64_t l = 0; l < L; ++l) {
-      x_mid.push_back(f32("x_mid", {B, T, C}));
-      ln1.push_back(act("ln_1.out", {B, T, C}));
-      ln2.push_back(act("ln_2.out", {B, T, C}));
-      ln1_mean.push_back(f32("ln_1.mean", {B * T}));
-      ln1_rstd.push_back(f32("ln_1.rstd", {B * T}));
-      ln2_mean.push_back(f32("ln_2.mean", {B * T}));
-      ln2_rstd.push_back(f32("ln_2.rstd", {B * T}));
-      qkv.push_back(act("attn.qkv", {B, T, 3 * C}));
-      probs.push_back(act("attn.probs", {B, H, T, T}));
-      att_y.push_back(act("attn.y", {B, T, C}));
-      fc.push_back(act("mlp.fc", {B, T, 4 * C}));
-      fc_gelu.push_back(act("mlp.gelu", {B, T, 4 * C}));
-    }
+    // Each per-layer activation with the kind of step that produces it (BlockTensor).
+    auto layers = [&](BlockTensor kind, auto make) {
+      return BlockModel::per_block(mode, kind, L, make);
+    };
+    using enum BlockTensor;
+    x_mid = layers(kept, [&] { return f32("x_mid", {B, T, C}); });
+    ln1 = layers(cheap, [&] { return act("ln_1.out", {B, T, C}); });
+    ln2 = layers(cheap, [&] { return act("ln_2.out", {B, T, C}); });
+    ln1_mean = layers(cheap, [&] { return f32("ln_1.mean", {B * T}); });
+    ln1_rstd = layers(cheap, [&] { return f32("ln_1.rstd", {B * T}); });
+    ln2_mean = layers(cheap, [&] { return f32("ln_2.mean", {B * T}); });
+    ln2_rstd = layers(cheap, [&] { return f32("ln_2.rstd", {B * T}); });
+    qkv = layers(kept, [&] { return act("attn.qkv", {B, T, 3 * C}); });
+    probs = layers(cheap, [&] { return act("attn.probs", {B, H, T, T}); });
+    att_y = layers(kept, [&] { return act("attn.y", {B, T, C}); });
+    fc = layers(kept, [&] { return act("mlp.fc", {B, T, 4 * C}); });
+    fc_gelu = layers(cheap, [&] { return act("mlp.gelu", {B, T, 4 * C}); });
     lnf = act("ln_f.out", {B, T, C});
     lnf_mean = f32("ln_f.mean", {B * T});
     lnf_rstd = f32("ln_f.rstd", {B * T});
@@ -145,15 +150,16 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compu
 GPT::~GPT() = default;
 
 GPT::Activations& GPT::activations_for(int64_t B, int64_t T) {
-  if (!acts_ || acts_->B != B || acts_->T != T) {
+  if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
     acts_.reset();  // free the old set before allocating the new one
-    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, Device::cpu);
+    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, activation_checkpointing(),
+                                          Device::cpu);
   }
   return *acts_;
 }
 
-int64_t GPT::activation_bytes(int64_t B, int64_t T) const {
-  return Activations(config_, dtype_, B, T, Device::meta).bytes;
+int64_t GPT::activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const {
+  return Activations(config_, dtype_, B, T, mode, Device::meta).bytes;
 }
 
 const float* GPT::last_logits() const {
@@ -207,27 +213,41 @@ void GPT::embed_forward(Activations& a, const Batch& batch) {
                     a.T, c.n_embd, c.vocab_size, dtype_);
 }
 
-void GPT::block_forward(Activations& a, int64_t l) {
+// Each step is labelled with the kind of tensor it produces: a recomputation before the
+// block's backward runs only the steps whose outputs the checkpointing mode did not keep.
+void GPT::block_forward(int64_t l, const BlockPass& pass) {
+  Activations& a = *acts_;
   const int64_t M = a.B * a.T, C = config_.n_embd;
   const BlockParams& p = p_.h[size_t(l)];
-  layernorm_forward(a.ln1[l].raw(), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(),
-                    a.x[l].data<float>(), w(p.ln_1_weight), w(p.ln_1_bias), M, C, dtype_);
-  linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(p.c_attn_weight), w(p.c_attn_bias), M, C, 3 * C,
-                 dtype_);
-  attention_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
-  linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(p.attn_proj_weight), w(p.attn_proj_bias), M,
-                 C, C, dtype_);
-  float* x_mid = a.x_mid[l].data<float>();
-  residual_add(x_mid, a.x[l].data<float>(), a.proj_out.raw(), dtype_, size_t(M * C));
-
-  layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), x_mid,
-                    w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
-  linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
-                 dtype_);
-  gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias), M,
-                 4 * C, C, dtype_);
-  residual_add(a.x[l + 1].data<float>(), x_mid, a.proj_out.raw(), dtype_, size_t(M * C));
+  using enum BlockTensor;
+  if (pass.runs(cheap))
+    layernorm_forward(a.ln1[l].raw(), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(),
+                      a.x[l].data<float>(), w(p.ln_1_weight), w(p.ln_1_bias), M, C, dtype_);
+  if (pass.runs(kept))
+    linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(p.c_attn_weight), w(p.c_attn_bias), M, C,
+                   3 * C, dtype_);
+  if (pass.runs(cheap))
+    attention_probs_forward(a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
+  if (pass.runs(kept)) {
+    attention_values_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.att, dtype_);
+    linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(p.attn_proj_weight), w(p.attn_proj_bias),
+                   M, C, C, dtype_);
+    residual_add(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.proj_out.raw(), dtype_,
+                 size_t(M * C));
+  }
+  if (pass.runs(cheap))
+    layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
+                      a.x_mid[l].data<float>(), w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
+  if (pass.runs(kept))
+    linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
+                   dtype_);
+  if (pass.runs(cheap)) gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
+  if (pass.runs(output)) {
+    linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias),
+                   M, 4 * C, C, dtype_);
+    residual_add(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.proj_out.raw(), dtype_,
+                 size_t(M * C));
+  }
 }
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
@@ -270,7 +290,8 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
                      a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
 }
 
-void GPT::block_backward(Activations& a, int64_t l) {
+void GPT::block_backward(int64_t l) {
+  Activations& a = *acts_;
   const int64_t M = a.B * a.T, C = config_.n_embd;
   const BlockParams& p = p_.h[size_t(l)];
   float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
@@ -310,11 +331,7 @@ double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {
   Activations& a = activations_for(batch.B(), batch.T());
   hooks.before_forward(0);
   embed_forward(a, batch);
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    hooks.before_forward(int(l) + 1);
-    block_forward(a, l);
-    hooks.after_forward(int(l) + 1);
-  }
+  forward_blocks(hooks);
   const double loss = head_forward(a, batch);
   hooks.after_forward(0);
   return loss;
@@ -325,11 +342,7 @@ double GPT::forward_backward(const Batch& batch, float grad_scale, UnitHooks& ho
   Activations& a = *acts_;
   hooks.before_backward(0);
   head_backward(a, batch, grad_scale);
-  for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
-    hooks.before_backward(int(l) + 1);
-    block_backward(a, l);
-    hooks.after_backward(int(l) + 1);
-  }
+  backward_blocks(hooks);
   embed_backward(a, batch);
   hooks.after_backward(0);
   return loss;

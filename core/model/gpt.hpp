@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/data/tokenizer.hpp"
-#include "core/model/model.hpp"
+#include "core/model/block_model.hpp"
 #include "core/ops/attention.hpp"
 
 namespace st {
@@ -20,7 +20,7 @@ struct GPTConfig {
   int64_t vocab_size = kByteVocabSize;
 };
 
-class GPT final : public Model {
+class GPT final : public BlockModel {
  public:
   GPT(const GPTConfig& config, DType compute_dtype);
   ~GPT() override;
@@ -35,7 +35,7 @@ class GPT final : public Model {
   double flops_per_token() const override;
   std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
   // Counted on the meta device: the same layout, no memory.
-  int64_t activation_bytes(int64_t B, int64_t T) const override;
+  int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
   std::string describe() const override;
   std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
 
@@ -63,12 +63,13 @@ class GPT final : public Model {
 
   void check_batch(const Batch& batch) const;
   void embed_forward(Activations& a, const Batch& batch);
-  void block_forward(Activations& a, int64_t layer);
+  int64_t num_blocks() const override { return config_.n_layer; }
+  void block_forward(int64_t layer, const BlockPass& pass) override;
+  void block_backward(int64_t layer) override;
   // Logits and per-token losses; returns their sum.
   double head_forward(Activations& a, const Batch& batch);
   // Gradient of the loss through the logits and ln_f into a.dx.
   void head_backward(Activations& a, const Batch& batch, float grad_scale);
-  void block_backward(Activations& a, int64_t layer);
   void embed_backward(Activations& a, const Batch& batch);
 
   GPTConfig config_;

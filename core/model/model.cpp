@@ -2,6 +2,24 @@
 
 namespace st {
 
+const char* activation_checkpointing_name(ActivationCheckpointing mode) {
+  switch (mode) {
+    case ActivationCheckpointing::none:
+      return "none";
+    case ActivationCheckpointing::selective:
+      return "selective";
+    case ActivationCheckpointing::full:
+      return "full";
+  }
+  return "?";
+}
+
+void Model::set_activation_checkpointing(ActivationCheckpointing mode) {
+  if (mode != ActivationCheckpointing::none)
+    fail_input("activation checkpointing '{}': {} declares no blocks to recompute (only 'none')",
+               activation_checkpointing_name(mode), describe());
+}
+
 void Model::bind(size_t index, Tensor value, Tensor grad) {
   const auto& specs = param_specs();
   ST_CHECK(index < specs.size(), "parameter index {} out of range", index);

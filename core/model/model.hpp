@@ -25,6 +25,14 @@ class UnitHooks {
   virtual void after_backward(int /*unit*/) {}
 };
 
+// What a model keeps from forward for backward (sharding.activation_checkpointing):
+//   none:      everything its backward reads;
+//   selective: matmul outputs and the residual stream; the cheap ops (layer norm, GELU, the
+//              attention core's softmax) run again in backward;
+//   full:      only each block's input; the whole block runs again in backward.
+enum class ActivationCheckpointing { none, selective, full };
+const char* activation_checkpointing_name(ActivationCheckpointing mode);
+
 // A parameter as the model sees it during compute: its value in the compute dtype and its
 // FP32 gradient accumulator. Whoever owns the memory binds these before the unit runs.
 struct BoundParam {
@@ -50,8 +58,12 @@ class Model {
   // {M, K, N} of the largest matmul a micro-batch of `tokens` runs ({0, 0, 0}: none stated),
   // one of the shapes the MFU's peak is measured at.
   virtual std::array<int64_t, 3> largest_matmul(int64_t /*tokens*/) const { return {0, 0, 0}; }
-  // Bytes of activations and scratch one micro-batch of [B, T] keeps (for memory budgets).
+  // Bytes of activations and scratch one micro-batch of [B, T] keeps (for memory budgets),
+  // with the current activation checkpointing.
   virtual int64_t activation_bytes(int64_t B, int64_t T) const = 0;
+  // Models made of blocks (core/model/block_model.hpp) support every mode; others only none
+  // (anything else is an InputError naming the model).
+  virtual void set_activation_checkpointing(ActivationCheckpointing mode);
   // One line for people ("GPT L=4 C=256 ..."), and the shape hyper-parameters by name for
   // checkpoint manifests (a checkpoint loads only into a model with the same ones).
   virtual std::string describe() const = 0;

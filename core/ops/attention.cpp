@@ -58,6 +58,13 @@ int64_t block_end(const AttentionShape& s, int64_t t) {
 
 void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
                        const AttentionScratch& scratch, const AttentionShape& s, DType dtype) {
+  attention_probs_forward(qkv, saved, scratch, s, dtype);
+  attention_values_forward(out, qkv, saved, s, dtype);
+}
+
+void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
+                             const AttentionScratch& scratch, const AttentionShape& s,
+                             DType dtype) {
   OpScope scope(OpKind::attention);
   ST_CHECK(s.block >= 1, "attention block {} must be positive", s.block);
   const Views v{s};
@@ -91,6 +98,12 @@ void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
       for (int64_t j = t + 1, end = block_end(s, t); j < end; ++j) p[j] = from_f32<X>(0.f);
     }
   });
+}
+
+void attention_values_forward(void* out, const void* qkv, const AttentionSaved& saved,
+                              const AttentionShape& s, DType dtype) {
+  OpScope scope(OpKind::attention);
+  const Views v{s};
   // Y = P·V, written into each head's columns of out [B, T, C].
   for_each_block(s, [&](int64_t r0, int64_t rows) {
     gemm(v.batch(), v.scores(saved.probs, dtype, r0, 0, rows, r0 + rows),

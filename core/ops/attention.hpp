@@ -31,9 +31,16 @@ struct AttentionScratch {
 };
 
 // out[B,T,C] = attention(qkv[B,T,3C]); qkv holds q, k, v side by side per token. Both in the
-// compute dtype.
+// compute dtype. The two halves below, in order.
 void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
                        const AttentionScratch& scratch, const AttentionShape& shape, DType dtype);
+// The attention core: saved.probs = causal softmax(q·kᵀ / sqrt(hs)).
+void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
+                             const AttentionScratch& scratch, const AttentionShape& shape,
+                             DType dtype);
+// out = probs · v, each head into its columns of out [B,T,C].
+void attention_values_forward(void* out, const void* qkv, const AttentionSaved& saved,
+                              const AttentionShape& shape, DType dtype);
 
 // d_qkv[B,T,3C] (FP32, overwritten) from d_out[B,T,C] (FP32) and the forward's qkv.
 void attention_backward(float* d_qkv, const float* d_out, const void* qkv,

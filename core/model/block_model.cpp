@@ -1,0 +1,44 @@
+#include "core/model/block_model.hpp"
+
+#include <fmt/format.h>
+
+#include "core/op_profile.hpp"
+#include "core/trace.hpp"
+
+namespace st {
+
+bool kept_per_block(ActivationCheckpointing mode, BlockTensor t) {
+  switch (t) {
+    case BlockTensor::output:
+      return true;
+    case BlockTensor::kept:
+      return mode != ActivationCheckpointing::full;
+    case BlockTensor::cheap:
+      return mode == ActivationCheckpointing::none;
+  }
+  return true;
+}
+
+void BlockModel::forward_blocks(UnitHooks& hooks) {
+  for (int64_t l = 0; l < num_blocks(); ++l) {
+    hooks.before_forward(block_unit(l));
+    block_forward(l, {mode_, false});
+    hooks.after_forward(block_unit(l));
+  }
+}
+
+void BlockModel::backward_blocks(UnitHooks& hooks) {
+  for (int64_t l = num_blocks() - 1; l >= 0; --l) {
+    hooks.before_backward(block_unit(l));
+    if (mode_ != ActivationCheckpointing::none) {
+      // Its own phase in the step's breakdown (OpKind::recompute) and in traces.
+      RecomputeScope recomputing;
+      TraceScope span(TraceRecorder::active() ? fmt::format("recompute block {}", l) : "", true);
+      block_forward(l, {mode_, true});
+    }
+    block_backward(l);
+    hooks.after_backward(block_unit(l));
+  }
+}
+
+}  // namespace st
