@@ -23,7 +23,11 @@ void Session::measure_peak() {
   const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
   std::vector<MatmulShape> shapes = {{2048, 2048, 2048}};
   const auto [m, k, n] = make_model(config)->largest_matmul(tokens);  // specs only: no memory
-  if (m > 0 && k > 0 && n > 0) shapes.push_back({m, k, n});
+  // At most 16M elements per operand (64 MiB of FP32 output): rows beyond that change nothing
+  // in the rate and could cost more memory than training itself.
+  constexpr int64_t kMaxElements = int64_t(1) << 24;
+  if (m > 0 && k > 0 && n > 0 && k <= kMaxElements && n <= kMaxElements)
+    shapes.push_back({std::min(m, std::max<int64_t>(1, kMaxElements / std::max(k, n))), k, n});
   // Every rank measures at once, as they will compute during training.
   Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
   peak.data<double>()[0] = measure_matmul_peak_gflops(config.precision.param_dtype, shapes);
