@@ -5,9 +5,11 @@
 # peak it was measured against.
 set -u
 shardrun=$1 st=$2
+# Only stdout carries the JSON (stderr, forwarded separately by mpirun, could split a line).
+err=$(mktemp); trap 'rm -f "$err"' EXIT
 out=$("$shardrun" -n 2 "$st" bench step --json --warmup 1 --steps 3 model.n_layer=2 \
-      model.n_embd=64 model.n_head=4 model.block_size=64 training.seq_len=64 2>&1) \
-  || { echo "$out"; exit 1; }
+      model.n_embd=64 model.n_head=4 model.block_size=64 training.seq_len=64 2>"$err") \
+  || { echo "$out"; cat "$err"; exit 1; }
 line=$(printf '%s\n' "$out" | grep '"breakdown_ms"') || { echo "no breakdown: $out"; exit 1; }
 field() { printf '%s' "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
 for kind in other matmul attention layernorm gelu cross_entropy embedding bias_grad cast_copy \

@@ -3,8 +3,12 @@
 # documented fields, and tokens_per_s x step_ms = tokens per step.
 set -u
 shardrun=$1 st=$2
+# Only stdout carries the JSON: stderr's progress lines, forwarded by mpirun on their own
+# stream, may land in the middle of a long JSON line if both go to one pipe.
+err=$(mktemp); trap 'rm -f "$err"' EXIT
 out=$("$shardrun" -n 2 "$st" train --json model.n_layer=2 model.n_embd=64 model.n_head=4 \
-      model.block_size=32 training.seq_len=32 training.max_steps=3 2>&1) || { echo "$out"; exit 1; }
+      model.block_size=32 training.seq_len=32 training.max_steps=3 2>"$err") \
+  || { echo "$out"; cat "$err"; exit 1; }
 lines=$(printf '%s\n' "$out" | grep '"step"')
 [ "$(printf '%s\n' "$lines" | wc -l)" = 3 ] || { echo "expected 3 step lines:"; echo "$out"; exit 1; }
 field() { printf '%s' "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
