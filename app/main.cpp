@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 #include "launch/names.hpp"
+#include "launch/plot.hpp"
 #include "launch/rank_context.hpp"
 
 namespace {
@@ -41,6 +42,9 @@ struct Options {
   st::ExportOptions export_;
   st::EvalOptions eval;
   st::SampleOptions sample;
+  st::TokenizeOptions tokenize;
+  std::vector<std::string> plot_files;
+  std::string plot_out;
 };
 
 void add_common(CLI::App* command, st::CommonOptions& options) {
@@ -129,17 +133,40 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
   eval->add_option("--data", o.eval.data,
                    "text file: its validation split (default: the config's data)");
   eval->add_option("--tokens", o.eval.tokens,
-                   "little-endian uint16 token ids, windows of seq_len + 1");
+                   "token file (llm.c's format or raw uint16), windows of seq_len + 1");
   table.push_back({eval, [&o] { return st::run_eval(o.eval); }});
 
   CLI::App* sample = app.add_subcommand("sample", "generate text from a trained model");
   sample->add_option("--checkpoint", o.sample.checkpoint, "checkpoint directory");
   sample->add_option("--weights", o.sample.weights, "safetensors file");
   sample->add_option("--prompt", o.sample.prompt, "text to continue");
-  sample->add_option("--tokens", o.sample.tokens, "bytes to generate");
+  sample
+      ->add_option("--prompt-tokens", o.sample.prompt_tokens, "token ids to continue: 15496,11,995")
+      ->delimiter(',');
+  sample->add_option("--vocab", o.sample.vocab,
+                     "directory with GPT-2's encoder.json and vocab.bpe (encode and decode text)");
+  sample->add_option("--tokens", o.sample.tokens, "tokens to generate");
   sample->add_option("--temperature", o.sample.temperature, "0: greedy");
   sample->add_option("--seed", o.sample.seed, "the same seed gives the same text");
   table.push_back({sample, [&o] { return st::run_sample(o.sample); }});
+
+  st::TokenizeOptions& t = o.tokenize;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "text into an llm.c token file");
+  tokenize->add_option("--in", t.in, "text file");
+  tokenize->add_option("--out", t.out, "token file to write (llm.c format)");
+  tokenize->add_option("--encoding", t.encoding, "bytes or gpt2");
+  tokenize->add_option("--vocab", t.vocab, "directory with GPT-2's encoder.json and vocab.bpe");
+  tokenize->add_flag("--sections", t.sections,
+                     "split on blank lines; each section after an end-of-text token");
+  tokenize->add_option("--val-tokens", t.val_tokens, "the first N tokens go to --val-out");
+  tokenize->add_option("--val-out", t.val_out, "token file for the first --val-tokens tokens");
+  table.push_back({tokenize, [&o] { return st::run_tokenize(o.tokenize); }});
+
+  CLI::App* plot = app.add_subcommand(
+      "plot", "loss, validation loss, tokens/s and memory against step, runs overlaid (gnuplot)");
+  plot->add_option("metrics", o.plot_files, "metrics files (metrics.file's JSON lines)");
+  plot->add_option("--out", o.plot_out, "FILE.png or FILE.svg");
+  table.push_back({plot, [&o] { return st::run_plot(o.plot_files, o.plot_out); }});
 }
 
 // An unknown command word is named, with the closest command when one is near (a typo).

@@ -95,8 +95,9 @@ void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t ma
       st.max_peak_rss_mib, format_duration(eta_s));
 }
 
-// After the last step: the trace file, then the validation loss.
-void finish_run(Session& s, TraceSession& trace, bool json) {
+// After the last step: the trace file, then the validation loss (also into metrics.file, as
+// {"val_loss": ..., "after_step": N}, for `shardtrain plot`).
+void finish_run(Session& s, TraceSession& trace, bool json, std::ofstream& metrics) {
   if (trace.enabled()) {
     const int64_t spans = trace.write();
     if (s.lead() && !json)
@@ -105,6 +106,12 @@ void finish_run(Session& s, TraceSession& trace, bool json) {
   }
   const double val = s.trainer->evaluate(64);
   if (!s.lead()) return;
+  if (metrics.is_open() && !std::isnan(val) &&
+      !(metrics
+        << nlohmann::json{{"val_loss", val}, {"after_step", s.config.training.max_steps}}.dump()
+        << '\n'
+        << std::flush))
+    fail("metrics.file: writing '{}' failed (is the disk full?)", s.config.metrics.file);
   if (std::isnan(val)) {  // no whole window in the validation split
     if (json)
       fmt::print("{}\n", nlohmann::json{{"val_loss", nullptr}}.dump());
@@ -181,7 +188,7 @@ int run_train(const CommonOptions& options) {
         newest = save(s, step + 1);
     }
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
-    finish_run(s, trace, options.json);
+    finish_run(s, trace, options.json, metrics);
     return 0;
   });
 }

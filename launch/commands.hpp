@@ -27,13 +27,27 @@ struct EvalOptions {
 };
 int run_eval(const EvalOptions& options);
 
-// shardtrain sample --checkpoint DIR --prompt TEXT --tokens N --temperature T --seed S
+// shardtrain sample --checkpoint DIR --prompt TEXT|--prompt-tokens IDS [--vocab DIR] --tokens N
+//                   --temperature T --seed S
 struct SampleOptions {
   std::string checkpoint, weights, prompt;
+  std::vector<int64_t> prompt_tokens;
+  std::string vocab;  // GPT-2's encoder.json + vocab.bpe: encode the prompt, decode the sample
   int64_t tokens = 200;
   double temperature = 1.0;
   uint64_t seed = 1;
 };
 int run_sample(const SampleOptions& options);
+
+// shardtrain tokenize --in FILE --out FILE.bin [--encoding bytes|gpt2 --vocab DIR] [--sections]
+//                     [--val-tokens N --val-out FILE.bin]
+struct TokenizeOptions {
+  std::string in, out, encoding = "bytes", vocab, val_out;
+  bool sections = false;
+  int64_t val_tokens = 0;
+};
+int run_tokenize(const TokenizeOptions& options);
+
+// shardtrain plot METRICS.jsonl [...] --out FILE.png|FILE.svg (declared in launch/plot.hpp)
 
 }  // namespace st

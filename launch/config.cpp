@@ -123,8 +123,13 @@ const std::map<std::string, KeySpec>& registry() {
       {"model.n_head", int_key(&Config::model, &Model::n_head)},
       {"model.block_size", int_key(&Config::model, &Model::block_size)},
       {"model.vocab_size", int_key(&Config::model, &Model::vocab_size)},
+      {"model.padded_vocab_size", int_key(&Config::model, &Model::padded_vocab_size)},
       {"data.path", str_key(&Config::data, &Data::path)},
       {"data.val_fraction", num_key(&Config::data, &Data::val_fraction)},
+      {"data.tokens", str_key(&Config::data, &Data::tokens)},
+      {"data.val_tokens", str_key(&Config::data, &Data::val_tokens)},
+      {"data.token_format",
+       enum_key(&Config::data, &Data::token_format, parse_token_format, token_format_name)},
       {"training.max_steps", int_key(&Config::training, &Training::max_steps)},
       {"training.global_batch", int_key(&Config::training, &Training::global_batch)},
       {"training.micro_batches", int_key(&Config::training, &Training::micro_batches)},
@@ -346,9 +351,13 @@ void validate_model_config(const GPTConfig& model) {
   if (model.n_embd % model.n_head != 0)
     fail_input("model.n_embd = {} is not divisible by model.n_head = {}", model.n_embd,
                model.n_head);
-  if (model.vocab_size < kByteVocabSize)
-    fail_input("model.vocab_size = {} is too small for byte tokens; it must be at least {}",
-               model.vocab_size, kByteVocabSize);
+  if (model.padded_vocab_size != 0 &&
+      (model.padded_vocab_size < model.vocab_size || model.padded_vocab_size > (1 << 24)))
+    fail_input(
+        "model.padded_vocab_size = {} must be 0 (round model.vocab_size = {} up to a multiple of "
+        "{}) or in [{}, {}]",
+        model.padded_vocab_size, model.vocab_size, GPTConfig::kVocabAlignment, model.vocab_size,
+        1 << 24);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/process_group.hpp"
+#include "core/data/dataset.hpp"
 #include "core/dtype.hpp"
 #include "core/model/gpt.hpp"
 #include "optim/optimizer.hpp"
@@ -16,10 +17,7 @@ namespace st {
 
 struct Config {
   GPTConfig model;
-  struct {
-    std::string path;  // empty: the built-in corpus
-    double val_fraction = 0.05;
-  } data;
+  DataSource data;  // path or tokens; neither: the built-in corpus
   struct {
     int64_t max_steps = 200;
     int64_t global_batch = 8;

@@ -8,6 +8,7 @@
 
 #include "collectives/agreement.hpp"
 #include "core/data/dataset.hpp"
+#include "core/data/gpt2_tokenizer.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/file_io.hpp"
 #include "core/model/gpt.hpp"
@@ -88,30 +89,15 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
   }
 }
 
-std::vector<int32_t> read_uint16_tokens(const std::string& path, int64_t vocab) {
-  InputFile f(path);
-  const int64_t bytes = f.size();
-  if (bytes % 2 != 0)
-    fail_input("--tokens '{}' has {} bytes: not a whole number of uint16 tokens", path, bytes);
-  std::vector<uint16_t> raw(size_t(bytes / 2));
-  if (!raw.empty()) f.read_at(raw.data(), size_t(bytes), 0);
-  std::vector<int32_t> out(raw.begin(), raw.end());
-  for (size_t i = 0; i < out.size(); ++i)
-    if (out[i] >= vocab)
-      fail_input("--tokens '{}': token {} at position {} is beyond the vocabulary ({})", path,
-                 out[i], i, vocab);
-  return out;
-}
-
 // Windows [w·(T+1), (w+1)·(T+1)) for w in [first, first + rows): T inputs, T targets each.
-Batch packed_window_batch(const std::vector<int32_t>& tokens, int64_t first, int64_t rows,
-                          int64_t T) {
+Batch packed_window_batch(const TokenStream& tokens, int64_t first, int64_t rows, int64_t T) {
   Batch b{Tensor::empty("tokens.inputs", {rows, T}, DType::i32),
           Tensor::empty("tokens.targets", {rows, T}, DType::i32)};
+  std::vector<int32_t> w(size_t(T + 1));  // int32 [T + 1]
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* w = tokens.data() + (first + r) * (T + 1);
-    std::copy_n(w, T, b.inputs.data<int32_t>() + r * T);
-    std::copy_n(w + 1, T, b.targets.data<int32_t>() + r * T);
+    tokens.read((first + r) * (T + 1), T + 1, w.data());
+    std::copy_n(w.data(), T, b.inputs.data<int32_t>() + r * T);
+    std::copy_n(w.data() + 1, T, b.targets.data<int32_t>() + r * T);
   }
   return b;
 }
@@ -164,8 +150,8 @@ int run_eval(const EvalOptions& o) {
   m.ranks = start_ranks();
   return run_after_startup([&] {
     Config config;
-    std::vector<int32_t> tokens;
-    std::optional<TextDataset> data;
+    TokenStream tokens;
+    std::optional<Dataset> data;
     int64_t T = 0, windows = 0;
     agree_on_startup(*m.ranks.group, [&] {
       config = load_config(o.common.config, o.common.overrides);
@@ -179,8 +165,13 @@ int run_eval(const EvalOptions& o) {
                  config);
       T = std::min(config.training.seq_len, m.config.block_size);
       if (!o.tokens.empty()) {
-        tokens = read_uint16_tokens(o.tokens, m.config.vocab_size);
-        windows = int64_t(tokens.size()) / (T + 1);
+        // llm.c's format or raw uint16, told apart by the magic.
+        try {
+          tokens = TokenStream::from_files({o.tokens}, TokenFormat::automatic, m.config.vocab_size);
+        } catch (const InputError& e) {
+          fail_input("--tokens: {}", e.what());
+        }
+        windows = tokens.size() / (T + 1);
         if (windows == 0)
           fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", o.tokens,
                      tokens.size(), T + 1);
@@ -219,19 +210,55 @@ int run_sample(const SampleOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
   return run_after_startup([&] {
+    std::optional<Gpt2Tokenizer> tokenizer;
+    std::vector<int32_t> text;  // the prompt's ids, then every token drawn
     agree_on_startup(*m.ranks.group, [&] {
       if (o.tokens < 0 || o.tokens > kMaxSampleTokens)
         fail_input("sample: --tokens = {} must be in [0, {}]", o.tokens, kMaxSampleTokens);
       if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
         fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
-      if (o.prompt.empty()) fail_input("sample: --prompt must not be empty");
+      if (o.prompt.empty() == o.prompt_tokens.empty())
+        fail_input("sample: give exactly one of --prompt TEXT and --prompt-tokens ID,ID,...");
       load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
+      const int64_t V = m.config.vocab_size;
+      if (!o.vocab.empty()) {
+        tokenizer.emplace(Gpt2Tokenizer::load(o.vocab));
+        if (tokenizer->vocab_size() != V)
+          fail_input("sample: --vocab '{}' has {} tokens but the model's vocabulary is {}", o.vocab,
+                     tokenizer->vocab_size(), V);
+      }
+      if (!o.prompt_tokens.empty()) {
+        for (size_t i = 0; i < o.prompt_tokens.size(); ++i) {
+          if (o.prompt_tokens[i] < 0 || o.prompt_tokens[i] >= V)
+            fail_input(
+                "sample: --prompt-tokens: id {} (position {}) is outside the vocabulary "
+                "[0, {})",
+                o.prompt_tokens[i], i, V);
+          text.push_back(int32_t(o.prompt_tokens[i]));
+        }
+      } else if (tokenizer) {
+        text = tokenizer->encode(o.prompt);
+      } else if (V > kByteVocabSize) {
+        fail_input(
+            "sample: the model's vocabulary has {} tokens, not bytes: --prompt needs --vocab DIR "
+            "(GPT-2's encoder.json and vocab.bpe), or give --prompt-tokens",
+            V);
+      } else {
+        text = encode_bytes(o.prompt);
+      }
     });
-    std::vector<int32_t> text = encode_bytes(o.prompt);
     const bool lead = m.ranks.rank() == 0;
-    // The text streams out as it is generated: the prompt, then each token when drawn.
-    if (lead) fmt::print("{}", o.prompt);
     const int64_t V = m.config.vocab_size;
+    // Text when the vocabulary is bytes or GPT-2's files are given, else ids.
+    auto show = [&](const int32_t* ids, size_t n) {
+      if (tokenizer) return tokenizer->decode(ids, n);
+      if (V <= kByteVocabSize) return decode_bytes(ids, n);
+      std::string out;
+      for (size_t i = 0; i < n; ++i) out += fmt::format("{} ", ids[i]);
+      return out;
+    };
+    // The text streams out as it is generated: the prompt, then each token when drawn.
+    if (lead) fmt::print("{}", show(text.data(), text.size()));
     std::vector<double> p(static_cast<size_t>(V));
     for (int64_t i = 0; i < o.tokens; ++i) {
       // Every rank runs the same forward (parameters are gathered together) and draws the same
@@ -241,7 +268,8 @@ int run_sample(const SampleOptions& o) {
               Tensor::zeros("sample.targets", {1, T}, DType::i32)};
       std::copy_n(text.end() - T, T, b.inputs.data<int32_t>());
       m.model->forward_loss(b, *m.fsdp);
-      const float* logits = m.model->last_logits() + (T - 1) * V;
+      // Row T - 1 of the logits; only the first V (real) columns are drawn from.
+      const float* logits = m.model->last_logits() + (T - 1) * m.config.padded_vocab();
       int32_t next = 0;
       if (o.temperature == 0) {
         next = int32_t(std::max_element(logits, logits + V) - logits);
@@ -261,7 +289,7 @@ int run_sample(const SampleOptions& o) {
       }
       text.push_back(next);
       if (lead) {
-        fmt::print("{}", decode_bytes(&text.back(), 1));
+        fmt::print("{}", show(&text.back(), 1));
         std::fflush(stdout);
       }
     }

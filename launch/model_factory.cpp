@@ -36,6 +36,8 @@ GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& whe
   c.n_head = get("n_head");
   c.block_size = get(j.contains("block_size") ? "block_size" : "n_positions");
   c.vocab_size = get("vocab_size");
+  // Checkpoints record the padding they were trained with; Hugging Face configs have none.
+  if (j.contains("padded_vocab_size")) c.padded_vocab_size = get("padded_vocab_size");
   try {
     validate_model_config(c);
   } catch (const InputError& e) {

@@ -64,15 +64,8 @@ int use_threads(const Config& config, int ranks_on_node) {
   return threads;
 }
 
-TextDataset load_data(const Config& config) {
-  if (config.data.path.empty())
-    return TextDataset::builtin(config.data.val_fraction, config.training.seq_len);
-  try {
-    return TextDataset::from_file(config.data.path, config.data.val_fraction,
-                                  config.training.seq_len);
-  } catch (const InputError& e) {
-    fail_input("data.path: {}", e.what());
-  }
+Dataset load_data(const Config& config) {
+  return Dataset::open(config.data, config.model.vocab_size, config.training.seq_len);
 }
 
 Session open_session(const CommonOptions& options, const std::function<void(Config&)>& adjust) {

@@ -18,7 +18,7 @@ namespace st {
 struct Session {
   RankContext ranks;
   Config config;
-  std::optional<TextDataset> data;
+  std::optional<Dataset> data;
   std::unique_ptr<ShardedTrainer> trainer;
   int threads = 1;
   // The matmul peak, summed over ranks: the best seen by measure_peak() (launch/peak.hpp)
@@ -47,7 +47,7 @@ nlohmann::json op_times_json(const OpTimes& ms);
 void print_summary(Session& s);
 
 // The data a config names (data.path, or the built-in corpus); errors name data.path.
-TextDataset load_data(const Config& config);
+Dataset load_data(const Config& config);
 
 // The one thread-count rule: training.threads, or (0) this node's cores split over its ranks.
 // Sets OpenMP's team size and returns it.

@@ -43,7 +43,7 @@ ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
 
 }  // namespace
 
-ShardedTrainer::ShardedTrainer(const Config& config, const TextDataset& data, ProcessGroup& group)
+ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group)
     : config_(config), data_(data), group_(group) {
   validate_config(config, group.size());
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),

@@ -42,7 +42,7 @@ class ShardedTrainer {
  public:
   // Makes the config's model (parameter specs only: nothing is materialized) and materializes
   // this rank's shards of its parameters, nothing more.
-  ShardedTrainer(const Config& config, const TextDataset& data, ProcessGroup& group);
+  ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group);
 
   // Training step `step` (0-based); a collective: every rank calls it.
   StepStats step(int64_t step);
@@ -86,7 +86,7 @@ class ShardedTrainer {
   void check_budget_fits() const;
 
   const Config& config_;
-  const TextDataset& data_;
+  const Dataset& data_;
   ProcessGroup& group_;                         // the world: data rows, loss, stats
   std::unique_ptr<ProcessGroup> placed_world_;  // the world under sharding.ranks_per_node
   std::unique_ptr<DeviceMesh> mesh_;

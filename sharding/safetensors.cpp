@@ -68,9 +68,9 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   int64_t data_bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     offset[i] = data_bytes;
-    const int64_t bytes = specs[i].numel() * int64_t(esize);
+    const int64_t bytes = specs[i].real_numel() * int64_t(esize);
     header[specs[i].name] = {{"dtype", st_dtype(dtype)},
-                             {"shape", specs[i].shape},
+                             {"shape", specs[i].real_shape()},
                              {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
@@ -88,13 +88,14 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
       fs::resize_file(tmp, uint64_t(data_start + data_bytes));
     }
     group.barrier()->wait();
-    // Each rank writes its own elements of every parameter.
+    // Each rank writes its own elements of every parameter (real rows only).
     OutputFile out(tmp, OutputFile::Mode::existing);
     std::vector<char> buf;
     for (const ShardSpan& span : fsdp.spans()) {
       const size_t index = span.param;
       const int64_t first = span.param_offset;
-      const int64_t n = span.master.numel();
+      const int64_t n = std::min(span.master.numel(), specs[index].real_numel() - first);
+      if (n <= 0) continue;
       buf.resize(size_t(n) * esize);
       cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
       out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
@@ -146,11 +147,11 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
     if (!t.contains("shape") || !t.contains("data_offsets"))
       fail_input("{} needs 'shape' and 'data_offsets'", where);
     const Shape shape = json_int_array(t["shape"], where + " shape", 0, INT64_MAX);
-    if (shape != specs[i].shape)
+    if (shape != specs[i].real_shape())
       fail_input("{} has shape {} but the model needs {}", where, shape_string(shape),
-                 shape_string(specs[i].shape));
+                 shape_string(specs[i].real_shape()));
     const auto off = json_int_array(t["data_offsets"], where + " data_offsets", 0, data_bytes);
-    const int64_t bytes = specs[i].numel() * int64_t(dtype_size(layout.dtypes[i]));
+    const int64_t bytes = specs[i].real_numel() * int64_t(dtype_size(layout.dtypes[i]));
     if (off.size() != 2 || off[1] - off[0] != bytes)
       fail_input(
           "{} has data_offsets {} where [begin, begin + {}] inside the {} data bytes "
@@ -174,7 +175,7 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
   for (size_t k = 1; k < starts.size(); ++k) {
     const size_t prev = starts[k - 1].second;
     const int64_t prev_end =
-        starts[k - 1].first + specs[prev].numel() * int64_t(dtype_size(layout.dtypes[prev]));
+        starts[k - 1].first + specs[prev].real_numel() * int64_t(dtype_size(layout.dtypes[prev]));
     if (starts[k].first < prev_end)
       fail_input("'{}': tensors '{}' and '{}' overlap in the file", path, specs[prev].name,
                  specs[starts[k].second].name);
@@ -197,7 +198,12 @@ DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
     for (const ShardSpan& span : fsdp.spans()) {
       const size_t index = span.param;
       const int64_t first = span.param_offset;
-      const int64_t n = span.master.numel();
+      // Padding rows are not in the file: they stay zero.
+      const int64_t n =
+          std::max<int64_t>(0, std::min(span.master.numel(), specs[index].real_numel() - first));
+      std::fill(span.master.data<float>() + n, span.master.data<float>() + span.master.numel(),
+                0.f);
+      if (n == 0) continue;
       const size_t esize = dtype_size(layout.dtypes[index]);
       buf.resize(size_t(n) * esize);
       f.read_at(buf.data(), buf.size(),

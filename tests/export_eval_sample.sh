@@ -35,7 +35,7 @@ t=$("$st" eval --json --weights "$dir/hf/model.safetensors" --tokens "$dir/token
 printf '%s' "$t" | grep -q '"tokens":64' || fail "eval --tokens did not evaluate 64 tokens: $t"
 printf '\x00\x01' > "$dir/bad.bin"
 bad=$("$st" eval --weights "$dir/hf/model.safetensors" --tokens "$dir/bad.bin" "${model[@]}" 2>&1)
-[ $? = 2 ] && printf '%s' "$bad" | grep -q "token 256 at position 0 is beyond the vocabulary" \
+[ $? = 2 ] && printf '%s' "$bad" | grep -q -- "--tokens: token file .*bad.bin.: token 0 (byte offset 0) is id 256, not below" \
   || fail "an out-of-vocabulary token was not refused by name: $bad"
 
 # Files from outside are checked before they are trusted: a missing weights file is named, the

@@ -61,8 +61,8 @@ Config test_config(const std::string& dir, std::vector<std::string> extra = {}) 
   return load_config("tiny", o);
 }
 
-const TextDataset& data() {
-  static const TextDataset d = TextDataset::builtin(0.05, 32);
+const Dataset& data() {
+  static const Dataset d = Dataset::builtin(0.05, 32);
   return d;
 }
 
@@ -286,16 +286,19 @@ namespace st {
 namespace {
 
 // The safetensors file read back by code that shares nothing with the writer: the header's
-// length, JSON, dtypes, shapes and packed offsets, and the bytes of every tensor.
-TEST(Safetensors, ExportIsReadableAndRoundTripsBitwiseInFp32) {
-  const std::string dir = shared_dir("export");
-  const Config config = test_config(dir);
+// length, JSON, dtypes, shapes and packed offsets, and the bytes of every tensor. A padded
+// vocabulary exports its real rows only and loads back with zero padding.
+void check_export(const std::string& name, const std::vector<std::string>& extra,
+                  int64_t wte_rows_inside) {
+  const std::string dir = shared_dir(name);
+  const Config config = test_config(dir, extra);
   ShardedTrainer t(config, data(), world());
   t.step(0);
   const std::string file = dir + "/model.safetensors";
   save_safetensors(file, t.fsdp(), DType::f32, {{"format", "pt"}});
   const auto masters = all_masters(t);
   const auto& specs = t.model().param_specs();
+  ASSERT_EQ(specs[0].shape[0], wte_rows_inside);
 
   // Independent reading.
   std::ifstream in(file, std::ios::binary);
@@ -311,26 +314,36 @@ TEST(Safetensors, ExportIsReadableAndRoundTripsBitwiseInFp32) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto& e = header.at(specs[i].name);
     EXPECT_EQ(e["dtype"], "F32");
-    EXPECT_EQ(e["shape"].get<Shape>(), specs[i].shape) << specs[i].name;
+    EXPECT_EQ(e["shape"].get<Shape>(), specs[i].real_shape()) << specs[i].name;
     const auto off = e["data_offsets"].get<std::vector<uint64_t>>();
     EXPECT_EQ(off[0], expected_begin) << specs[i].name;
-    EXPECT_EQ(off[1] - off[0], uint64_t(specs[i].numel()) * 4) << specs[i].name;
+    EXPECT_EQ(off[1] - off[0], uint64_t(specs[i].real_numel()) * 4) << specs[i].name;
     expected_begin = off[1];
-    std::vector<float> values(size_t(specs[i].numel()));
+    std::vector<float> values(size_t(specs[i].real_numel()));
     in.seekg(std::streamoff(8 + n + off[0]));
     in.read(reinterpret_cast<char*>(values.data()), std::streamsize(off[1] - off[0]));
-    EXPECT_EQ(std::memcmp(values.data(), masters[i].raw(), masters[i].nbytes()), 0)
-        << specs[i].name;
+    EXPECT_EQ(std::memcmp(values.data(), masters[i].raw(), values.size() * 4), 0) << specs[i].name;
   }
   EXPECT_EQ(fs::file_size(file), 8 + n + expected_begin);
 
-  // Round trip: a fresh model initialized from the file holds the same masters, bitwise.
-  ShardedTrainer again(test_config(dir, {"training.init_from=" + file, "training.seed=99"}), data(),
-                       world());
+  // Round trip: a fresh model initialized from the file holds the same masters, bitwise (the
+  // padding rows zero in both).
+  std::vector<std::string> again_extra = extra;
+  again_extra.push_back("training.init_from=" + file);
+  again_extra.push_back("training.seed=99");
+  ShardedTrainer again(test_config(dir, again_extra), data(), world());
   const auto loaded = all_masters(again);
   for (size_t i = 0; i < loaded.size(); ++i)
     EXPECT_EQ(std::memcmp(loaded[i].raw(), masters[i].raw(), masters[i].nbytes()), 0)
         << specs[i].name;
+}
+
+TEST(Safetensors, ExportIsReadableAndRoundTripsBitwiseInFp32) {
+  check_export("export", {}, 256);
+}
+
+TEST(Safetensors, PaddedVocabularyExportsItsRealRows) {
+  check_export("export-padded", {"model.vocab_size=300"}, 384);  // [300, C] in the file
 }
 
 TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {

@@ -24,7 +24,7 @@ TEST(BuiltinCorpus, DeterministicAndSized) {
 }
 
 TEST(Sampler, GlobalBatchDoesNotDependOnHowRowsAreSplit) {
-  const TextDataset data = TextDataset::builtin(0.1, 32);
+  const Dataset data = Dataset::builtin(0.1, 32);
   const Batch whole = training_batch(data.train(), 7, 5, 8, 0, 8, 32);
   for (int64_t parts : {2, 4, 8}) {
     const int64_t rows = 8 / parts;
@@ -47,29 +47,29 @@ TEST(Sampler, GlobalBatchDoesNotDependOnHowRowsAreSplit) {
 TEST(Dataset, SplitAndWindows) {
   std::string text(1000, 'a');
   for (size_t i = 0; i < text.size(); ++i) text[i] = char('a' + i % 26);
-  const TextDataset d = TextDataset::from_text("t", text, 0.2, 10);
-  EXPECT_EQ(d.train().size(), 800u);
-  EXPECT_EQ(d.val().size(), 200u);
+  const Dataset d = Dataset::from_text("t", text, 0.2, 10);
+  EXPECT_EQ(d.train().size(), 800);
+  EXPECT_EQ(d.val().size(), 200);
   EXPECT_EQ(window_count(d.val(), 10), 19);
   const Batch w = window_batch(d.val(), 1, 2, 10);
-  EXPECT_EQ(w.inputs.data<int32_t>()[0], d.val()[10]);
-  EXPECT_EQ(w.targets.data<int32_t>()[9], d.val()[20]);
+  EXPECT_EQ(w.inputs.data<int32_t>()[0], d.val().at(10));
+  EXPECT_EQ(w.targets.data<int32_t>()[9], d.val().at(20));
 }
 
 TEST(Dataset, BadFilesAreInputErrorsNamingTheFile) {
   try {
-    TextDataset::from_file("/nonexistent/x.txt", 0.1, 8);
+    Dataset::from_file("/nonexistent/x.txt", 0.1, 8);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/x.txt"), std::string::npos);
   }
   const std::string empty = ::testing::TempDir() + "/empty.txt";
   std::ofstream(empty).close();
-  EXPECT_THROW(TextDataset::from_file(empty, 0.1, 8), InputError);
+  EXPECT_THROW(Dataset::from_file(empty, 0.1, 8), InputError);
   const std::string tiny = ::testing::TempDir() + "/short.txt";
   std::ofstream(tiny) << "abc";
   try {
-    TextDataset::from_file(tiny, 0.0, 8);
+    Dataset::from_file(tiny, 0.0, 8);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("sequence length + 1 = 9"), std::string::npos);

@@ -164,7 +164,7 @@ TEST(Grad, CrossEntropy) {
   std::vector<float> losses(static_cast<size_t>(M));
   const float scale = 0.25f;
   auto loss = [&] {
-    cross_entropy_forward(losses.data(), logits.data(), targets.data(), M, V);
+    cross_entropy_forward(losses.data(), logits.data(), targets.data(), M, V, V);
     double s = 0;
     for (float l : losses) s += l;
     return s * scale;
@@ -178,10 +178,31 @@ TEST(Grad, CrossEntropy) {
     EXPECT_NEAR(losses[i], std::log(sum) + mx - logits[i * V + targets[i]], 1e-5);
   }
   std::vector<float> d(logits.size());
-  cross_entropy_backward(d.data(), logits.data(), targets.data(), scale, M, V);
+  cross_entropy_backward(d.data(), logits.data(), targets.data(), scale, M, V, V);
   expect_gradient("cross-entropy d_logits", logits, d, loss, 1e-2f, 1e-3, 1e-2);
   std::vector<int32_t> bad = {0, 11, 1};
-  EXPECT_THROW(cross_entropy_forward(losses.data(), logits.data(), bad.data(), M, V), Error);
+  EXPECT_THROW(cross_entropy_forward(losses.data(), logits.data(), bad.data(), M, V, V), Error);
+}
+
+// A padded vocabulary: rows ld = V + 5 apart, the padding filled with huge values. Losses and
+// real gradients equal the unpadded ones bitwise; the padding's gradient is zero.
+TEST(Grad, CrossEntropyIgnoresPaddedColumns) {
+  const int64_t M = 3, V = 11, ld = 16;
+  const auto logits = randn(size_t(M * V), 1, 2.0f);
+  std::vector<float> padded(size_t(M * ld), 1e4f);
+  for (int64_t i = 0; i < M; ++i) std::copy_n(logits.begin() + i * V, V, padded.begin() + i * ld);
+  const std::vector<int32_t> targets = {0, 7, 10};
+  std::vector<float> want(static_cast<size_t>(M)), got(static_cast<size_t>(M));
+  cross_entropy_forward(want.data(), logits.data(), targets.data(), M, V, V);
+  cross_entropy_forward(got.data(), padded.data(), targets.data(), M, V, ld);
+  EXPECT_EQ(got, want);
+  std::vector<float> d_want(size_t(M * V)), d_got(size_t(M * ld), NAN);
+  cross_entropy_backward(d_want.data(), logits.data(), targets.data(), 0.5f, M, V, V);
+  cross_entropy_backward(d_got.data(), padded.data(), targets.data(), 0.5f, M, V, ld);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < ld; ++j)
+      EXPECT_EQ(d_got[size_t(i * ld + j)], j < V ? d_want[size_t(i * V + j)] : 0.f)
+          << i << "," << j;
 }
 
 TEST(Grad, Embedding) {

@@ -20,8 +20,7 @@ TEST(Training, TinyModelLearnsShakespeare) {
   Config config =
       load_config("tiny", {"data.path=" + path, "training.max_steps=200", "optimizer.lr=1e-3",
                            "optimizer.warmup_steps=10", "optimizer.min_lr=1e-4"});
-  const TextDataset data =
-      TextDataset::from_file(path, config.data.val_fraction, config.training.seq_len);
+  const Dataset data = Dataset::from_file(path, config.data.val_fraction, config.training.seq_len);
   LocalTrainer trainer(config, data);
   double first = 0, last = 0;
   for (int64_t s = 0; s < config.training.max_steps; ++s) {
@@ -37,7 +36,7 @@ TEST(Training, TinyModelLearnsShakespeare) {
 TEST(Training, SameSeedSameLosses) {
   Config config = load_config("tiny", {"model.n_layer=1", "model.n_embd=32", "model.n_head=2",
                                        "training.seq_len=32", "training.max_steps=3"});
-  const TextDataset data = TextDataset::builtin(0.05, 32);
+  const Dataset data = Dataset::builtin(0.05, 32);
   LocalTrainer a(config, data), b(config, data);
   for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(a.step(s).loss, b.step(s).loss);
 }
@@ -49,7 +48,7 @@ TEST(Training, MicroBatchesGiveTheSameStepInFp32) {
                                     "training.seq_len=32", "precision.param_dtype=fp32"});
   Config four = one;
   four.training.micro_batches = 4;
-  const TextDataset data = TextDataset::builtin(0.05, 32);
+  const Dataset data = Dataset::builtin(0.05, 32);
   LocalTrainer a(one, data), b(four, data);
   for (int64_t s = 0; s < 3; ++s) {
     const StepStats sa = a.step(s), sb = b.step(s);

@@ -13,31 +13,72 @@ namespace {
 constexpr uint64_t kDataStream = 0xda7a;
 }
 
-TextDataset TextDataset::from_text(std::string source, const std::string& text, double val_fraction,
-                                   int64_t seq_len) {
+Dataset Dataset::from_streams(const TokenStream& stream, double val_fraction, int64_t seq_len,
+                              TokenStream val) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     fail_input("the validation fraction {} must be in [0, 1)", val_fraction);
-  if (text.empty()) fail_input("'{}' is empty; it needs text to train on", source);
-  const size_t val_bytes = size_t(double(text.size()) * val_fraction);
-  const size_t train_bytes = text.size() - val_bytes;
-  if (int64_t(train_bytes) < seq_len + 1)
+  if (stream.size() == 0) fail_input("'{}' is empty; it needs text to train on", stream.source());
+  Dataset d;
+  if (val.size() > 0) {
+    d.train_ = stream;
+    d.val_ = std::move(val);
+  } else {
+    const int64_t val_tokens = int64_t(double(stream.size()) * val_fraction);
+    d.train_ = stream.slice(0, stream.size() - val_tokens);
+    d.val_ = stream.slice(stream.size() - val_tokens, stream.size());
+  }
+  if (d.train_.size() < seq_len + 1)
     fail_input(
-        "'{}' has {} training bytes, fewer than the sequence length + 1 = {}; use a "
-        "longer file or a shorter sequence",
-        source, train_bytes, seq_len + 1);
-  TextDataset d;
-  d.source_ = std::move(source);
-  d.train_ = encode_bytes(std::string_view(text).substr(0, train_bytes));
-  d.val_ = encode_bytes(std::string_view(text).substr(train_bytes));
+        "'{}' has {} training tokens, fewer than the sequence length + 1 = {}; use more data or "
+        "a shorter sequence",
+        stream.source(), d.train_.size(), seq_len + 1);
   return d;
 }
 
-TextDataset TextDataset::from_file(const std::string& path, double val_fraction, int64_t seq_len) {
+Dataset Dataset::from_text(std::string source, const std::string& text, double val_fraction,
+                           int64_t seq_len) {
+  return from_streams(TokenStream::in_memory(std::move(source), encode_bytes(text)), val_fraction,
+                      seq_len);
+}
+
+Dataset Dataset::from_file(const std::string& path, double val_fraction, int64_t seq_len) {
   return from_text(path, read_text_file(path), val_fraction, seq_len);
 }
 
-TextDataset TextDataset::builtin(double val_fraction, int64_t seq_len) {
+Dataset Dataset::builtin(double val_fraction, int64_t seq_len) {
   return from_text("<built-in corpus>", builtin_corpus(), val_fraction, seq_len);
+}
+
+Dataset Dataset::open(const DataSource& source, int64_t vocab_size, int64_t seq_len) {
+  if (!source.path.empty() && !source.tokens.empty())
+    fail_input("data.path = '{}' and data.tokens = '{}' are both set; give one", source.path,
+               source.tokens);
+  if (!source.val_tokens.empty() && source.tokens.empty())
+    fail_input("data.val_tokens = '{}' needs data.tokens for training", source.val_tokens);
+  if (!source.tokens.empty()) {
+    auto open_files = [&](const std::string& pattern, const char* key) {
+      const auto paths = expand_token_paths(pattern, key);
+      try {
+        return TokenStream::from_files(paths, source.token_format, vocab_size);
+      } catch (const InputError& e) {
+        fail_input("{}: {}", key, e.what());
+      }
+    };
+    const TokenStream train = open_files(source.tokens, "data.tokens");
+    TokenStream val;
+    if (!source.val_tokens.empty()) val = open_files(source.val_tokens, "data.val_tokens");
+    return from_streams(train, source.val_fraction, seq_len, std::move(val));
+  }
+  if (vocab_size < kByteVocabSize)
+    fail_input("model.vocab_size = {} is too small for byte tokens ({}); it must be at least {}",
+               vocab_size, source.path.empty() ? "the built-in corpus" : "data.path",
+               kByteVocabSize);
+  try {
+    return source.path.empty() ? builtin(source.val_fraction, seq_len)
+                               : from_file(source.path, source.val_fraction, seq_len);
+  } catch (const InputError& e) {
+    fail_input("data.path: {}", e.what());
+  }
 }
 
 int64_t sample_offset(uint64_t seed, uint64_t global_index, int64_t stream_tokens,
@@ -47,36 +88,38 @@ int64_t sample_offset(uint64_t seed, uint64_t global_index, int64_t stream_token
   return int64_t(uniform_int_at(seed, kDataStream, global_index, uint64_t(starts)));
 }
 
-Batch training_batch(const std::vector<int32_t>& tokens, uint64_t seed, int64_t step,
-                     int64_t global_batch, int64_t row_begin, int64_t row_end, int64_t seq_len) {
+Batch training_batch(const TokenStream& tokens, uint64_t seed, int64_t step, int64_t global_batch,
+                     int64_t row_begin, int64_t row_end, int64_t seq_len) {
   const int64_t rows = row_end - row_begin;
   Batch batch{Tensor::empty("batch.inputs", {rows, seq_len}, DType::i32),
               Tensor::empty("batch.targets", {rows, seq_len}, DType::i32)};
   int32_t* in = batch.inputs.data<int32_t>();
   int32_t* tg = batch.targets.data<int32_t>();
+  std::vector<int32_t> window(size_t(seq_len + 1));  // int32 [seq_len + 1]
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t g = uint64_t(step) * uint64_t(global_batch) + uint64_t(row_begin + r);
-    const int64_t at = sample_offset(seed, g, int64_t(tokens.size()), seq_len);
-    std::memcpy(in + r * seq_len, tokens.data() + at, size_t(seq_len) * 4);
-    std::memcpy(tg + r * seq_len, tokens.data() + at + 1, size_t(seq_len) * 4);
+    const int64_t at = sample_offset(seed, g, tokens.size(), seq_len);
+    tokens.read(at, seq_len + 1, window.data());
+    std::memcpy(in + r * seq_len, window.data(), size_t(seq_len) * 4);
+    std::memcpy(tg + r * seq_len, window.data() + 1, size_t(seq_len) * 4);
   }
   return batch;
 }
 
-int64_t window_count(const std::vector<int32_t>& tokens, int64_t seq_len) {
-  return tokens.size() < size_t(seq_len + 1) ? 0 : (int64_t(tokens.size()) - 1) / seq_len;
+int64_t window_count(const TokenStream& tokens, int64_t seq_len) {
+  return tokens.size() < seq_len + 1 ? 0 : (tokens.size() - 1) / seq_len;
 }
 
-Batch window_batch(const std::vector<int32_t>& tokens, int64_t first, int64_t rows,
-                   int64_t seq_len) {
+Batch window_batch(const TokenStream& tokens, int64_t first, int64_t rows, int64_t seq_len) {
   Batch batch{Tensor::empty("eval.inputs", {rows, seq_len}, DType::i32),
               Tensor::empty("eval.targets", {rows, seq_len}, DType::i32)};
+  std::vector<int32_t> window(size_t(seq_len + 1));  // int32 [seq_len + 1]
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t at = (first + r) * seq_len;
-    ST_CHECK(at + seq_len + 1 <= int64_t(tokens.size()), "window {} out of range", first + r);
-    std::memcpy(batch.inputs.data<int32_t>() + r * seq_len, tokens.data() + at,
-                size_t(seq_len) * 4);
-    std::memcpy(batch.targets.data<int32_t>() + r * seq_len, tokens.data() + at + 1,
+    ST_CHECK(at + seq_len + 1 <= tokens.size(), "window {} out of range", first + r);
+    tokens.read(at, seq_len + 1, window.data());
+    std::memcpy(batch.inputs.data<int32_t>() + r * seq_len, window.data(), size_t(seq_len) * 4);
+    std::memcpy(batch.targets.data<int32_t>() + r * seq_len, window.data() + 1,
                 size_t(seq_len) * 4);
   }
   return batch;

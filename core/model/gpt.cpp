@@ -56,7 +56,7 @@ struct GPT::Activations {
   }
 
   void declare(const GPTConfig& cfg, DType dt, bool carve) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, V = cfg.vocab_size;
+    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, Vp = cfg.padded_vocab();
     att = {B, T, H, C / H};  // query blocks of AttentionShape::block rows
     auto make = [&](const char* name, Shape s, DType d) {
       const int64_t at = bytes;
@@ -90,14 +90,14 @@ struct GPT::Activations {
     lnf = act("ln_f.out", {B, T, C});
     lnf_mean = f32("ln_f.mean", {B * T});
     lnf_rstd = f32("ln_f.rstd", {B * T});
-    logits = f32("logits", {B * T, V});
+    logits = f32("logits", {B * T, Vp});
     losses = f32("losses", {B * T});
     proj_out = act("proj_out", {B, T, C});
     dx = f32("d_x", {B, T, C});
     d_small = f32("d_small", {B, T, C});
     d_qkv = f32("d_qkv", {B, T, 3 * C});
     d_big = f32("d_big", {B, T, 4 * C});
-    cast_scratch = act("grad_cast", {B * T, std::max(4 * C, V)});
+    cast_scratch = act("grad_cast", {B * T, std::max(4 * C, Vp)});
     att_scores = f32("attn.scores", {B, H, T, T});
     att_dy = act("attn.d_y", {B, T, C});
     att_ds = act("attn.d_s", {B, H, T, T});
@@ -110,9 +110,10 @@ struct GPT::Activations {
 };
 
 GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
-  const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
+  const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
   if (C % cfg.n_head != 0)
     fail_input("GPT: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
+  if (Vp < V) fail_input("GPT: padded_vocab_size {} is smaller than vocab_size {}", Vp, V);
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * float(L));
   // Declares a parameter (in Hugging Face's GPT-2 naming) and returns its index.
@@ -121,7 +122,8 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compu
     specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
     return specs_.size() - 1;
   };
-  p_.wte = add("transformer.wte.weight", {V, C}, InitKind::normal, std, false, 0);
+  p_.wte = add("transformer.wte.weight", {Vp, C}, InitKind::normal, std, false, 0);
+  specs_[p_.wte].real_rows = V;  // the padding rows stay zero and are never exported
   p_.wpe = add("transformer.wpe.weight", {cfg.block_size, C}, InitKind::normal, std, false, 0);
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
@@ -169,17 +171,17 @@ const float* GPT::last_logits() const {
 
 std::string GPT::describe() const {
   const GPTConfig& c = config_;
-  return fmt::format("GPT L={} C={} H={} T={} V={}", c.n_layer, c.n_embd, c.n_head, c.block_size,
-                     c.vocab_size);
+  return fmt::format(
+      "GPT L={} C={} H={} T={} V={}{}", c.n_layer, c.n_embd, c.n_head, c.block_size, c.vocab_size,
+      c.padded_vocab() == c.vocab_size ? std::string()
+                                       : fmt::format(" (padded to {})", c.padded_vocab()));
 }
 
 std::vector<std::pair<std::string, int64_t>> GPT::hyperparameters() const {
   const GPTConfig& c = config_;
-  return {{"n_layer", c.n_layer},
-          {"n_embd", c.n_embd},
-          {"n_head", c.n_head},
-          {"block_size", c.block_size},
-          {"vocab_size", c.vocab_size}};
+  return {{"n_layer", c.n_layer},       {"n_embd", c.n_embd},
+          {"n_head", c.n_head},         {"block_size", c.block_size},
+          {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab()}};
 }
 
 double GPT::flops_per_token() const {
@@ -195,7 +197,7 @@ double GPT::flops_per_token() const {
 
 std::array<int64_t, 3> GPT::largest_matmul(int64_t tokens) const {
   // The MLP's c_fc, or the logits when the vocabulary is wider than 4C.
-  return {tokens, config_.n_embd, std::max(4 * config_.n_embd, config_.vocab_size)};
+  return {tokens, config_.n_embd, std::max(4 * config_.n_embd, config_.padded_vocab())};
 }
 
 void GPT::check_batch(const Batch& batch) const {
@@ -252,24 +254,28 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
   const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
+  const int64_t Vp = config_.padded_vocab();
   layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
                     a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), M, C,
                     dtype_);
-  // logits = ln_f(x) · wteᵀ (weights tied with the token embedding), produced in FP32.
+  // logits [M, Vp] = ln_f(x) · wteᵀ (weights tied with the token embedding), produced in FP32;
+  // the loss reads the first V columns.
   gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(w(p_.wte), dtype_, V, C).t(),
-       MatView::row_major(a.logits.data<float>(), DType::f32, M, V));
+       MatView::row_major(w(p_.wte), dtype_, Vp, C).t(),
+       MatView::row_major(a.logits.data<float>(), DType::f32, M, Vp));
   float* losses = a.losses.data<float>();
-  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M, V);
+  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M, V, Vp);
   double sum = 0;
   for (int64_t i = 0; i < M; ++i) sum += losses[i];
   return sum;
 }
 
 void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
-  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
-  float* d_logits = a.logits.data<float>();  // overwritten in place
-  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M, V);
+  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.padded_vocab();
+  float* d_logits = a.logits.data<float>();  // [M, V padded], overwritten in place
+  // The padded columns get a zero gradient: their wte rows never change.
+  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M,
+                         config_.vocab_size, V);
   // logits = lnf · wteᵀ: d_lnf = d_logits · wte, d_wte += d_logitsᵀ · lnf.
   const void* grad_logits = d_logits;
   if (dtype_ != DType::f32) {

@@ -18,6 +18,16 @@ struct GPTConfig {
   int64_t n_head = 4;
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
+  // Rows of wte and columns of the logits, >= vocab_size so matmuls stay aligned (llm.c pads
+  // GPT-2's 50,257 to 50,304); padded logits never reach the loss or a sample. 0: vocab_size
+  // rounded up to a multiple of kVocabAlignment.
+  int64_t padded_vocab_size = 0;
+  static constexpr int64_t kVocabAlignment = 128;
+  int64_t padded_vocab() const {
+    return padded_vocab_size > 0
+               ? padded_vocab_size
+               : (vocab_size + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
+  }
 };
 
 class GPT final : public BlockModel {
@@ -39,7 +49,8 @@ class GPT final : public BlockModel {
   std::string describe() const override;
   std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
 
-  // The logits [B*T, V] (FP32) of the last forward.
+  // The logits [B*T, padded V] (FP32) of the last forward: row stride padded_vocab(), the first
+  // vocab_size columns real.
   const float* last_logits() const;
 
  private:

@@ -17,7 +17,17 @@ struct ParamSpec {
   float init_std = 0.f;  // for InitKind::normal (mean 0)
   bool weight_decay = false;
   int unit = 0;  // the FSDP unit this parameter belongs to
+  // Rows (of the first dimension) that are real; the rest pad it for aligned matmuls (a vocabulary
+  // of 50,257 stored as 50,304): zero from the start, never exported. -1: every row is real.
+  int64_t real_rows = -1;
   int64_t numel() const { return shape_numel(shape); }
+  // The shape files outside shardtrain see (safetensors exports): the real rows only.
+  Shape real_shape() const {
+    Shape s = shape;
+    if (real_rows >= 0 && !s.empty()) s[0] = real_rows;
+    return s;
+  }
+  int64_t real_numel() const { return shape_numel(real_shape()); }
 };
 
 // Elements [first, first + n) of parameter `param_index`, each a pure function of

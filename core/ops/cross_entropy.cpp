@@ -1,5 +1,6 @@
 #include "core/ops/cross_entropy.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -29,12 +30,12 @@ void row_stats(const float* row, int64_t V, float& mx, float& log_sum) {
 }  // namespace
 
 void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t M,
-                           int64_t V) {
+                           int64_t V, int64_t ld) {
   OpScope scope(OpKind::cross_entropy);
   check_targets(targets, M, V);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
-    const float* row = logits + i * V;
+    const float* row = logits + i * ld;
     float mx, log_sum;
     row_stats(row, V, mx, log_sum);
     losses[i] = log_sum + mx - row[targets[i]];
@@ -42,19 +43,20 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
 }
 
 void cross_entropy_backward(float* d_logits, const float* logits, const int32_t* targets,
-                            float scale, int64_t M, int64_t V) {
+                            float scale, int64_t M, int64_t V, int64_t ld) {
   OpScope scope(OpKind::cross_entropy);
   check_targets(targets, M, V);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
-    const float* row = logits + i * V;
-    float* out = d_logits + i * V;
+    const float* row = logits + i * ld;
+    float* out = d_logits + i * ld;
     float mx, log_sum;
     row_stats(row, V, mx, log_sum);
     const float shift = mx + log_sum;
 #pragma omp simd
     for (int64_t j = 0; j < V; ++j) out[j] = fast_exp(row[j] - shift) * scale;
     out[targets[i]] -= scale;
+    std::fill(out + V, out + ld, 0.f);
   }
 }
 

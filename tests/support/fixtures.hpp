@@ -29,8 +29,8 @@ inline Config test_config(std::vector<std::string> extra = {}) {
   return load_config("tiny", o);
 }
 
-inline const TextDataset& data() {
-  static const TextDataset d = TextDataset::builtin(0.05, 32);
+inline const Dataset& data() {
+  static const Dataset d = Dataset::builtin(0.05, 32);
   return d;
 }
 

@@ -9,7 +9,7 @@
 
 namespace st {
 
-LocalTrainer::LocalTrainer(const Config& config, const TextDataset& data)
+LocalTrainer::LocalTrainer(const Config& config, const Dataset& data)
     : config_(config), data_(data), self_(std::move(FakeProcessGroup::create(1).front())) {
   model_ = make_model(config);
   params_ = std::make_unique<LocalParams>(*model_, uint64_t(config.training.seed));

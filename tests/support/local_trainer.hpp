@@ -17,7 +17,7 @@ namespace st {
 
 class LocalTrainer {
  public:
-  LocalTrainer(const Config& config, const TextDataset& data);
+  LocalTrainer(const Config& config, const Dataset& data);
 
   // Runs training step `step` (0-based) on its global batch.
   StepStats step(int64_t step);
@@ -29,7 +29,7 @@ class LocalTrainer {
 
  private:
   const Config& config_;
-  const TextDataset& data_;
+  const Dataset& data_;
   std::unique_ptr<ProcessGroup> self_;  // a group of one: clipping's all-reduce is the identity
   std::unique_ptr<Model> model_;
   std::unique_ptr<LocalParams> params_;

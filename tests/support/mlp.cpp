@@ -75,7 +75,7 @@ double MLP::run(const Batch& batch, float grad_scale, bool backward, UnitHooks& 
                  dtype_);
   cast(logits_act.raw(), dtype_, logits.raw(), DType::f32, size_t(M * V));
   cross_entropy_forward(losses.data<float>(), logits.data<float>(), batch.targets.data<int32_t>(),
-                        M, V);
+                        M, V, V);
   hooks.after_forward(2);
   hooks.after_forward(0);
   double sum = 0;
@@ -84,7 +84,7 @@ double MLP::run(const Batch& batch, float grad_scale, bool backward, UnitHooks& 
 
   hooks.before_backward(0);
   float* d_logits = logits.data<float>();
-  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M, V);
+  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M, V, V);
   hooks.before_backward(2);
   Tensor d_g = Tensor::empty("mlp.d_gelu", {M, H}, DType::f32);
   Tensor scratch = Tensor::empty("mlp.grad_cast", {M, std::max(H, V)}, dtype_);

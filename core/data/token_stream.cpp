@@ -1,0 +1,267 @@
+#include "core/data/token_stream.hpp"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+
+namespace st {
+
+TokenFormat parse_token_format(const std::string& text, const std::string& key) {
+  if (text == "auto") return TokenFormat::automatic;
+  if (text == "llmc") return TokenFormat::llmc;
+  if (text == "u16") return TokenFormat::u16;
+  fail_input("{} = '{}' is not a token format; use auto, llmc or u16", key, text);
+}
+
+const char* token_format_name(TokenFormat format) {
+  switch (format) {
+    case TokenFormat::automatic:
+      return "auto";
+    case TokenFormat::llmc:
+      return "llmc";
+    case TokenFormat::u16:
+      return "u16";
+  }
+  return "?";
+}
+
+// One file mapped (uint16 tokens after `header_bytes`) or one vector owned (int32 tokens).
+struct TokenStream::Storage {
+  struct Segment {
+    std::string path;
+    int64_t first = 0, count = 0;  // global index of its first token, tokens held
+    const uint16_t* u16 = nullptr;
+    const int32_t* i32 = nullptr;
+    void* map = nullptr;
+    size_t map_bytes = 0;
+  };
+  std::vector<Segment> segments;
+  std::vector<int32_t> owned;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    for (const Segment& s : segments)
+      if (s.map) ::munmap(s.map, s.map_bytes);
+  }
+  const Segment& segment_of(int64_t index) const {
+    auto it = std::upper_bound(segments.begin(), segments.end(), index,
+                               [](int64_t i, const Segment& s) { return i < s.first; });
+    return *(it - 1);
+  }
+};
+
+namespace {
+
+// Maps `path` whole, read-only; the segment's tokens are set by the caller.
+TokenStream::Storage::Segment map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_input("cannot open token file '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail_input("token file '{}' is not a regular file", path);
+  }
+  TokenStream::Storage::Segment s;
+  s.path = path;
+  s.map_bytes = size_t(st.st_size);
+  if (s.map_bytes > 0) {
+    s.map = ::mmap(nullptr, s.map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (s.map == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      fail_input("cannot map token file '{}': {}", path, std::strerror(err));
+    }
+  }
+  ::close(fd);
+  return s;
+}
+
+int32_t read_le_i32(const unsigned char* p) {
+  return int32_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                 uint32_t(p[3]) << 24);
+}
+
+// Sets the segment's tokens from its header (llmc) or its whole size (u16), checking both
+// against the file's size.
+void locate_tokens(TokenStream::Storage::Segment& s, TokenFormat format) {
+  const auto* bytes = static_cast<const unsigned char*>(s.map);
+  const int64_t size = int64_t(s.map_bytes);
+  if (format == TokenFormat::automatic)
+    format = size >= 4 && read_le_i32(bytes) == kLlmcMagic ? TokenFormat::llmc : TokenFormat::u16;
+  int64_t header = 0;
+  if (format == TokenFormat::llmc) {
+    header = kLlmcHeaderInts * 4;
+    if (size < 4 || read_le_i32(bytes) != kLlmcMagic)
+      fail_input("token file '{}' does not start with llm.c's magic {} (data.token_format = llmc)",
+                 s.path, kLlmcMagic);
+    if (size < header)
+      fail_input("token file '{}' is truncated: {} bytes, shorter than llm.c's {}-byte header",
+                 s.path, size, header);
+    const int32_t version = read_le_i32(bytes + 4);
+    if (version != kLlmcVersion)
+      fail_input("token file '{}' has version {}; only version {} (uint16 tokens) is read", s.path,
+                 version, kLlmcVersion);
+    const int32_t count = read_le_i32(bytes + 8);
+    const int64_t held = (size - header) / 2;
+    if (count < 0 || count > held)
+      fail_input("token file '{}' claims {} tokens but its {} bytes hold {}", s.path, count, size,
+                 held);
+    if (count < held || (size - header) % 2 != 0)
+      fail_input(
+          "token file '{}' has {} bytes after its {} tokens (trailing data or a wrong count)",
+          s.path, size - header - 2 * int64_t(count), count);
+    s.count = count;
+  } else {
+    if (size % 2 != 0)
+      fail_input("token file '{}' has an odd size ({} bytes); raw uint16 tokens take 2 bytes each",
+                 s.path, size);
+    s.count = size / 2;
+  }
+  if (s.count == 0) fail_input("token file '{}' holds no tokens", s.path);
+  // uint16 little-endian read in place: the header is 1024 bytes, so tokens stay aligned.
+  static_assert(std::endian::native == std::endian::little, "token files are little-endian");
+  s.u16 = reinterpret_cast<const uint16_t*>(bytes + header);
+}
+
+void check_ids(const TokenStream::Storage::Segment& s, int64_t header_bytes, int64_t vocab_size) {
+  int64_t first_bad = s.count;
+#pragma omp parallel for reduction(min : first_bad) schedule(static)
+  for (int64_t i = 0; i < s.count; ++i)
+    if (int64_t(s.u16[i]) >= vocab_size && i < first_bad) first_bad = i;
+  if (first_bad < s.count)
+    fail_input(
+        "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}",
+        s.path, first_bad, header_bytes + 2 * first_bad, s.u16[first_bad], vocab_size);
+}
+
+}  // namespace
+
+TokenStream TokenStream::in_memory(std::string source, std::vector<int32_t> tokens) {
+  auto storage = std::make_shared<Storage>();
+  storage->owned = std::move(tokens);
+  Storage::Segment s;
+  s.path = source;
+  s.count = int64_t(storage->owned.size());
+  s.i32 = storage->owned.data();
+  storage->segments.push_back(std::move(s));
+  TokenStream t;
+  t.size_ = int64_t(storage->owned.size());
+  t.storage_ = std::move(storage);
+  t.source_ = std::move(source);
+  return t;
+}
+
+TokenStream TokenStream::from_files(const std::vector<std::string>& paths, TokenFormat format,
+                                    int64_t vocab_size) {
+  ST_CHECK(!paths.empty(), "no token files");
+  auto storage = std::make_shared<Storage>();
+  int64_t total = 0;
+  for (const std::string& path : paths) {
+    storage->segments.push_back(map_file(path));
+    Storage::Segment& s = storage->segments.back();
+    locate_tokens(s, format);
+    check_ids(
+        s, reinterpret_cast<const unsigned char*>(s.u16) - static_cast<const unsigned char*>(s.map),
+        vocab_size);
+    s.first = total;
+    total += s.count;
+  }
+  TokenStream t;
+  t.size_ = total;
+  t.storage_ = std::move(storage);
+  t.source_ =
+      paths.size() == 1 ? paths[0] : fmt::format("{} token files ({} ...)", paths.size(), paths[0]);
+  return t;
+}
+
+int32_t TokenStream::at(int64_t index) const {
+  int32_t v;
+  read(index, 1, &v);
+  return v;
+}
+
+void TokenStream::read(int64_t begin, int64_t count, int32_t* out) const {
+  ST_CHECK(begin >= 0 && count >= 0 && begin + count <= size_,
+           "tokens [{}, {}) outside a stream of {}", begin, begin + count, size_);
+  int64_t g = begin_ + begin;
+  while (count > 0) {
+    const Storage::Segment& s = storage_->segment_of(g);
+    const int64_t local = g - s.first;
+    const int64_t n = std::min(count, s.count - local);
+    if (s.i32) {
+      std::memcpy(out, s.i32 + local, size_t(n) * 4);
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = int32_t(s.u16[local + i]);
+    }
+    out += n;
+    g += n;
+    count -= n;
+  }
+}
+
+TokenStream TokenStream::slice(int64_t begin, int64_t end) const {
+  ST_CHECK(0 <= begin && begin <= end && end <= size_, "slice [{}, {}) of {}", begin, end, size_);
+  TokenStream t = *this;
+  t.begin_ = begin_ + begin;
+  t.size_ = end - begin;
+  return t;
+}
+
+std::vector<int32_t> TokenStream::to_vector() const {
+  std::vector<int32_t> v(static_cast<size_t>(size_));
+  if (size_ > 0) read(0, size_, v.data());
+  return v;
+}
+
+void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens) {
+  if (tokens.size() > size_t(INT32_MAX))
+    fail_input("{} tokens do not fit one llm.c token file (at most {})", tokens.size(), INT32_MAX);
+  std::vector<int32_t> header(size_t(kLlmcHeaderInts), 0);
+  header[0] = kLlmcMagic;
+  header[1] = kLlmcVersion;
+  header[2] = int32_t(tokens.size());
+  std::vector<uint16_t> data(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] > 0xffff)
+      fail_input("token {} is id {}, which does not fit llm.c's uint16 tokens", i, tokens[i]);
+    data[i] = uint16_t(tokens[i]);
+  }
+  const std::string tmp = path + ".tmp";
+  try {
+    OutputFile out(tmp);
+    out.write(header.data(), header.size() * 4);
+    out.write(data.data(), data.size() * 2);
+    out.sync_and_close();
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+}
+
+std::vector<std::string> expand_token_paths(const std::string& pattern, const std::string& key) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> paths;
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (paths.empty()) fail_input("{} = '{}' matches no file", key, pattern);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace st

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# plot_metrics.sh SHARDTRAIN: two short runs' metrics files overlaid into a PNG and an SVG (with
+# the validation loss), and bad input refused with the file and line named, nothing written.
+set -u
+st=$1
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+fail() { echo "$*"; exit 1; }
+for lr in 1e-3 3e-3; do
+  "$st" train --config tiny model.n_layer=1 training.seq_len=32 training.max_steps=4 \
+    optimizer.lr=$lr "metrics.file=$dir/lr$lr.jsonl" > "$dir/train.log" 2>&1 \
+    || fail "training failed: $(cat "$dir/train.log")"
+done
+grep -q '"val_loss":.*"after_step":4\|"after_step":4.*"val_loss"' "$dir/lr1e-3.jsonl" \
+  || fail "no validation loss in the metrics file: $(cat "$dir/lr1e-3.jsonl")"
+"$st" plot "$dir/lr1e-3.jsonl" "$dir/lr3e-3.jsonl" --out "$dir/runs.png" || fail "plot to PNG failed"
+[ "$(head -c 4 "$dir/runs.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "runs.png is no PNG"
+"$st" plot "$dir/lr1e-3.jsonl" "$dir/lr3e-3.jsonl" --out "$dir/runs.svg" || fail "plot to SVG failed"
+grep -q 'lr3e-3' "$dir/runs.svg" || fail "the SVG does not name the second run"
+printf '{"step":0,"loss":1,"tokens_per_s":5,"peak_rss_mib":9}\nnot json\n' > "$dir/bad.jsonl"
+out=$("$st" plot "$dir/bad.jsonl" --out "$dir/bad.png" 2>&1); rc=$?
+[ $rc = 2 ] && printf '%s' "$out" | grep -q "bad.jsonl' line 2 is not JSON" \
+  || fail "bad line: rc $rc, $out"
+out=$("$st" plot "$dir/lr1e-3.jsonl" --out "$dir/runs.jpg" 2>&1); rc=$?
+[ $rc = 2 ] && printf '%s' "$out" | grep -q "must end in .png or .svg" || fail "bad extension: rc $rc, $out"
+[ ! -e "$dir/bad.png" ] && [ ! -e "$dir/runs.jpg" ] || fail "a refused plot left a file"
+echo "plots made"
