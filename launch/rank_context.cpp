@@ -1,9 +1,12 @@
 #include "launch/rank_context.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "collectives/agreement.hpp"
@@ -62,6 +65,15 @@ int run_after_startup(const std::function<int()>& fn) {
       abort_job(std::string("failed: ") + e.what(), 1);
     throw;
   }
+}
+
+int use_threads_per_rank(int threads, int ranks_on_node) {
+  if (threads == 0) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, ranks_on_node));
+  }
+  omp_set_num_threads(threads);
+  return threads;
 }
 
 }  // namespace st

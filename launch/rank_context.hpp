@@ -23,6 +23,10 @@ struct RankContext {
 // Initializes MPI under mpirun (world group), else a one-rank in-process group.
 RankContext start_ranks();
 
+// Sets this rank's OpenMP threads: `threads`, or (0) the cores divided among the ranks on this
+// node, so ranks sharing a machine do not oversubscribe it. Returns the count.
+int use_threads_per_rank(int threads, int ranks_on_node);
+
 // Thrown on ranks that have nothing to add to an error another rank already reported.
 struct ExitQuietly {
   int code;

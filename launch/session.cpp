@@ -55,13 +55,7 @@ nlohmann::json op_times_json(const OpTimes& ms) {
 }
 
 int use_threads(const Config& config, int ranks_on_node) {
-  int threads = int(config.training.threads);
-  if (threads == 0) {
-    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, ranks_on_node));
-  }
-  omp_set_num_threads(threads);
-  return threads;
+  return use_threads_per_rank(int(config.training.threads), ranks_on_node);
 }
 
 Dataset load_data(const Config& config) {

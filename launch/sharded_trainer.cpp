@@ -278,24 +278,6 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
       {"schedule", {{"step", steps_done}}}};
 }
 
-std::vector<ShardedState> ShardedTrainer::checkpoint_states() {
-  std::vector<ShardedState> states{{"master", {}}};
-  for (const OptimParam& p : optimizer_->params()) states[0].spans.push_back(p.master);
-  // Optimizer state comes as "<span name>.<state>" per span, spans in order.
-  const auto& params = optimizer_->params();
-  size_t k = 0;
-  for (auto& [name, tensor] : optimizer_->state()) {
-    while (k < params.size() && name.rfind(params[k].name + ".", 0) != 0) ++k;
-    ST_CHECK(k < params.size(), "optimizer state '{}' matches no parameter span", name);
-    const std::string kind = name.substr(params[k].name.size() + 1);
-    auto it = std::find_if(states.begin(), states.end(),
-                           [&](const ShardedState& s) { return s.name == kind; });
-    if (it == states.end()) it = states.insert(states.end(), ShardedState{kind, {}});
-    it->spans.push_back(tensor);
-  }
-  return states;
-}
-
 std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   if (config_.checkpoint.dir.empty()) fail_input("checkpoint.dir is empty: nowhere to save");
   TraceScope span("checkpoint save");
@@ -352,14 +334,7 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
   check_position(info);
   const nlohmann::json want = checkpoint_meta(info.step);
   // The architecture and the optimizer must be the ones saved; name the first difference.
-  for (const char* section : {"model", "optimizer"})
-    for (auto& [key, value] : want[section].items()) {
-      if (key == "steps_taken") continue;
-      const nlohmann::json& saved = info.meta.value(section, nlohmann::json::object());
-      if (!saved.contains(key) || saved[key] != value)
-        fail_input("checkpoint '{}' was saved with {}.{} = {}, this run has {}", path, section, key,
-                   saved.contains(key) ? saved[key].dump() : "nothing", value.dump());
-    }
+  check_saved_sections(path, info.meta, checkpoint_meta(info.step), {"model", "optimizer"});
   check_checkpoint_layout(info, *fsdp_);
 }
 

@@ -8,6 +8,7 @@
 #include "core/model/model.hpp"
 #include "core/op_profile.hpp"
 #include "launch/config.hpp"
+#include "launch/sharded_model.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "sharding/checkpoint.hpp"
@@ -57,7 +58,7 @@ class ShardedTrainer {
   // The bytes a step moves, per rank and over each link class (sharding/traffic.hpp).
   Traffic traffic() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
-  std::vector<ShardedState> checkpoint_states();
+  std::vector<ShardedState> checkpoint_states() { return optimizer_checkpoint_states(*optimizer_); }
   int64_t optimizer_state_bytes() const;
 
   // Collective. Saves the state after `steps_done` steps under checkpoint.dir; returns the path.

@@ -1,0 +1,43 @@
+# `cmake --install build --prefix P`: the libraries (shardtrain::core, ::collectives,
+# ::sharding, ::optim, ::launch), their headers under P/include/shardtrain (included as
+# "core/tensor.hpp", as inside the project), a CMake package (find_package(shardtrain)) and a
+# pkg-config file (shardtrain.pc).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(SHARDTRAIN_EXPORTED core collectives sharding optim launch_lib)
+set_target_properties(launch_lib PROPERTIES EXPORT_NAME launch)
+foreach(target ${SHARDTRAIN_EXPORTED})
+  get_target_property(export_name ${target} EXPORT_NAME)
+  if(NOT export_name)
+    set(export_name ${target})
+  endif()
+  # libshardtrain_core.a, not a bare libcore.a in a shared lib/.
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME shardtrain_${export_name})
+  target_include_directories(${target}
+    INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/shardtrain>)
+endforeach()
+
+install(TARGETS ${SHARDTRAIN_EXPORTED} EXPORT shardtrainTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT shardtrainTargets NAMESPACE shardtrain::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
+install(DIRECTORY core collectives sharding optim launch
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardtrain
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "configs" EXCLUDE)
+
+configure_package_config_file(cmake/shardtrainConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/shardtrainConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/shardtrainConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/shardtrainConfig.cmake
+              ${CMAKE_BINARY_DIR}/shardtrainConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
+
+# pkg-config: the same libraries, in link order, with what they need.
+get_filename_component(SHARDTRAIN_XXHASH_DIR ${XXHASH_LIBRARY} DIRECTORY)
+# The prefix relative to the .pc file, so `--prefix P` at install time is honoured.
+file(RELATIVE_PATH SHARDTRAIN_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+configure_file(cmake/shardtrain.pc.in ${CMAKE_BINARY_DIR}/shardtrain.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/shardtrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

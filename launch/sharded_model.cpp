@@ -1,0 +1,131 @@
+#include "launch/sharded_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "collectives/agreement.hpp"
+#include "core/error.hpp"
+#include "optim/clip.hpp"
+#include "optim/optim_param.hpp"
+
+namespace st {
+
+ShardedModel::ShardedModel(Model& model, ProcessGroup& group, const ShardPolicy& policy)
+    : model_(model), group_(group), policy_(policy) {
+  if (!(policy.grad_clip >= 0))
+    fail_input("ShardPolicy: grad_clip = {} must be >= 0 (0: off)", policy.grad_clip);
+  fsdp_ = std::make_unique<FsdpRuntime>(model, group, policy.fsdp, policy.seed);
+  std::vector<OptimParam> params;
+  for (ShardSpan& s : fsdp_->spans())
+    params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
+  optimizer_ = make_optimizer(std::move(params), policy.optimizer);
+}
+
+ShardedModel::~ShardedModel() = default;
+
+std::unique_ptr<ShardedModel> fully_shard(Model& model, ProcessGroup& group,
+                                          const ShardPolicy& policy) {
+  return std::make_unique<ShardedModel>(model, group, policy);
+}
+
+StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t loss_terms,
+                              float lr) {
+  if (micro_batches.empty()) fail_input("ShardedModel::step: no micro-batches");
+  if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
+  fsdp_->begin_step(int(micro_batches.size()));
+  double riders[] = {0.0};  // the loss sum rides along in the norm's all-reduce
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    fsdp_->begin_micro_batch(int(m));
+    riders[0] += model_.forward_backward(micro_batches[m], 1.0f / float(loss_terms), *fsdp_);
+  }
+  fsdp_->finish_backward();
+  StepResult r;
+  r.grad_norm = global_grad_norm(optimizer_->params(), group_, riders,
+                                 fmt::format("step {}", optimizer_->steps_taken() + 1));
+  r.loss = riders[0] / double(loss_terms);
+  if (!std::isfinite(r.loss))
+    fail("step {}: the loss ({}) is not finite", optimizer_->steps_taken() + 1, r.loss);
+  optimizer_->step(lr, clip_factor(r.grad_norm, policy_.grad_clip));
+  return r;
+}
+
+double ShardedModel::evaluate(const Batch& batch, int64_t loss_terms) {
+  Tensor sum = Tensor::empty("eval_loss", {1}, DType::f64);
+  sum.data<double>()[0] = model_.forward_loss(batch, *fsdp_);
+  fsdp_->reshard_all();
+  group_.all_reduce(sum)->wait();
+  return sum.data<double>()[0] / double(loss_terms);
+}
+
+namespace {
+
+nlohmann::json model_meta(const Model& model, const Optimizer& optimizer, const ShardPolicy& policy,
+                          int64_t step) {
+  nlohmann::json hyper = nlohmann::json::object();
+  for (const auto& [key, value] : model.hyperparameters()) hyper[key] = value;
+  return {
+      {"model", hyper},
+      {"optimizer",
+       {{"name", optimizer_name(policy.optimizer.kind)}, {"steps_taken", optimizer.steps_taken()}}},
+      {"precision", {{"param_dtype", std::string(dtype_name(policy.fsdp.param_dtype))}}},
+      {"schedule", {{"step", step}}}};
+}
+
+}  // namespace
+
+std::string ShardedModel::save(const std::string& root, int64_t step, int keep) {
+  SaveOptions options;
+  options.keep = keep;
+  return save_checkpoint(root, step, model_meta(model_, *optimizer_, policy_, step), *fsdp_,
+                         optimizer_checkpoint_states(*optimizer_), options);
+}
+
+int64_t ShardedModel::resume(const std::string& root) {
+  std::string path;
+  CheckpointInfo info;
+  run_agreed(group_, [&] {
+    path = latest_checkpoint(root);
+    if (path.empty()) return;
+    info = read_checkpoint_info(path);
+    check_saved_sections(path, info.meta, model_meta(model_, *optimizer_, policy_, info.step),
+                         {"model", "optimizer"});
+    check_checkpoint_layout(info, *fsdp_);
+  });
+  if (path.empty()) return 0;
+  load_checkpoint(info, *fsdp_, optimizer_checkpoint_states(*optimizer_));
+  optimizer_->set_steps_taken(info.step);
+  return info.step;
+}
+
+std::vector<ShardedState> optimizer_checkpoint_states(Optimizer& optimizer) {
+  std::vector<ShardedState> states{{"master", {}}};
+  for (const OptimParam& p : optimizer.params()) states[0].spans.push_back(p.master);
+  // Optimizer state comes as "<span name>.<state>" per span, spans in order.
+  const auto& params = optimizer.params();
+  size_t k = 0;
+  for (auto& [name, tensor] : optimizer.state()) {
+    while (k < params.size() && name.rfind(params[k].name + ".", 0) != 0) ++k;
+    ST_CHECK(k < params.size(), "optimizer state '{}' matches no parameter span", name);
+    const std::string kind = name.substr(params[k].name.size() + 1);
+    auto it = std::find_if(states.begin(), states.end(),
+                           [&](const ShardedState& s) { return s.name == kind; });
+    if (it == states.end()) it = states.insert(states.end(), ShardedState{kind, {}});
+    it->spans.push_back(tensor);
+  }
+  return states;
+}
+
+void check_saved_sections(const std::string& path, const nlohmann::json& saved_meta,
+                          const nlohmann::json& want, const std::vector<std::string>& sections) {
+  for (const std::string& section : sections)
+    for (auto& [key, value] : want[section].items()) {
+      if (key == "steps_taken") continue;
+      const nlohmann::json& saved = saved_meta.value(section, nlohmann::json::object());
+      if (!saved.is_object() || !saved.contains(key) || saved[key] != value)
+        fail_input("checkpoint '{}' was saved with {}.{} = {}, this run has {}", path, section, key,
+                   saved.is_object() && saved.contains(key) ? saved[key].dump() : "nothing",
+                   value.dump());
+    }
+}
+
+}  // namespace st
