@@ -94,60 +94,56 @@ int32_t read_le_i32(const unsigned char* p) {
                  uint32_t(p[3]) << 24);
 }
 
-// Sets the segment's tokens from its header (llmc) or its whole size (u16), checking both
-// against the file's size.
-void locate_tokens(TokenStream::Storage::Segment& s, TokenFormat format) {
-  const auto* bytes = static_cast<const unsigned char*>(s.map);
-  const int64_t size = int64_t(s.map_bytes);
+}  // namespace
+
+TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
+                                   int64_t size, TokenFormat format, int64_t vocab_size) {
   if (format == TokenFormat::automatic)
     format = size >= 4 && read_le_i32(bytes) == kLlmcMagic ? TokenFormat::llmc : TokenFormat::u16;
-  int64_t header = 0;
+  TokenFileLayout layout;
   if (format == TokenFormat::llmc) {
-    header = kLlmcHeaderInts * 4;
+    const int64_t header = kLlmcHeaderInts * 4;
     if (size < 4 || read_le_i32(bytes) != kLlmcMagic)
       fail_input("token file '{}' does not start with llm.c's magic {} (data.token_format = llmc)",
-                 s.path, kLlmcMagic);
+                 path, kLlmcMagic);
     if (size < header)
       fail_input("token file '{}' is truncated: {} bytes, shorter than llm.c's {}-byte header",
-                 s.path, size, header);
+                 path, size, header);
     const int32_t version = read_le_i32(bytes + 4);
     if (version != kLlmcVersion)
-      fail_input("token file '{}' has version {}; only version {} (uint16 tokens) is read", s.path,
+      fail_input("token file '{}' has version {}; only version {} (uint16 tokens) is read", path,
                  version, kLlmcVersion);
     const int32_t count = read_le_i32(bytes + 8);
     const int64_t held = (size - header) / 2;
     if (count < 0 || count > held)
-      fail_input("token file '{}' claims {} tokens but its {} bytes hold {}", s.path, count, size,
+      fail_input("token file '{}' claims {} tokens but its {} bytes hold {}", path, count, size,
                  held);
     if (count < held || (size - header) % 2 != 0)
       fail_input(
-          "token file '{}' has {} bytes after its {} tokens (trailing data or a wrong count)",
-          s.path, size - header - 2 * int64_t(count), count);
-    s.count = count;
+          "token file '{}' has {} bytes after its {} tokens (trailing data or a wrong count)", path,
+          size - header - 2 * int64_t(count), count);
+    layout = {header, count};
   } else {
     if (size % 2 != 0)
       fail_input("token file '{}' has an odd size ({} bytes); raw uint16 tokens take 2 bytes each",
-                 s.path, size);
-    s.count = size / 2;
+                 path, size);
+    layout = {0, size / 2};
   }
-  if (s.count == 0) fail_input("token file '{}' holds no tokens", s.path);
-  // uint16 little-endian read in place: the header is 1024 bytes, so tokens stay aligned.
-  static_assert(std::endian::native == std::endian::little, "token files are little-endian");
-  s.u16 = reinterpret_cast<const uint16_t*>(bytes + header);
-}
-
-void check_ids(const TokenStream::Storage::Segment& s, int64_t header_bytes, int64_t vocab_size) {
-  int64_t first_bad = s.count;
-#pragma omp parallel for reduction(min : first_bad) schedule(static)
-  for (int64_t i = 0; i < s.count; ++i)
-    if (int64_t(s.u16[i]) >= vocab_size && i < first_bad) first_bad = i;
-  if (first_bad < s.count)
+  if (layout.count == 0) fail_input("token file '{}' holds no tokens", path);
+  // Little-endian uint16 ids, read bytewise (the bytes need not be aligned).
+  const unsigned char* tokens = bytes + layout.header_bytes;
+  int64_t first_bad = layout.count;
+#pragma omp parallel for reduction(min : first_bad) schedule(static) if (layout.count > (1 << 20))
+  for (int64_t i = 0; i < layout.count; ++i)
+    if (int64_t(tokens[2 * i] | tokens[2 * i + 1] << 8) >= vocab_size && i < first_bad)
+      first_bad = i;
+  if (first_bad < layout.count)
     fail_input(
         "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}",
-        s.path, first_bad, header_bytes + 2 * first_bad, s.u16[first_bad], vocab_size);
+        path, first_bad, layout.header_bytes + 2 * first_bad,
+        tokens[2 * first_bad] | tokens[2 * first_bad + 1] << 8, vocab_size);
+  return layout;
 }
-
-}  // namespace
 
 TokenStream TokenStream::in_memory(std::string source, std::vector<int32_t> tokens) {
   auto storage = std::make_shared<Storage>();
@@ -172,10 +168,13 @@ TokenStream TokenStream::from_files(const std::vector<std::string>& paths, Token
   for (const std::string& path : paths) {
     storage->segments.push_back(map_file(path));
     Storage::Segment& s = storage->segments.back();
-    locate_tokens(s, format);
-    check_ids(
-        s, reinterpret_cast<const unsigned char*>(s.u16) - static_cast<const unsigned char*>(s.map),
-        vocab_size);
+    const auto* bytes = static_cast<const unsigned char*>(s.map);
+    const TokenFileLayout layout =
+        inspect_token_file(path, bytes, int64_t(s.map_bytes), format, vocab_size);
+    // Read in place: the llm.c header is 1024 bytes and mappings are page-aligned.
+    static_assert(std::endian::native == std::endian::little, "token files are little-endian");
+    s.u16 = reinterpret_cast<const uint16_t*>(bytes + layout.header_bytes);
+    s.count = layout.count;
     s.first = total;
     total += s.count;
   }

@@ -46,6 +46,16 @@ class TokenStream {
   int64_t begin_ = 0, size_ = 0;
 };
 
+// Where a token file's uint16 tokens are: after `header_bytes`, `count` of them.
+struct TokenFileLayout {
+  int64_t header_bytes = 0, count = 0;
+};
+// Checks a token file's bytes (`size` of them, as read from `path`): its header and size for
+// `format` (auto: llmc when it starts with the magic), and every id below `vocab_size`. An
+// InputError naming `path` and what is wrong otherwise.
+TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
+                                   int64_t size, TokenFormat format, int64_t vocab_size);
+
 // Writes `tokens` as an llm.c token file (every id must fit 16 bits), replacing `path`
 // atomically: a failure leaves nothing behind.
 void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens);
