@@ -204,25 +204,23 @@ std::vector<int32_t> Gpt2Tokenizer::encode(std::string_view text) const {
     const auto part = impl_->bpe(piece);
     ids.insert(ids.end(), part.begin(), part.end());
   };
-  pcre2_match_data* match = pcre2_match_data_create_from_pattern(impl_->pattern, nullptr);
+  // Freed however this ends (bpe throws for a byte the vocabulary lacks).
+  const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+      pcre2_match_data_create_from_pattern(impl_->pattern, nullptr), &pcre2_match_data_free);
   if (!match) fail("PCRE2: out of memory");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t at = 0;
   while (at < text.size()) {
-    const int rc = pcre2_match(impl_->pattern, subject, text.size(), at, 0, match, nullptr);
+    const int rc = pcre2_match(impl_->pattern, subject, text.size(), at, 0, match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(match);
-      fail("PCRE2 match error {} at byte {}", rc, at);
-    }
-    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
+    if (rc < 0) fail("PCRE2 match error {} at byte {}", rc, at);
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
     // Bytes the pattern skipped (invalid UTF-8) are pre-tokens of their own.
     if (span[0] > at) add(text.substr(at, span[0] - at));
     add(text.substr(span[0], span[1] - span[0]));
     at = std::max<size_t>(span[1], span[0] + 1);
   }
   if (at < text.size()) add(text.substr(at));
-  pcre2_match_data_free(match);
   return ids;
 }
 
