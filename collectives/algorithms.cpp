@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "collectives/mpi_runtime.hpp"
@@ -14,17 +15,56 @@
 namespace st {
 namespace {
 
+// Waits for `requests` polling MPI, spinning briefly, then sleeping between polls: when ranks
+// outnumber cores (emulated hosts on one machine) a spinning waiter would take the core from
+// the very rank (or the kernel's TCP stack) it waits for. Measured at 4 ranks on 2 cores as 2
+// emulated hosts behind 1 Gbit/s: a 4 KiB ring all-gather 20 ms -> 4 ms, 1 MiB 37 -> 8 ms.
+void wait_polite(MPI_Request* requests, int count) {
+  int done = 0;
+  for (int polls = 0;; ++polls) {
+    check_mpi(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done) return;
+    if (polls > 200) {
+      const timespec pause{0, polls > 2000 ? 200000 : 20000};  // 20 µs, then 200 µs
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
 void sendrecv_bytes(const Comm& c, const void* send, int to, void* recv, int from, size_t bytes) {
+  const bool polite = mpi_machine_oversubscribed();
   for (size_t off = 0; off < bytes; off += kMaxPieceBytes) {
     const int len = int(std::min(kMaxPieceBytes, bytes - off));
-    check_mpi(MPI_Sendrecv(static_cast<const char*>(send) + off, len, MPI_BYTE, to, 0,
-                           static_cast<char*>(recv) + off, len, MPI_BYTE, from, 0, c.comm,
-                           MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
+    if (!polite) {  // a core each: spinning inside MPI is the fastest wait
+      check_mpi(MPI_Sendrecv(static_cast<const char*>(send) + off, len, MPI_BYTE, to, 0,
+                             static_cast<char*>(recv) + off, len, MPI_BYTE, from, 0, c.comm,
+                             MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+      continue;
+    }
+    MPI_Request requests[2];
+    check_mpi(
+        MPI_Irecv(static_cast<char*>(recv) + off, len, MPI_BYTE, from, 0, c.comm, &requests[0]),
+        "MPI_Irecv");
+    check_mpi(
+        MPI_Isend(static_cast<const char*>(send) + off, len, MPI_BYTE, to, 0, c.comm, &requests[1]),
+        "MPI_Isend");
+    wait_polite(requests, 2);
   }
 }
 
 }  // namespace
+
+void mpi_all_reduce(const Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op) {
+  if (!mpi_machine_oversubscribed()) {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, c.comm), "MPI_Allreduce");
+    return;
+  }
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, c.comm, &request),
+            "MPI_Iallreduce");
+  wait_polite(&request, 1);
+}
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {

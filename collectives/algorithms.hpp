@@ -22,6 +22,9 @@ MPI_Datatype mpi_type(DType dtype);
 
 // out[size * bytes] = concat of every rank's in[bytes].
 void mpi_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
+// MPI_Allreduce in place; on an oversubscribed machine its non-blocking form, waited for
+// without spinning (see mpi_machine_oversubscribed).
+void mpi_all_reduce(const Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op);
 void ring_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
 
 // out[n] = sum over ranks of in[rank * n, +n); in is FP32 or BF16, the sum is FP32.

@@ -163,10 +163,8 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
   return thread_->submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi),
                          options.timeout_s, [this, data, dtype, n, op] {
-                           check_mpi(
-                               MPI_Allreduce(MPI_IN_PLACE, data, int(n), mpi_type(dtype),
-                                             op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_.comm),
-                               "MPI_Allreduce");
+                           mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
+                                          op == ReduceOp::max ? MPI_MAX : MPI_SUM);
                            if (op != ReduceOp::avg) return;
                            if (dtype == DType::f32)
                              divide(static_cast<float*>(data), n, float(comm_.size));

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <fstream>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +21,27 @@ namespace st {
 namespace {
 int g_ranks_on_node = 1;
 bool g_thread_multiple = false;
+bool g_oversubscribed = false;
+
+// This kernel's boot id, hashed: ranks with equal ids share one machine (and its cores), even
+// when MPI sees them as different nodes with different host names (emulated hosts).
+long long machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return (long long)(std::hash<std::string>{}(id)&0x7fffffffffffffffULL);
+}
+
+// Ranks of the world running on this machine, from their machine ids.
+int ranks_on_machine() {
+  int size = 1;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  const long long mine = machine_id();
+  std::vector<long long> ids(size_t(size), 0);
+  check_mpi(MPI_Allgather(&mine, 1, MPI_LONG_LONG, ids.data(), 1, MPI_LONG_LONG, MPI_COMM_WORLD),
+            "MPI_Allgather");
+  return int(std::count(ids.begin(), ids.end(), mine));
+}
 }  // namespace
 
 void mpi_init(int* argc, char*** argv) {
@@ -42,6 +67,11 @@ void mpi_init(int* argc, char*** argv) {
             "MPI_Comm_split_type");
   check_mpi(MPI_Comm_size(node, &g_ranks_on_node), "MPI_Comm_size");
   MPI_Comm_free(&node);
+  g_oversubscribed = ranks_on_machine() > int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+bool mpi_machine_oversubscribed() {
+  return g_oversubscribed;
 }
 
 bool mpi_thread_multiple() {

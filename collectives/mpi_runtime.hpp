@@ -20,6 +20,10 @@ int mpi_world_rank();
 int mpi_world_size();
 // Ranks of the world that share this rank's node (from the shared-memory split).
 int mpi_ranks_on_node();
+// True when more ranks run on this machine (same kernel, whatever nodes MPI sees) than it has
+// cores: then waits on messages poll politely (sleeping between polls) instead of spinning,
+// so a waiting rank does not take the core from the rank it waits for.
+bool mpi_machine_oversubscribed();
 // True when MPI granted MPI_THREAD_MULTIPLE: then every group has its own communication thread.
 bool mpi_thread_multiple();
 
