@@ -14,12 +14,14 @@
 #include "bench/bench_mesh.hpp"
 #include "bench/bench_scaling.hpp"
 #include "bench/bench_step.hpp"
+#include "bench/calibrate.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "launch/commands.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
 #include "launch/rank_context.hpp"
+#include "launch/simulate_command.hpp"
 
 namespace {
 
@@ -45,6 +47,8 @@ struct Options {
   st::TokenizeOptions tokenize;
   std::vector<std::string> plot_files;
   std::string plot_out;
+  st::SimulateOptions simulate;
+  st::CalibrateOptions calibrate;
 };
 
 void add_common(CLI::App* command, st::CommonOptions& options) {
@@ -86,7 +90,9 @@ void add_bench(CLI::App& app, Options& o, std::vector<Command>& table) {
       "scaling", "tokens/s, exposed communication and memory at 1, 2 and 4 ranks (runs mpirun)");
   scaling->add_option("--config", s.config, "TOML config file or bundled name");
   scaling->add_flag("--json", s.json, "print JSON lines instead of a table");
-  scaling->add_option("--ranks", s.ranks, "rank counts to run")->delimiter(',');
+  scaling->add_option("--ranks", s.ranks, "rank counts to run")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   scaling->add_option("--steps", s.steps, "timed steps per run (median reported)");
   scaling->add_option("--warmup", s.warmup, "untimed steps first");
   scaling->add_option("--repeats", s.repeats, "runs per row (the median is reported)");
@@ -98,7 +104,9 @@ void add_bench(CLI::App& app, Options& o, std::vector<Command>& table) {
       "mesh", "FSDP, HSDP and DDP on emulated hosts behind capped links (runs shardrun --nodes)");
   mesh->add_option("--config", m.config, "TOML config file or bundled name");
   mesh->add_flag("--json", m.json, "print JSON lines instead of a table");
-  mesh->add_option("--gbit", m.gbit, "link caps in Gbit/s (0: uncapped)")->delimiter(',');
+  mesh->add_option("--gbit", m.gbit, "link caps in Gbit/s (0: uncapped)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   mesh->add_option("--ranks", m.ranks, "ranks in all");
   mesh->add_option("--nodes", m.nodes, "emulated hosts");
   mesh->add_option("--micro-batches", m.micro_batches, "micro-batches per step");
@@ -142,7 +150,8 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
   sample->add_option("--prompt", o.sample.prompt, "text to continue");
   sample
       ->add_option("--prompt-tokens", o.sample.prompt_tokens, "token ids to continue: 15496,11,995")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);
   sample->add_option("--vocab", o.sample.vocab,
                      "directory with GPT-2's encoder.json and vocab.bpe (encode and decode text)");
   sample->add_option("--tokens", o.sample.tokens, "tokens to generate");
@@ -208,6 +217,49 @@ int run(const Command& command) {
   }
 }
 
+void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
+  CLI::App* sim = app.add_subcommand(
+      "simulate", "predict step time, memory and scaling of a config on a cluster (SimGrid)");
+  add_common(sim, o.simulate.common);
+  sim->add_option("--cluster", o.simulate.cluster,
+                  "cluster TOML, or a bundled one (launch/clusters: this-machine, ...)");
+  sim->add_option("--ranks", o.simulate.ranks, "rank counts (default: the cluster's)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  sim->add_option("--mesh", o.simulate.meshes, "fsdp,hsdp,ddp (default) or config (the config's)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  sim->add_option("--plot", o.simulate.plot,
+                  "tokens/s and exposed share against ranks (.png|.svg)");
+  sim->add_option(
+      "--max-ring-steps", o.simulate.max_ring_steps,
+      "ring steps simulated message by message before the rest are extrapolated (0: all)");
+
+  CLI::App* cal = sim->add_subcommand("calibrate", "measure this machine for the simulator");
+  add_common(cal, o.calibrate.common);
+  cal->add_option("--out", o.calibrate.out, "the profile to write (JSON)")->required();
+  cal->add_option("--ranks", o.calibrate.ranks, "ranks computing at once (threads: cores / ranks)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cal->add_option("--rows", o.calibrate.rows, "sequences per rank to measure")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cal->add_option("--steps", o.calibrate.steps, "timed steps per measurement (median)");
+  cal->add_option("--max-bytes", o.calibrate.max_bytes, "largest collective measured");
+  cal->add_flag("--tcp", o.calibrate.tcp, "also TCP between emulated hosts (root: ip netns, tc)");
+  cal->add_option("--link-gbit", o.calibrate.link_gbit, "capped TCP links to fit (with --tcp)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  // calibrate first: when it ran, its parent `simulate` counts as parsed too.
+  cal->add_option("--link-ranks", o.calibrate.link_ranks, "ranks each link class is measured at")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cal->add_option("--links-from", o.calibrate.links_from,
+                  "copy the link fits of this profile instead of measuring them");
+  table.push_back({cal, [&o] { return st::run_calibrate(o.calibrate); }});
+  table.push_back({sim, [&o] { return st::run_simulate(o.simulate); }});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,6 +270,7 @@ int main(int argc, char** argv) {
   add_train(app, options, table);
   add_bench(app, options, table);
   add_model_commands(app, options, table);
+  add_simulate(app, options, table);
   if (argc > 1 && argv[1][0] != '-') {
     const std::string word = argv[1];
     bool known = false;

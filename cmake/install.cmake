@@ -1,11 +1,11 @@
 # `cmake --install build --prefix P`: the libraries (shardtrain::core, ::collectives,
-# ::sharding, ::optim, ::launch), their headers under P/include/shardtrain (included as
+# ::sharding, ::optim, ::simulate, ::launch), their headers under P/include/shardtrain (included as
 # "core/tensor.hpp", as inside the project), a CMake package (find_package(shardtrain)) and a
 # pkg-config file (shardtrain.pc).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(SHARDTRAIN_EXPORTED core collectives sharding optim launch_lib)
+set(SHARDTRAIN_EXPORTED core collectives sharding optim simulate launch_lib)
 set_target_properties(launch_lib PROPERTIES EXPORT_NAME launch)
 foreach(target ${SHARDTRAIN_EXPORTED})
   get_target_property(export_name ${target} EXPORT_NAME)
@@ -20,11 +20,13 @@ endforeach()
 
 install(TARGETS ${SHARDTRAIN_EXPORTED} EXPORT shardtrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The simulator's network engine, which `simulate` runs (never linked into a library user).
+install(TARGETS shardtrain-simgrid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT shardtrainTargets NAMESPACE shardtrain::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
-install(DIRECTORY core collectives sharding optim launch
+install(DIRECTORY core collectives sharding optim simulate launch
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardtrain
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "configs" EXCLUDE)
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "configs" EXCLUDE PATTERN "clusters" EXCLUDE)
 
 configure_package_config_file(cmake/shardtrainConfig.cmake.in
   ${CMAKE_BINARY_DIR}/shardtrainConfig.cmake

@@ -190,11 +190,17 @@ MemoryBudget ShardedTrainer::budget() const {
 
 MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
                                         int states_per_element) const {
-  const auto& t = config_.training;
-  const int64_t rows = t.global_batch / t.micro_batches / group_.size();
+  return config_memory_budget(config_, *model_, units, states_per_element, group_.size());
+}
+
+MemoryBudget config_memory_budget(const Config& config, const Model& model,
+                                  const std::vector<UnitLayout>& units, int states_per_element,
+                                  int world_size) {
+  const auto& t = config.training;
+  const int64_t rows = t.global_batch / t.micro_batches / world_size;
   int64_t activations = 0;
   try {
-    activations = model_->activation_bytes(rows, t.seq_len);
+    activations = model.activation_bytes(rows, t.seq_len);
   } catch (const Error& e) {
     fail_input(
         "the activations of one micro-batch ({} rows x training.seq_len = {} tokens per rank) "
@@ -202,9 +208,9 @@ MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
         rows, t.seq_len, e.what());
   }
   return memory_budget(
-      {&units, config_.precision.param_dtype, int(config_.sharding.prefetch), states_per_element,
-       config_.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       config_.sharding.reshard_after_forward, activations});
+      {&units, config.precision.param_dtype, int(config.sharding.prefetch), states_per_element,
+       config.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+       config.sharding.reshard_after_forward, activations});
 }
 
 void ShardedTrainer::check_budget_fits() const {

@@ -39,6 +39,12 @@ struct StepStats {
 
 FsdpOptions fsdp_options(const Config& config);
 
+// The per-rank memory budget of `config` on `world_size` ranks for `units` (laid out over the
+// shard group): what the trainer prints and checks at start-up, and what `simulate` reports.
+MemoryBudget config_memory_budget(const Config& config, const Model& model,
+                                  const std::vector<UnitLayout>& units, int states_per_element,
+                                  int world_size);
+
 class ShardedTrainer {
  public:
   // Makes the config's model (parameter specs only: nothing is materialized) and materializes

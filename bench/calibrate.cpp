@@ -1,0 +1,286 @@
+#include "bench/calibrate.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "bench/subprocess.hpp"
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/stats.hpp"
+#include "launch/config.hpp"
+#include "launch/model_factory.hpp"
+#include "sharding/json_parse.hpp"
+#include "simulate/profile.hpp"
+
+namespace st {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Every JSON object line `command` prints on stdout.
+std::vector<json> json_lines(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) fail("cannot run '{}'", command);
+  std::array<char, 8192> line{};
+  std::vector<json> out;
+  std::string text;
+  while (std::fgets(line.data(), int(line.size()), pipe.get())) {
+    text += line.data();
+    if (line[0] == '{') {
+      json j = json::parse(line.data(), nullptr, false);
+      if (!j.is_discarded()) out.push_back(std::move(j));
+    }
+  }
+  const int status = pclose(pipe.release());
+  if (status != 0 || out.empty()) fail("'{}' failed (status {}):\n{}", command, status, text);
+  return out;
+}
+
+struct Span {
+  std::string name;
+  double begin, end;  // s
+};
+
+// Rank 0's compute-track spans (units, steps, optimizer, and "wait: ..." on collectives).
+std::vector<Span> compute_spans(const std::string& trace_path) {
+  const json trace = parse_json_object(read_text_file(trace_path), trace_path);
+  std::vector<Span> spans;
+  for (const json& e : trace.at("traceEvents"))
+    if (e.value("ph", "") == "X" && e.value("pid", -1) == 0 && e.value("tid", -1) == 0)
+      spans.push_back({e.at("name").get<std::string>(), e.at("ts").get<double>() / 1e6,
+                       (e.at("ts").get<double>() + e.at("dur").get<double>()) / 1e6});
+  return spans;
+}
+
+// One step's micro-batch segments from its spans (PhaseClock's "forward NAME" / "backward
+// NAME" per unit, the root's spanning the blocks'), in the profile's layout. Every segment runs
+// from one hook to the next (a block's includes the hooks after it) less the waits on
+// collectives inside it: those are the simulator's to predict.
+ComputeSample segments(const std::vector<Span>& all, const Span& step, int64_t L) {
+  std::vector<const Span*> fwd, bwd, waits;
+  const Span *froot = nullptr, *broot = nullptr, *opt = nullptr;
+  for (const Span& s : all) {
+    if (s.begin < step.begin || s.end > step.end) continue;
+    if (s.name == "forward root")
+      froot = &s;
+    else if (s.name == "backward root")
+      broot = &s;
+    else if (s.name.starts_with("forward "))
+      fwd.push_back(&s);
+    else if (s.name.starts_with("backward "))
+      bwd.push_back(&s);
+    else if (s.name.starts_with("optimizer"))
+      opt = &s;
+    else if (s.name.starts_with("wait: "))
+      waits.push_back(&s);
+  }
+  if (!froot || !broot || !opt || int64_t(fwd.size()) != L || int64_t(bwd.size()) != L)
+    fail("the trace of '{}' lacks the unit spans calibrate needs ({} forward, {} backward)",
+         step.name, fwd.size(), bwd.size());
+  auto compute = [&](double a, double b) {
+    double t = b - a;
+    for (const Span* w : waits) t -= std::max(0.0, std::min(b, w->end) - std::max(a, w->begin));
+    return std::max(0.0, t);
+  };
+  auto by_begin = [](const Span* a, const Span* b) { return a->begin < b->begin; };
+  std::sort(fwd.begin(), fwd.end(), by_begin);
+  std::sort(bwd.begin(), bwd.end(), by_begin);
+  ComputeSample c;
+  c.block_forward.resize(size_t(L));
+  c.block_backward.resize(size_t(L));
+  c.root_forward_pre = compute(froot->begin, fwd[0]->begin);
+  for (int64_t k = 0; k < L; ++k)
+    c.block_forward[size_t(k)] =
+        compute(fwd[size_t(k)]->begin, k + 1 < L ? fwd[size_t(k + 1)]->begin : fwd[size_t(k)]->end);
+  c.root_forward_post = compute(fwd.back()->end, froot->end);
+  // The hooks between the passes (the root's gradient buffer) count with the head's backward.
+  c.root_backward_pre = compute(froot->end, bwd[0]->begin);
+  for (int64_t k = 0; k < L; ++k)  // bwd[0] is the last block
+    c.block_backward[size_t(L - 1 - k)] =
+        compute(bwd[size_t(k)]->begin, k + 1 < L ? bwd[size_t(k + 1)]->begin : bwd[size_t(k)]->end);
+  c.root_backward_post = compute(bwd.back()->end, broot->end);
+  // The rest of the step (the batch, the last reductions' bookkeeping), waits excluded.
+  c.step_overhead = compute(step.begin, froot->begin) + compute(broot->end, opt->begin) +
+                    compute(opt->end, step.end);
+  c.optimizer_per_element = opt->end - opt->begin;  // divided by the elements later
+  return c;
+}
+
+ComputeSample median_sample(const std::vector<ComputeSample>& xs) {
+  auto med = [&](auto get) {
+    std::vector<double> v;
+    for (const ComputeSample& x : xs) v.push_back(get(x));
+    return median(v);
+  };
+  ComputeSample m = xs.front();
+  m.root_forward_pre = med([](const ComputeSample& x) { return x.root_forward_pre; });
+  m.root_forward_post = med([](const ComputeSample& x) { return x.root_forward_post; });
+  m.root_backward_pre = med([](const ComputeSample& x) { return x.root_backward_pre; });
+  m.root_backward_post = med([](const ComputeSample& x) { return x.root_backward_post; });
+  m.step_overhead = med([](const ComputeSample& x) { return x.step_overhead; });
+  m.optimizer_per_element = med([](const ComputeSample& x) { return x.optimizer_per_element; });
+  for (size_t k = 0; k < m.block_forward.size(); ++k) {
+    m.block_forward[k] = med([k](const ComputeSample& x) { return x.block_forward[k]; });
+    m.block_backward[k] = med([k](const ComputeSample& x) { return x.block_backward[k]; });
+  }
+  return m;
+}
+
+std::string overrides_text(const std::vector<std::string>& overrides) {
+  std::string out;
+  for (const std::string& o : overrides) {
+    out.push_back(' ');
+    out.append(quote(o));
+  }
+  return out;
+}
+
+// Fits a link class from `bench collectives --json` rows of `algorithm`; the window's cost is
+// per operation (1 step, n bytes at 2 ranks), a ring's per step.
+LinkFit fit_link(const std::vector<json>& rows, const std::string& algorithm, int ranks) {
+  std::map<std::string, std::vector<TimingSample>> by_op;
+  for (const json& r : rows) {
+    if (r.value("algorithm", "") != algorithm || !r.contains("time_us")) continue;
+    const double n = r.at("bytes").get<double>(), p = r.at("ranks").get<double>();
+    const double t = r.at("time_us").get<double>() / 1e6;
+    if (algorithm == "shm")
+      by_op[r.at("op")].push_back({1, n * 2 * (p - 1) / p, t});
+    else
+      by_op[r.at("op")].push_back({p - 1, n * (p - 1) / p, t});
+  }
+  if (by_op["all_gather"].size() < 2 || by_op["reduce_scatter"].size() < 2)
+    fail("bench collectives printed too few '{}' rows to fit", algorithm);
+  return {ranks, fit_alpha_beta(by_op["all_gather"]), fit_alpha_beta(by_op["reduce_scatter"])};
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o) {
+  if (o.out.empty()) fail_input("simulate calibrate: --out FILE.json is required");
+  if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
+  const Config config = load_config(o.common.config, o.common.overrides);
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const std::string shardrun = find_shardrun().string();
+  const fs::path scratch =
+      fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());
+  fs::create_directories(scratch);
+  CalibrationProfile p;
+  p.machine =
+      fmt::format("{} cores, {}", std::thread::hardware_concurrency(), cpu_features().summary());
+  p.model = {config.model.n_layer,
+             config.model.n_embd,
+             config.model.n_head,
+             config.model.padded_vocab(),
+             config.training.seq_len,
+             activation_checkpointing_name(config.sharding.activation_checkpointing),
+             std::string(dtype_name(config.precision.param_dtype))};
+  const std::unique_ptr<Model> model = make_model(config);
+  double elements = 0;
+  for (const ParamSpec& s : model->param_specs()) elements += double(s.numel());
+
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  p.cores = cores;
+  for (int ranks : o.ranks) {
+    if (ranks < 1) fail_input("simulate calibrate: --ranks {} must be >= 1", ranks);
+    const int threads = std::max(1, cores / ranks);  // the runtime's rule for training.threads
+    for (int rows : o.rows) {
+      if (rows < 1 || rows * ranks > config.training.global_batch) continue;
+      const fs::path trace = scratch / fmt::format("r{}rows{}.json", ranks, rows);
+      const std::string command = fmt::format(
+          "{} -n {} {} bench step --json --config {} --warmup 1 --steps {}{} "
+          "training.global_batch={} training.micro_batches=1 training.threads={} metrics.trace={} "
+          "2>/dev/null",
+          quote(shardrun), ranks, quote(exe.string()), quote(o.common.config), o.steps,
+          overrides_text(o.common.overrides), rows * ranks, threads, quote(trace.string()));
+      fmt::print(stderr, "calibrate: compute at {} rows x {} thread(s), {} rank(s) at once\n", rows,
+                 threads, ranks);
+      const json bench = json_lines(command).back();
+      const std::vector<Span> spans = compute_spans(trace.string());
+      std::vector<ComputeSample> steps;
+      for (const Span& s : spans)
+        if (s.name.starts_with("step ")) steps.push_back(segments(spans, s, config.model.n_layer));
+      if (steps.empty()) fail("the trace of '{}' has no steps", command);
+      ComputeSample c = median_sample(steps);
+      c.ranks = ranks;
+      c.threads = threads;
+      c.rows = rows;
+      // Each rank's optimizer runs over its shard.
+      c.optimizer_per_element /= elements / ranks;
+      const json& kinds = bench.at("breakdown_ms");
+      const double unit_ms = bench.at("fwd_ms").get<double>() + bench.at("bwd_ms").get<double>();
+      c.matmul_share = std::clamp(kinds.value("matmul", 0.0) / unit_ms, 0.05, 0.95);
+      p.compute.push_back(c);
+      if (ranks == 1)
+        p.matmul_peak[threads] =
+            std::max(p.matmul_peak[threads], bench.at("peak_gflops").get<double>() * 1e9);
+    }
+  }
+  if (p.compute.empty())
+    fail_input("simulate calibrate: no --rows fit training.global_batch = {}",
+               config.training.global_batch);
+
+  // Collectives over shared memory (the window and a ring), then TCP between emulated hosts,
+  // each at 2 ranks and at 4 (oversubscribed here: their α is the scheduler's, not the link's).
+  const std::string bench_collectives =
+      fmt::format("{} bench collectives --json --max-bytes {}", quote(exe.string()), o.max_bytes);
+  if (!o.links_from.empty()) {  // links do not depend on the model: reuse a profile's
+    const CalibrationProfile other = read_profile(o.links_from);
+    p.links = other.links;
+    p.memcpy_bandwidth = other.memcpy_bandwidth;
+  }
+  for (int ranks : o.links_from.empty() ? o.link_ranks : std::vector<int>{}) {
+    fmt::print(stderr, "calibrate: collectives over shared memory, {} ranks\n", ranks);
+    const std::vector<json> shm = json_lines(
+        fmt::format("{} -n {} {} 2>/dev/null", quote(shardrun), ranks, bench_collectives));
+    p.links["shm"].push_back(fit_link(shm, "shm", ranks));
+    p.links["ring-shm"].push_back(fit_link(shm, "ring", ranks));
+    for (const json& r : shm)
+      if (r.value("algorithm", "") == "memcpy" && r.value("bytes", 0.0) >= 1 << 20)
+        p.memcpy_bandwidth = std::max(
+            p.memcpy_bandwidth, r["bytes"].get<double>() / (r["time_us"].get<double>() / 1e6));
+  }
+  if (!(p.memcpy_bandwidth > 0)) p.memcpy_bandwidth = 1e10;
+  if (o.tcp && o.links_from.empty()) {
+    std::vector<double> caps = {0};
+    caps.insert(caps.end(), o.link_gbit.begin(), o.link_gbit.end());
+    for (double cap : caps)
+      for (int ranks : o.link_ranks) {
+        const std::string name = cap > 0 ? fmt::format("tcp-{:g}gbit", cap) : "tcp";
+        fmt::print(stderr, "calibrate: collectives over {}, {} ranks on 2 hosts\n", name, ranks);
+        const std::vector<json> tcp = json_lines(fmt::format(
+            "{} -n {} --nodes 2 {} {} 2>/dev/null", quote(shardrun), ranks,
+            cap > 0 ? fmt::format("--link-gbit {:g}", cap) : std::string(), bench_collectives));
+        p.links[name].push_back(fit_link(tcp, "ring", ranks));
+      }
+  }
+  fs::remove_all(scratch);
+  check_file_writable(o.out);
+  const std::string partial = o.out + ".partial";  // renamed into place: never half a profile
+  write_text_file(partial, profile_to_json(p));
+  fs::rename(partial, o.out);
+  fmt::print(
+      "calibrate: wrote {} ({} compute samples, links: {})\n", o.out, p.compute.size(),
+      fmt::join(
+          [&] {
+            std::vector<std::string> names;
+            for (const auto& [name, fits] : p.links)
+              for (const LinkFit& fit : fits)
+                names.push_back(fmt::format("{}@{} α={:.1f}us β={:.3f}ns/B", name, fit.ranks,
+                                            fit.all_gather.alpha * 1e6, fit.all_gather.beta * 1e9));
+            return names;
+          }(),
+          ", "));
+  return 0;
+}
+
+}  // namespace st

@@ -1,0 +1,235 @@
+#include "launch/cluster_config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "launch/bundled_configs.hpp"
+#include "launch/names.hpp"
+
+namespace st {
+namespace {
+
+constexpr double kGbit = 1e9 / 8;  // bytes/s per Gbit/s
+
+struct ClusterKey {
+  bool integer;  // else a number (or, for the few string keys, a string)
+  bool text;
+  std::function<void(ClusterSpec&, double, const std::string&)> set;
+};
+
+void check_range(double v, double lo, double hi, const std::string& key, const std::string& where,
+                 const char* what) {
+  if (!std::isfinite(v) || v < lo || v > hi)
+    fail_input("{}: '{}' = {} must be {}", where, key, v, what);
+}
+
+const std::map<std::string, ClusterKey>& cluster_keys() {
+  static const std::map<std::string, ClusterKey> keys = {
+      {"name", {false, true, nullptr}},
+      {"nodes",
+       {true, false, [](ClusterSpec& c, double v, const std::string&) { c.nodes = int(v); }}},
+      {"ranks_per_node",
+       {true, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.ranks_per_node = int(v); }}},
+      {"threads_per_rank",
+       {true, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.threads_per_rank = int(v); }}},
+      {"cores_per_node",
+       {true, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.cores_per_node = int(v); }}},
+      {"nodes_per_machine",
+       {true, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.nodes_per_machine = int(v); }}},
+      {"memory_gib",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) {
+          c.memory_per_node = v * 1073741824.0;
+        }}},
+      {"compute.profile", {false, true, nullptr}},
+      {"compute.matmul_gflops",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.matmul_flops = v * 1e9; }}},
+      {"compute.memory_gbps",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.memory_bandwidth = v * 1e9; }}},
+      {"intra_node.link", {false, true, nullptr}},
+      {"intra_node.bandwidth_gbps",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.intra.bandwidth = v * 1e9; }}},
+      {"intra_node.latency_us",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.intra.latency = v / 1e6; }}},
+      {"inter_node.link", {false, true, nullptr}},
+      {"inter_node.bandwidth_gbit",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.inter.bandwidth = v * kGbit; }}},
+      {"inter_node.latency_us",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.inter.latency = v / 1e6; }}},
+      {"fabric.kind", {false, true, nullptr}},
+      {"fabric.oversubscription",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.oversubscription = v; }}},
+  };
+  return keys;
+}
+
+// Ranges, per numeric key: [lo, hi] and the message.
+void check_value(const std::string& key, double v, const std::string& where) {
+  if (key == "nodes") return check_range(v, 1, 1 << 20, key, where, "a whole number of nodes >= 1");
+  if (key == "ranks_per_node" || key == "threads_per_rank" || key == "cores_per_node" ||
+      key == "nodes_per_machine")
+    return check_range(v, key == "cores_per_node" ? 0 : 1, 1 << 16, key, where, "an integer >= 1");
+  if (key == "fabric.oversubscription")
+    return check_range(v, 1, 1e6, key, where, ">= 1 (1: non-blocking)");
+  if (key.ends_with("latency_us"))
+    return check_range(v, 0, 1e7, key, where, "a latency >= 0 microseconds");
+  check_range(v, 1e-9, 1e12, key, where, "> 0");
+}
+
+std::string known_keys() {
+  std::vector<std::string> names;
+  for (const auto& [k, _] : cluster_keys()) names.push_back(k);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
+  toml::table root;
+  try {
+    root = toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
+               e.description());
+  }
+  ClusterSpec c;
+  std::map<std::string, std::string> strings;
+  std::function<void(const toml::table&, const std::string&)> walk =
+      [&](const toml::table& t, const std::string& prefix) {
+        for (const auto& [name, node] : t) {
+          const std::string key = prefix + std::string(name.str());
+          if (const toml::table* sub = node.as_table(); sub && prefix.empty()) {
+            walk(*sub, key + ".");
+            continue;
+          }
+          const auto it = cluster_keys().find(key);
+          if (it == cluster_keys().end()) {
+            std::string best;
+            size_t best_d = SIZE_MAX;
+            for (const auto& [k, _] : cluster_keys())
+              if (size_t d = edit_distance(key, k); d < best_d) best_d = d, best = k;
+            fail_input("{}: unknown cluster key '{}'{}; the keys are {}", where, key,
+                       best_d <= 3 ? fmt::format(" (did you mean '{}'?)", best) : std::string(),
+                       known_keys());
+          }
+          const ClusterKey& spec = it->second;
+          if (spec.text) {
+            const auto v = node.value_exact<std::string>();
+            if (!v) fail_input("{}: '{}' must be a string", where, key);
+            strings[key] = *v;
+            continue;
+          }
+          double v = 0;
+          if (auto i = node.value_exact<int64_t>())
+            v = double(*i);
+          else if (auto d = node.value_exact<double>(); d && !spec.integer)
+            v = *d;
+          else
+            fail_input("{}: '{}' must be {}", where, key, spec.integer ? "an integer" : "a number");
+          check_value(key, v, where);
+          spec.set(c, v, key);
+        }
+      };
+  walk(root, "");
+  c.name = strings.count("name") ? strings["name"] : where;
+  c.profile = strings.count("compute.profile") ? strings["compute.profile"] : "";
+  if (c.profile.empty() && !(c.matmul_flops > 0 && c.memory_bandwidth > 0))
+    fail_input(
+        "{}: [compute] needs profile = \"FILE.json\" (measured by `shardtrain simulate "
+        "calibrate`) or both matmul_gflops and memory_gbps",
+        where);
+  if (strings.count("intra_node.link")) {
+    if (strings["intra_node.link"] != "shm")
+      fail_input("{}: 'intra_node.link' = '{}': the only measured intra-node link is \"shm\"",
+                 where, strings["intra_node.link"]);
+    if (c.profile.empty())
+      fail_input("{}: 'intra_node.link' = \"shm\" needs compute.profile", where);
+    c.intra_from_profile = true;
+  } else if (c.ranks_per_node > 1 && !(c.intra.bandwidth > 0)) {
+    fail_input("{}: [intra_node] needs bandwidth_gbps (and latency_us), or link = \"shm\"", where);
+  }
+  if (strings.count("inter_node.link")) {
+    if (c.profile.empty()) fail_input("{}: 'inter_node.link' needs compute.profile", where);
+    c.inter_profile_link = strings["inter_node.link"];
+  } else if (c.nodes > 1 && !(c.inter.bandwidth > 0)) {
+    fail_input("{}: [inter_node] needs bandwidth_gbit (and latency_us), or link = a profile's link",
+               where);
+  }
+  if (strings.count("fabric.kind")) {
+    const std::string& k = strings["fabric.kind"];
+    if (k == "non_blocking")
+      c.fabric = FabricKind::non_blocking;
+    else if (k == "fat_tree")
+      c.fabric = FabricKind::fat_tree;
+    else
+      fail_input("{}: 'fabric.kind' = '{}' must be \"non_blocking\" or \"fat_tree\"", where, k);
+  }
+  if (c.fabric == FabricKind::non_blocking && c.oversubscription != 1)
+    fail_input("{}: 'fabric.oversubscription' = {} needs fabric.kind = \"fat_tree\"", where,
+               c.oversubscription);
+  return c;
+}
+
+std::vector<std::string> bundled_cluster_names() {
+  std::vector<std::string> names;
+  for (const auto& [file, _] : bundled_cluster_files())
+    if (file.ends_with(".toml")) names.push_back(file.substr(0, file.size() - 5));
+  return names;
+}
+
+LoadedCluster load_cluster(const std::string& source) {
+  namespace fs = std::filesystem;
+  LoadedCluster out;
+  std::error_code ec;
+  const auto& bundled = bundled_cluster_files();
+  std::string dir;
+  bool from_bundle = false;
+  if (fs::is_regular_file(source, ec)) {
+    out.spec = parse_cluster(read_text_file(source), source);
+    dir = fs::path(source).parent_path().string();
+  } else if (auto it = bundled.find(source + ".toml"); it != bundled.end()) {
+    out.spec = parse_cluster(it->second, "bundled cluster '" + source + "'");
+    from_bundle = true;
+  } else {
+    fail_input("--cluster: '{}' is neither a readable file nor a bundled cluster ({})", source,
+               fmt::join(bundled_cluster_names(), ", "));
+  }
+  if (out.spec.profile.empty()) return out;
+  const fs::path path = dir.empty() ? fs::path(out.spec.profile) : fs::path(dir) / out.spec.profile;
+  if (!from_bundle || fs::is_regular_file(path, ec)) {
+    if (!fs::is_regular_file(path, ec))
+      fail_input(
+          "{}: compute.profile '{}' is not a readable file (make one with `shardtrain "
+          "simulate calibrate --out {}`)",
+          source, path.string(), path.string());
+    out.profile = std::make_shared<CalibrationProfile>(read_profile(path.string()));
+  } else if (auto it = bundled.find(out.spec.profile); it != bundled.end()) {
+    out.profile = std::make_shared<CalibrationProfile>(
+        profile_from_json(it->second, "bundled profile '" + out.spec.profile + "'"));
+  } else {
+    fail_input("bundled cluster '{}': its profile '{}' is not bundled", source, out.spec.profile);
+  }
+  return out;
+}
+
+}  // namespace st

@@ -1,0 +1,25 @@
+#pragma once
+// Cluster TOML files for `shardtrain simulate --cluster`: parsed strictly (an unknown key, a
+// wrong type or a value out of range is an InputError naming the key), with the bundled ones
+// of launch/clusters/ compiled in.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "simulate/cluster.hpp"
+#include "simulate/profile.hpp"
+
+namespace st {
+
+struct LoadedCluster {
+  ClusterSpec spec;
+  std::shared_ptr<CalibrationProfile> profile;  // when the cluster names one
+};
+
+// `source` is a path or a bundled cluster's name (this-machine, ethernet-25g-8x16, ...).
+LoadedCluster load_cluster(const std::string& source);
+// The parse of a cluster's TOML text; `dir` resolves a relative profile path.
+ClusterSpec parse_cluster(const std::string& text, const std::string& where);
+std::vector<std::string> bundled_cluster_names();
+
+}  // namespace st

@@ -1,0 +1,263 @@
+#include "launch/simulate_command.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "launch/model_factory.hpp"
+#include "launch/plot.hpp"
+#include "launch/sharded_trainer.hpp"
+#include "simulate/compute_model.hpp"
+
+namespace st {
+
+SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
+  const ClusterSpec& c = cluster.spec;
+  SimPlatform p;
+  p.ranks_per_node = std::min(ranks, c.ranks_per_node);
+  if (ranks % p.ranks_per_node != 0)
+    fail_input("--ranks {}: not a whole number of the cluster's nodes of {} ranks", ranks,
+               c.ranks_per_node);
+  p.nodes = ranks / p.ranks_per_node;
+  PlatformLinks& l = p.links;
+  const CalibrationProfile* profile = cluster.profile.get();
+  const double ranks_per_core = double(p.ranks_per_node) / c.cores();
+  if (c.intra_from_profile) {
+    const std::string who = c.name + "'s intra_node.link = \"shm\"";
+    const LinkFit& ring = profile->link("ring-shm", who, ranks_per_core);
+    const LinkFit& window = profile->link("shm", who, ranks_per_core);
+    l.intra_gather = ring.all_gather;
+    l.intra_reduce = ring.reduce_scatter;
+    l.shm_window = true;
+    l.shm_gather = window.all_gather;
+    l.shm_reduce = window.reduce_scatter;
+  } else {
+    const double beta = c.intra.bandwidth > 0 ? 1.0 / c.intra.bandwidth : 0;
+    l.intra_gather = l.intra_reduce = {c.intra.latency, beta};
+  }
+  if (!c.inter_profile_link.empty()) {
+    const LinkFit& fit =
+        profile->link(c.inter_profile_link, c.name + "'s inter_node.link", ranks_per_core);
+    l.inter_gather = fit.all_gather;
+    l.inter_reduce = fit.reduce_scatter;
+    // Uncapped and one rank per host, the stack itself is the limit: its β is CPU time per
+    // byte, half at each end.
+    if (c.cores_per_node > 0 && profile->links.count("tcp"))
+      l.inter_cpu_per_byte = profile->link("tcp", c.name, 0.5).all_gather.beta / 2;
+  } else {
+    const double beta = c.inter.bandwidth > 0 ? 1.0 / c.inter.bandwidth : 0;
+    // A message between nodes crosses both ranks' links inside their nodes too.
+    l.inter_gather = {c.inter.latency + l.intra_gather.alpha, std::max(beta, l.intra_gather.beta)};
+    l.inter_reduce = {
+        l.inter_gather.alpha,
+        l.inter_gather.beta + std::max(0.0, l.intra_reduce.beta - l.intra_gather.beta)};
+  }
+  l.fabric = c.fabric;
+  l.oversubscription = c.oversubscription;
+  if (c.cores_per_node > 0) {  // the machine's cores are shared by its ranks in the engine
+    p.nodes_per_machine = std::min(c.nodes_per_machine, p.nodes);
+    p.machine_cores = c.cores_per_node * p.nodes_per_machine;
+  }
+  return p;
+}
+
+Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ranks,
+                   const std::string& mesh_name, MeshShape mesh, const SimOptions& options) {
+  Config config = config_in;
+  config.sharding.shard_degree = mesh.shard;
+  config.sharding.replicate_degree = mesh.replicate;
+  validate_config(config, ranks);  // the batch must split over the ranks, as train requires
+  const SimPlatform platform = platform_for(cluster, ranks);
+  ClusterSpec spec = cluster.spec;
+  spec.ranks_per_node = platform.ranks_per_node;
+  // training.threads as the runtime reads it: given, or the node's cores over its ranks.
+  if (config.training.threads > 0)
+    spec.threads_per_rank = int(config.training.threads);
+  else if (spec.cores_per_node > 0)
+    spec.threads_per_rank = std::max(1, spec.cores_per_node / spec.ranks_per_node);
+
+  const std::unique_ptr<Model> model = make_model(config);
+  const std::vector<UnitLayout> units =
+      layout_units(model->param_specs(), model->num_units(), mesh.shard);
+  const auto& t = config.training;
+  ComputeShape shape;
+  shape.model = {
+      config.model.n_layer,
+      config.model.n_embd,
+      config.model.n_head,
+      config.model.padded_vocab(),
+      t.seq_len,
+      std::string(activation_checkpointing_name(config.sharding.activation_checkpointing)),
+      std::string(dtype_name(config.precision.param_dtype))};
+  shape.rows = t.global_batch / t.micro_batches / ranks;
+  shape.threads = spec.threads_per_rank;
+  const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
+
+  StepPlan plan;
+  int64_t shard_elements = 0;
+  for (const UnitLayout& u : units) {
+    plan.units.push_back({u.padded_numel, u.shard_numel});
+    shard_elements += u.shard_numel;
+  }
+  plan.param_bytes = int(dtype_size(config.precision.param_dtype));
+  plan.reshard_after_forward = config.sharding.reshard_after_forward;
+  plan.prefetch = int(config.sharding.prefetch);
+  plan.accumulation = config.sharding.accumulation;
+  plan.replica_sync = config.sharding.replica_sync;
+  plan.replicated = mesh.replicate > 1;
+  plan.micro_batches = int(t.micro_batches);
+  plan.threads = spec.threads_per_rank;
+  plan.root_forward_pre = times.root_forward_pre;
+  plan.root_forward_post = times.root_forward_post;
+  plan.root_backward_pre = times.root_backward_pre;
+  plan.root_backward_post = times.root_backward_post;
+  plan.block_forward.assign(units.size(), 0.0);
+  plan.block_backward.assign(units.size(), 0.0);
+  for (size_t u = 1; u < units.size(); ++u) {
+    plan.block_forward[u] = times.block_forward[u - 1];
+    plan.block_backward[u] = times.block_backward[u - 1];
+  }
+  plan.optimizer = times.optimizer_per_element * double(shard_elements);
+  plan.step_overhead = times.step_overhead;
+
+  Prediction p;
+  p.ranks = ranks;
+  p.mesh_name = mesh_name;
+  p.mesh = mesh;
+  p.compute_source = times.source;
+  const int states = make_optimizer({}, config.optimizer)->states_per_element();
+  p.memory_bytes = double(config_memory_budget(config, *model, units, states, ranks).total());
+  p.fits = !(spec.memory_per_node > 0) ||
+           p.memory_bytes * platform.ranks_per_node <= spec.memory_per_node;
+  p.sim = simulate_step(platform, mesh, plan, options);
+  const double tokens = double(t.global_batch * t.seq_len);
+  p.tokens_per_s = tokens / p.sim.step;
+  double peak = spec.matmul_flops;
+  if (cluster.profile && !cluster.profile->matmul_peak.empty()) {
+    const auto& peaks = cluster.profile->matmul_peak;
+    auto it = peaks.find(spec.threads_per_rank);
+    peak = it != peaks.end()
+               ? it->second
+               : peaks.rbegin()->second * spec.threads_per_rank / peaks.rbegin()->first;
+    peak /= std::max(1.0, spec.ranks_per_core() * spec.threads_per_rank);  // cores shared
+  }
+  if (peak > 0) p.mfu = model->flops_per_token() * p.tokens_per_s / (double(ranks) * peak);
+  return p;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
+                                                          const std::vector<std::string>& names,
+                                                          int ranks, int ranks_per_node) {
+  std::vector<std::pair<std::string, MeshShape>> out;
+  const std::vector<std::string> wanted =
+      names.empty() ? std::vector<std::string>{"fsdp", "hsdp", "ddp"} : names;
+  for (const std::string& name : wanted) {
+    if (name == "fsdp") {
+      out.push_back({name, {ranks, 1}});
+    } else if (name == "hsdp") {
+      const int shard = std::min(ranks, ranks_per_node);
+      if (shard < ranks) out.push_back({name, {shard, ranks / shard}});
+    } else if (name == "ddp") {
+      if (ranks > 1) out.push_back({name, {1, ranks}});
+    } else if (name == "config") {
+      out.push_back({name, mesh_shape(config, ranks)});
+    } else {
+      fail_input("--mesh: '{}' is not fsdp, hsdp, ddp or config", name);
+    }
+  }
+  return out;
+}
+
+void print_table(const std::vector<Prediction>& rows, const Config& config,
+                 const LoadedCluster& c) {
+  fmt::print("config: GPT L={} C={} T={}, global batch {} x {} micro-batch(es); cluster '{}'\n",
+             config.model.n_layer, config.model.n_embd, config.training.seq_len,
+             config.training.global_batch, config.training.micro_batches, c.spec.name);
+  if (!rows.empty()) fmt::print("compute: {}\n", rows.front().compute_source);
+  fmt::print("{:>6} {:<10} {:>10} {:>10} {:>9} {:>6} {:>9} {:>9} {:>9} {:>11} {:>6} {:>7}  {}\n",
+             "ranks", "mesh", "step_ms", "compute", "exposed", "exp%", "intra_MB", "inter_MB",
+             "mem_GiB", "tokens/s", "MFU", "sim_s", "waits longest on");
+  for (const Prediction& p : rows) {
+    const SimResult& s = p.sim;
+    fmt::print(
+        "{:>6} {:<10} {:>10.2f} {:>10.2f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.1f} {:>8.2f}{} "
+        "{:>11.0f} {:>5.1f}% {:>7.2f}  {}\n",
+        p.ranks,
+        fmt::format("{}{}x{}", p.mesh_name == "config" ? "" : p.mesh_name + " ", p.mesh.shard,
+                    p.mesh.replicate),
+        s.step * 1e3, s.compute * 1e3, s.exposed * 1e3, 100 * s.exposed / s.step,
+        s.intra_bytes / 1e6, s.inter_bytes / 1e6, p.memory_bytes / 1073741824.0, p.fits ? " " : "!",
+        p.tokens_per_s, 100 * p.mfu, s.wall_seconds, s.longest_wait.empty() ? "-" : s.longest_wait);
+  }
+  if (std::any_of(rows.begin(), rows.end(), [](const Prediction& p) { return !p.fits; }))
+    fmt::print(
+        "!: the runtime's memory budget times the ranks per node exceeds the node's memory\n");
+}
+
+void plot(const std::vector<Prediction>& rows, const std::string& out) {
+  std::map<std::string, PlotSeries> tokens, exposed;
+  for (const Prediction& p : rows) {
+    tokens[p.mesh_name].title = p.mesh_name;
+    exposed[p.mesh_name].title = p.mesh_name;
+    tokens[p.mesh_name].points.push_back({double(p.ranks), p.tokens_per_s});
+    exposed[p.mesh_name].points.push_back({double(p.ranks), 100 * p.sim.exposed / p.sim.step});
+  }
+  PlotPanel a{"predicted throughput", "tokens/s", {}}, b{"exposed communication", "% of step", {}};
+  for (auto& [_, s] : tokens) a.series.push_back(s);
+  for (auto& [_, s] : exposed) b.series.push_back(s);
+  render_plot({a, b}, "ranks", out);
+}
+
+}  // namespace
+
+int run_simulate(const SimulateOptions& o) {
+  const Config config = load_config(o.common.config, o.common.overrides);
+  if (o.cluster.empty())
+    fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
+  const LoadedCluster cluster = load_cluster(o.cluster);
+  std::vector<int> ranks = o.ranks;
+  if (ranks.empty()) ranks = {cluster.spec.world()};
+  SimOptions options;
+  options.max_ring_steps = o.max_ring_steps;
+  std::vector<Prediction> rows;
+  for (int n : ranks) {
+    if (n < 1) fail_input("--ranks: {} must be at least 1", n);
+    for (const auto& [name, mesh] : meshes_for(config, o.meshes, n, cluster.spec.ranks_per_node))
+      rows.push_back(predict(config, cluster, n, name, mesh, options));
+  }
+  if (o.common.json) {
+    for (const Prediction& p : rows) {
+      const SimResult& s = p.sim;
+      fmt::print("{}\n", nlohmann::json{{"ranks", p.ranks},
+                                        {"mesh", p.mesh_name},
+                                        {"shard_degree", p.mesh.shard},
+                                        {"replicate_degree", p.mesh.replicate},
+                                        {"step_ms", s.step * 1e3},
+                                        {"compute_ms", s.compute * 1e3},
+                                        {"exposed_comm_ms", s.exposed * 1e3},
+                                        {"exposed_comm_mean_ms", s.exposed_mean * 1e3},
+                                        {"exposed_comm_max_ms", s.exposed_max * 1e3},
+                                        {"longest_wait", s.longest_wait},
+                                        {"intra_node_bytes", s.intra_bytes},
+                                        {"inter_node_bytes", s.inter_bytes},
+                                        {"memory_mib", p.memory_bytes / 1048576.0},
+                                        {"fits", p.fits},
+                                        {"tokens_per_s", p.tokens_per_s},
+                                        {"mfu", p.mfu},
+                                        {"messages", s.messages},
+                                        {"simulation_s", s.wall_seconds},
+                                        {"compute_source", p.compute_source}}
+                             .dump());
+    }
+  } else {
+    print_table(rows, config, cluster);
+  }
+  if (!o.plot.empty()) plot(rows, o.plot);
+  return 0;
+}
+
+}  // namespace st

@@ -1,0 +1,42 @@
+#pragma once
+// shardtrain simulate --config C [overrides] --cluster FILE.toml [--ranks 8,64] [--mesh ...]
+// [--json] [--plot OUT]: the predicted step time, exposed communication, bytes per link class,
+// memory, tokens/s and MFU of a config on a cluster, per rank count and mesh.
+#include <string>
+#include <vector>
+
+#include "launch/cluster_config.hpp"
+#include "launch/commands.hpp"
+#include "launch/config.hpp"
+#include "simulate/engine.hpp"
+
+namespace st {
+
+struct SimulateOptions {
+  CommonOptions common;
+  std::string cluster;
+  std::vector<int> ranks;           // empty: the cluster's nodes x ranks_per_node
+  std::vector<std::string> meshes;  // fsdp, hsdp, ddp, config; empty: all but config
+  std::string plot;
+  int max_ring_steps = SimOptions{}.max_ring_steps;
+};
+int run_simulate(const SimulateOptions& options);
+
+// One prediction: `config` on `ranks` ranks of `cluster` with `mesh`.
+struct Prediction {
+  int ranks = 0;
+  std::string mesh_name;
+  MeshShape mesh;
+  SimResult sim;
+  double memory_bytes = 0;  // per rank, the runtime's budget
+  bool fits = true;
+  double tokens_per_s = 0, mfu = 0;
+  std::string compute_source;
+};
+Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks,
+                   const std::string& mesh_name, MeshShape mesh, const SimOptions& options);
+
+// The simulated platform of `cluster` at `ranks` ranks (whole nodes, or one partial node).
+SimPlatform platform_for(const LoadedCluster& cluster, int ranks);
+
+}  // namespace st

@@ -1,0 +1,49 @@
+#pragma once
+// A cluster to simulate, as its TOML describes it (launch/cluster_config.cpp parses and checks
+// it): nodes of ranks, each rank's compute, the link inside a node and each node's link to the
+// fabric. Units are SI: bytes per second, seconds.
+#include <string>
+
+namespace st {
+
+// A point-to-point link class: one message of n bytes takes latency + n / bandwidth.
+struct LinkSpec {
+  double bandwidth = 0;  // bytes/s
+  double latency = 0;    // s
+};
+
+enum class FabricKind {
+  non_blocking,  // every node's link runs at full rate at once
+  fat_tree,      // a shared core of nodes × link bandwidth / oversubscription
+};
+
+struct ClusterSpec {
+  std::string name;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int threads_per_rank = 1;
+  int cores_per_node = 0;       // 0: ranks_per_node × threads_per_rank (no oversubscription)
+  int nodes_per_machine = 1;    // nodes sharing one machine's cores (emulated hosts)
+  double memory_per_node = 0;   // bytes; 0: unknown (nothing is marked as not fitting)
+  std::string profile;          // calibration profile (path), or empty
+  double matmul_flops = 0;      // per rank, FLOP/s (without a profile)
+  double memory_bandwidth = 0;  // per rank, bytes/s (without a profile)
+  // Inside a node: a link class, or (intra_from_profile) the profile's shared-memory fits.
+  LinkSpec intra;
+  bool intra_from_profile = false;
+  // Each node's link to the fabric, or (inter_profile_link non-empty) a link class the profile
+  // measured ("tcp", "tcp-1gbit", ...).
+  LinkSpec inter;
+  std::string inter_profile_link;
+  FabricKind fabric = FabricKind::non_blocking;
+  double oversubscription = 1;  // fat_tree only: >= 1
+
+  int world() const { return nodes * ranks_per_node; }
+  int cores() const {
+    return cores_per_node > 0 ? cores_per_node : ranks_per_node * threads_per_rank;
+  }
+  // Ranks per core of one machine (its nodes' ranks over its cores).
+  double ranks_per_core() const { return double(ranks_per_node) / cores(); }
+};
+
+}  // namespace st

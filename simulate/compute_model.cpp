@@ -1,0 +1,142 @@
+#include "simulate/compute_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace st {
+
+double ModelWork::total_flops(int64_t L) const {
+  return root_forward_pre.flops + root_forward_post.flops + root_backward_pre.flops +
+         root_backward_post.flops + double(L) * (block_forward.flops + block_backward.flops);
+}
+
+double ModelWork::total_bytes(int64_t L) const {
+  return root_forward_pre.bytes + root_forward_post.bytes + root_backward_pre.bytes +
+         root_backward_post.bytes + double(L) * (block_forward.bytes + block_backward.bytes);
+}
+
+ModelWork gpt_work(const ProfiledModel& m, int64_t rows) {
+  const double tokens = double(rows) * double(m.seq_len);
+  const double C = double(m.n_embd), V = double(m.vocab), T = double(m.seq_len),
+               H = double(m.n_head);
+  ModelWork w;
+  // Per token. A block's forward: the four weight matmuls (12·C² multiply-adds) and causal
+  // attention (scores and values over half the window on average); its elementwise traffic:
+  // ~20 activations of width C (norms, GELU's 4C in and out, residuals, casts) and the
+  // attention probabilities (H·T/2 per token, written and read). Backward: twice both.
+  const SegmentWork block = {2.0 * 12 * C * C + 2.0 * T * C, 4.0 * (20 * C + H * T)};
+  w.block_forward = {tokens * block.flops, tokens * block.bytes};
+  w.block_backward = {2 * w.block_forward.flops, 2 * w.block_forward.bytes};
+  if (m.activation_checkpointing == "full") {
+    w.block_backward.flops += w.block_forward.flops;
+    w.block_backward.bytes += w.block_forward.bytes;
+  } else if (m.activation_checkpointing == "selective") {
+    w.block_backward.bytes += w.block_forward.bytes / 2;  // the cheap elementwise half again
+  }
+  // The root: embeddings (3 rows of C per token), final norm, the logits matmul and the loss
+  // (logits written, softmax read and written).
+  w.root_forward_pre = {0, tokens * 4.0 * 3 * C};
+  w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
+  w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
+  w.root_backward_post = {0, tokens * 4.0 * 3 * C};
+  return w;
+}
+
+namespace {
+
+// Times from rates: matmul FLOP/s and elementwise bytes/s.
+ComputeTimes from_rates(const ModelWork& w, int64_t L, double flops_rate, double bytes_rate) {
+  auto t = [&](const SegmentWork& s) { return s.flops / flops_rate + s.bytes / bytes_rate; };
+  ComputeTimes c;
+  c.root_forward_pre = t(w.root_forward_pre);
+  c.root_forward_post = t(w.root_forward_post);
+  c.root_backward_pre = t(w.root_backward_pre);
+  c.root_backward_post = t(w.root_backward_post);
+  c.block_forward.assign(size_t(L), t(w.block_forward));
+  c.block_backward.assign(size_t(L), t(w.block_backward));
+  return c;
+}
+
+ComputeTimes measured(const ComputeSample& s) {
+  ComputeTimes c;
+  c.root_forward_pre = s.root_forward_pre;
+  c.root_forward_post = s.root_forward_post;
+  c.root_backward_pre = s.root_backward_pre;
+  c.root_backward_post = s.root_backward_post;
+  c.block_forward = s.block_forward;
+  c.block_backward = s.block_backward;
+  return c;
+}
+
+// The profile's sample to start from: the threads and the ranks per core asked for (else the
+// nearest), then the rows asked for (else the nearest on a log scale).
+const ComputeSample& nearest_sample(const CalibrationProfile& p, int threads, double ranks_per_core,
+                                    int64_t rows) {
+  const ComputeSample* best = nullptr;
+  double best_score = std::numeric_limits<double>::infinity();
+  for (const ComputeSample& s : p.compute) {
+    const double score = 100.0 * std::abs(std::log(double(s.threads) / threads)) +
+                         100.0 * std::abs(std::log(double(s.ranks) / p.cores / ranks_per_core)) +
+                         std::abs(std::log(double(s.rows) / double(rows)));
+    if (score < best_score) best_score = score, best = &s;
+  }
+  return *best;
+}
+
+}  // namespace
+
+ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster,
+                           const CalibrationProfile* profile) {
+  const int64_t L = shape.model.n_layer;
+  const ModelWork work = gpt_work(shape.model, shape.rows);
+  ComputeTimes c;
+  if (profile) {
+    const double ranks_per_core = std::min(cluster.ranks_per_core(), 1.0 / shape.threads);
+    const ComputeSample& s = nearest_sample(*profile, shape.threads, ranks_per_core, shape.rows);
+    if (profile->model == shape.model && s.rows == shape.rows && s.threads == shape.threads &&
+        std::abs(double(s.ranks) / profile->cores - ranks_per_core) < 1e-9) {
+      c = measured(s);
+      c.source = fmt::format("measured ({} rows, {} threads)", s.rows, s.threads);
+    } else {
+      // The sample's own work at its rows gives its achieved rates.
+      const ModelWork at = gpt_work(profile->model, s.rows);
+      const double total = s.total();
+      const double flops_rate = at.total_flops(profile->model.n_layer) / (s.matmul_share * total);
+      const double bytes_rate =
+          at.total_bytes(profile->model.n_layer) / ((1 - s.matmul_share) * total);
+      c = from_rates(work, L, flops_rate, bytes_rate);
+      // Fewer threads than measured: the same work on fewer cores.
+      const double thread_scale = double(s.threads) / shape.threads;
+      for (double* x :
+           {&c.root_forward_pre, &c.root_forward_post, &c.root_backward_pre, &c.root_backward_post})
+        *x *= std::max(1.0, thread_scale);
+      for (auto* v : {&c.block_forward, &c.block_backward})
+        for (double& x : *v) x *= std::max(1.0, thread_scale);
+      c.source = fmt::format(
+          "scaled from the profile's {} rows x {} threads ({:.0f} GFLOP/s matmul, {:.1f} GB/s "
+          "rest)",
+          s.rows, s.threads, flops_rate / 1e9, bytes_rate / 1e9);
+    }
+    c.optimizer_per_element =
+        s.optimizer_per_element * std::max(1.0, double(s.threads) / shape.threads);
+    c.step_overhead = s.step_overhead;
+  } else {
+    if (!(cluster.matmul_flops > 0) || !(cluster.memory_bandwidth > 0))
+      fail_input("cluster '{}': compute needs a profile, or matmul_gflops and memory_gbps",
+                 cluster.name);
+    c = from_rates(work, L, cluster.matmul_flops, cluster.memory_bandwidth);
+    // AdamW reads master, gradient, m, v and writes master, m, v (and the norm reads the
+    // gradient once more): 32 bytes per element.
+    c.optimizer_per_element = 32.0 / cluster.memory_bandwidth;
+    c.source = fmt::format("from the cluster's rates ({:.0f} GFLOP/s matmul, {:.0f} GB/s memory)",
+                           cluster.matmul_flops / 1e9, cluster.memory_bandwidth / 1e9);
+  }
+  return c;
+}
+
+}  // namespace st

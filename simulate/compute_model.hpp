@@ -1,0 +1,50 @@
+#pragma once
+// Compute time per micro-batch of a GPT at a given rows per rank and threads per rank: measured
+// (a calibration profile of the same shapes, rows and threads), scaled (a profile of other
+// shapes or rows: its measured matmul rate carries matmul FLOPs, its measured rate over the
+// rest carries elementwise bytes), or from a machine's stated rates (no profile).
+#include <string>
+#include <vector>
+
+#include "core/model/gpt.hpp"
+#include "core/model/model.hpp"
+#include "simulate/cluster.hpp"
+#include "simulate/profile.hpp"
+
+namespace st {
+
+struct ComputeShape {
+  ProfiledModel model;  // the shapes (vocab padded), checkpointing and param dtype
+  int64_t rows = 1;     // sequences per rank per micro-batch
+  int threads = 1;
+};
+
+// Work of one micro-batch's segment: matmul FLOPs and elementwise bytes (an estimate of the
+// memory traffic of norms, activations, softmax, losses, residuals, casts).
+struct SegmentWork {
+  double flops = 0, bytes = 0;
+};
+struct ModelWork {
+  SegmentWork root_forward_pre, root_forward_post, root_backward_pre, root_backward_post;
+  SegmentWork block_forward, block_backward;  // each block
+  double total_flops(int64_t blocks) const;
+  double total_bytes(int64_t blocks) const;
+};
+ModelWork gpt_work(const ProfiledModel& model, int64_t rows);
+
+struct ComputeTimes {
+  double root_forward_pre = 0, root_forward_post = 0, root_backward_pre = 0, root_backward_post = 0;
+  std::vector<double> block_forward, block_backward;  // blocks 1..L
+  double optimizer_per_element = 0;
+  double step_overhead = 0;
+  std::string source;  // how they were obtained, for the report
+};
+
+// The times for `shape` on one rank of `cluster` (its profile, when it names one, is `profile`),
+// as if the rank had its threads' cores: the engine shares a machine's cores among its ranks.
+// From a profile, the sample measured with as many ranks per core as the cluster has, up to
+// one core per thread (beyond that the time slicing is the engine's to add, not the sample's).
+ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster,
+                           const CalibrationProfile* profile);
+
+}  // namespace st

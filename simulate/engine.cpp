@@ -1,0 +1,103 @@
+#include "simulate/engine.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "simulate/engine_wire.hpp"
+
+extern char** environ;
+
+namespace st {
+
+std::string default_engine_path() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (exe.parent_path() / "shardtrain-simgrid").string();
+}
+
+namespace {
+
+// Writes all of `text` to `fd`.
+void write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("simulate: writing to the engine failed: {}", std::strerror(errno));
+    done += size_t(n);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, size_t(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
+                        const SimOptions& options) {
+  ST_CHECK(mesh.shard * mesh.replicate == platform.world(), "mesh {}x{} on {} ranks", mesh.shard,
+           mesh.replicate, platform.world());
+  ST_CHECK(plan.block_forward.size() == plan.units.size() &&
+               plan.block_backward.size() == plan.units.size(),
+           "a step plan's block times must be indexed by unit");
+  const std::string engine = options.engine.empty() ? default_engine_path() : options.engine;
+  if (access(engine.c_str(), X_OK) != 0)
+    fail("simulate: the engine '{}' is not an executable (it is built beside shardtrain)", engine);
+  // The request goes through a file (it may exceed a pipe's buffer while the engine has not
+  // started reading), the result through a pipe.
+  char request_path[] = "/tmp/shardtrain-simulate-XXXXXX";
+  const int request_fd = mkstemp(request_path);
+  if (request_fd < 0) fail("simulate: cannot create a temporary file: {}", std::strerror(errno));
+  write_all(request_fd, request_json(platform, mesh, plan, options).dump());
+  lseek(request_fd, 0, SEEK_SET);
+  unlink(request_path);
+  int out[2];
+  if (pipe(out) != 0) fail("simulate: pipe failed: {}", std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, request_fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  char* argv[] = {const_cast<char*>(engine.c_str()), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, engine.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(request_fd);
+  close(out[1]);
+  if (spawned != 0) {
+    close(out[0]);
+    fail("simulate: cannot start the engine '{}': {}", engine, std::strerror(spawned));
+  }
+  const std::string text = read_all(out[0]);
+  close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object() && j.contains("error"))
+    fail("the simulation of {} ranks failed: {}", platform.world(), j["error"].get<std::string>());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object())
+    fail(
+        "the simulation of {} ranks ended abnormally (status {}); SimGrid may have found a "
+        "deadlock in the replayed schedule",
+        platform.world(), status);
+  return result_from_json(j);
+}
+
+}  // namespace st

@@ -1,0 +1,87 @@
+#pragma once
+// The network engine: one training step of every simulated rank on a SimGrid platform. Each
+// rank's threads are actors as in the runtime: a compute thread replaying the schedule
+// (replay.hpp) and a communication thread per group (shard, replicas, world) running its
+// queued collectives one at a time as point-to-point messages (rings; recursive doubling below
+// 64 KiB, as Open MPI does for small operations), so link sharing between concurrent flows (HSDP's
+// replica rings through one node link, a fat tree's oversubscribed core) comes from SimGrid's flow
+// model. Every run is its own process, the shardtrain-simgrid helper: SimGrid's engine is one per
+// process, and libsimgrid exports MPI's symbols (SMPI), so it is never linked into a program that
+// runs Open MPI.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sharding/device_mesh.hpp"
+#include "simulate/alpha_beta.hpp"
+#include "simulate/cluster.hpp"
+#include "simulate/step_plan.hpp"
+
+namespace st {
+
+// The links of a platform, resolved from a cluster (and its profile): per ring step (message)
+// costs, end to end, for the two collective kinds (a reduce-scatter's larger β is the
+// reduction's CPU time, added after each received message).
+struct PlatformLinks {
+  AlphaBeta intra_gather, intra_reduce;  // between two ranks of one node
+  AlphaBeta inter_gather, inter_reduce;  // between ranks of two nodes
+  // The runtime's shared-memory window for single-node all-gathers and reduce-scatters of 64
+  // KiB and more, per operation (α + n·β at 2 ranks; β scales by 2(p−1)/p); else rings.
+  bool shm_window = false;
+  AlphaBeta shm_gather, shm_reduce;
+  FabricKind fabric = FabricKind::non_blocking;
+  double oversubscription = 1;
+  // CPU time per byte a message between nodes costs each end (a TCP stack's copies), spent on
+  // the machine's shared cores while the message moves; 0: none.
+  double inter_cpu_per_byte = 0;
+};
+
+struct SimPlatform {
+  int nodes = 1, ranks_per_node = 1;
+  PlatformLinks links;
+  // The cores one machine's ranks share (nodes_per_machine nodes: emulated hosts), or 0: no
+  // sharing, every rank computes at its own pace. With cores, compute runs as executions on the
+  // machine's CPU, split fairly while ranks x threads exceed it.
+  int nodes_per_machine = 1;
+  int machine_cores = 0;
+  int world() const { return nodes * ranks_per_node; }
+};
+
+struct SimOptions {
+  // Ring steps of one collective simulated message by message; the rest of a longer ring
+  // takes the measured mean of those (every step of a ring moves the same bytes over the same
+  // route classes). 0: all of them.
+  int max_ring_steps = 6;
+  int timeline_ranks = 0;  // record the spans of ranks 0..timeline_ranks-1
+  std::string engine;      // the shardtrain-simgrid program; empty: beside this one
+};
+
+struct SimSpan {
+  int rank;
+  bool comm;  // communication thread (else compute)
+  std::string name;
+  double begin, end;  // s
+};
+
+struct SimResult {
+  double step = 0;           // the slowest rank's step, s
+  double compute = 0;        // rank 0's compute
+  double exposed = 0;        // rank 0's compute thread's waits on unit collectives (as metrics)
+  double exposed_mean = 0;   // the mean over ranks
+  double exposed_max = 0;    // the most any rank waited
+  std::string longest_wait;  // the collective waited on longest (rank 0)
+  double intra_bytes = 0, inter_bytes = 0;  // sent per step, whole job
+  int64_t messages = 0;                     // simulated point-to-point messages
+  double wall_seconds = 0;                  // the simulation's own running time
+  std::vector<SimSpan> timeline;
+};
+
+// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate =
+// world; shard groups are consecutive ranks). An Error if the simulation fails.
+// Where the engine is looked for by default: shardtrain-simgrid beside this program.
+std::string default_engine_path();
+
+SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
+                        const SimOptions& options = {});
+
+}  // namespace st

@@ -1,0 +1,133 @@
+#include "simulate/engine_wire.hpp"
+
+namespace st {
+
+using nlohmann::json;
+
+namespace {
+
+json ab(const AlphaBeta& x) {
+  return {x.alpha, x.beta};
+}
+AlphaBeta ab_from(const json& j) {
+  return {j.at(0).get<double>(), j.at(1).get<double>()};
+}
+
+}  // namespace
+
+json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, const SimOptions& o) {
+  const PlatformLinks& l = p.links;
+  json units = json::array();
+  for (const UnitPlan& u : plan.units) units.push_back({u.padded_numel, u.shard_numel});
+  return {
+      {"platform",
+       {{"nodes", p.nodes},
+        {"ranks_per_node", p.ranks_per_node},
+        {"nodes_per_machine", p.nodes_per_machine},
+        {"machine_cores", p.machine_cores},
+        {"intra", {ab(l.intra_gather), ab(l.intra_reduce)}},
+        {"inter", {ab(l.inter_gather), ab(l.inter_reduce)}},
+        {"shm_window", l.shm_window},
+        {"shm", {ab(l.shm_gather), ab(l.shm_reduce)}},
+        {"fat_tree", l.fabric == FabricKind::fat_tree},
+        {"oversubscription", l.oversubscription},
+        {"inter_cpu_per_byte", l.inter_cpu_per_byte}}},
+      {"mesh", {mesh.shard, mesh.replicate}},
+      {"plan",
+       {{"units", units},
+        {"param_bytes", plan.param_bytes},
+        {"reshard_after_forward", plan.reshard_after_forward},
+        {"prefetch", plan.prefetch},
+        {"reduce_last", plan.accumulation == Accumulation::reduce_last},
+        {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
+        {"replicated", plan.replicated},
+        {"micro_batches", plan.micro_batches},
+        {"threads", plan.threads},
+        {"root",
+         {plan.root_forward_pre, plan.root_forward_post, plan.root_backward_pre,
+          plan.root_backward_post}},
+        {"block_forward", plan.block_forward},
+        {"block_backward", plan.block_backward},
+        {"optimizer", plan.optimizer},
+        {"step_overhead", plan.step_overhead}}},
+      {"options", {{"max_ring_steps", o.max_ring_steps}, {"timeline_ranks", o.timeline_ranks}}}};
+}
+
+void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan& plan,
+                       SimOptions& o) {
+  const json& jp = j.at("platform");
+  p.nodes = jp.at("nodes");
+  p.ranks_per_node = jp.at("ranks_per_node");
+  p.nodes_per_machine = jp.at("nodes_per_machine");
+  p.machine_cores = jp.at("machine_cores");
+  PlatformLinks& l = p.links;
+  l.intra_gather = ab_from(jp.at("intra").at(0));
+  l.intra_reduce = ab_from(jp.at("intra").at(1));
+  l.inter_gather = ab_from(jp.at("inter").at(0));
+  l.inter_reduce = ab_from(jp.at("inter").at(1));
+  l.shm_window = jp.at("shm_window");
+  l.shm_gather = ab_from(jp.at("shm").at(0));
+  l.shm_reduce = ab_from(jp.at("shm").at(1));
+  l.fabric = jp.at("fat_tree").get<bool>() ? FabricKind::fat_tree : FabricKind::non_blocking;
+  l.oversubscription = jp.at("oversubscription");
+  l.inter_cpu_per_byte = jp.at("inter_cpu_per_byte");
+  mesh = {j.at("mesh").at(0).get<int>(), j.at("mesh").at(1).get<int>()};
+  const json& q = j.at("plan");
+  for (const json& u : q.at("units"))
+    plan.units.push_back({u.at(0).get<int64_t>(), u.at(1).get<int64_t>()});
+  plan.param_bytes = q.at("param_bytes");
+  plan.reshard_after_forward = q.at("reshard_after_forward");
+  plan.prefetch = q.at("prefetch");
+  plan.accumulation =
+      q.at("reduce_last").get<bool>() ? Accumulation::reduce_last : Accumulation::reduce_each;
+  plan.replica_sync = q.at("replica_sync_last").get<bool>() ? ReplicaSync::last : ReplicaSync::each;
+  plan.replicated = q.at("replicated");
+  plan.micro_batches = q.at("micro_batches");
+  plan.threads = q.at("threads");
+  plan.root_forward_pre = q.at("root").at(0);
+  plan.root_forward_post = q.at("root").at(1);
+  plan.root_backward_pre = q.at("root").at(2);
+  plan.root_backward_post = q.at("root").at(3);
+  plan.block_forward = q.at("block_forward").get<std::vector<double>>();
+  plan.block_backward = q.at("block_backward").get<std::vector<double>>();
+  plan.optimizer = q.at("optimizer");
+  plan.step_overhead = q.at("step_overhead");
+  o.max_ring_steps = j.at("options").at("max_ring_steps");
+  o.timeline_ranks = j.at("options").at("timeline_ranks");
+}
+
+json result_json(const SimResult& r) {
+  json spans = json::array();
+  for (const SimSpan& s : r.timeline) spans.push_back({s.rank, s.comm, s.name, s.begin, s.end});
+  return {{"step", r.step},
+          {"compute", r.compute},
+          {"exposed", r.exposed},
+          {"exposed_max", r.exposed_max},
+          {"exposed_mean", r.exposed_mean},
+          {"longest_wait", r.longest_wait},
+          {"intra", r.intra_bytes},
+          {"inter", r.inter_bytes},
+          {"messages", r.messages},
+          {"wall", r.wall_seconds},
+          {"timeline", spans}};
+}
+
+SimResult result_from_json(const json& j) {
+  SimResult r;
+  r.step = j.at("step");
+  r.compute = j.at("compute");
+  r.exposed = j.at("exposed");
+  r.exposed_max = j.at("exposed_max");
+  r.exposed_mean = j.at("exposed_mean");
+  r.longest_wait = j.at("longest_wait");
+  r.intra_bytes = j.at("intra");
+  r.inter_bytes = j.at("inter");
+  r.messages = j.at("messages");
+  r.wall_seconds = j.at("wall");
+  for (const json& s : j.at("timeline"))
+    r.timeline.push_back({s.at(0).get<int>(), s.at(1).get<bool>(), s.at(2).get<std::string>(),
+                          s.at(3).get<double>(), s.at(4).get<double>()});
+  return r;
+}
+
+}  // namespace st

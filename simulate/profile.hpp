@@ -1,0 +1,69 @@
+#pragma once
+// A calibration profile: what `shardtrain simulate calibrate` measured on one machine. Compute
+// comes from the runtime's own trace spans at the config's shapes (per unit, per micro-batch,
+// at several rows per rank and threads per rank); links are α-β fits of the runtime's own
+// collectives over shared memory and over TCP between emulated hosts.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "simulate/alpha_beta.hpp"
+
+namespace st {
+
+// The shapes the compute was measured at (a GPT; vocabulary already padded).
+struct ProfiledModel {
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, seq_len = 0;
+  std::string activation_checkpointing = "none";
+  std::string param_dtype = "bf16";
+  bool operator==(const ProfiledModel&) const = default;
+};
+
+// One measured micro-batch at `rows` sequences per rank and `threads` threads while `ranks`
+// ranks shared the machine (so their interference, and that of their communication threads,
+// is in the numbers), seconds; rank 0's, waits on collectives taken out.
+// The root unit's compute is split where the blocks interrupt it: embedding before them, head
+// and loss after them (forward); head and loss before them, embedding after them (backward).
+struct ComputeSample {
+  int ranks = 1;    // ranks computing at once on the machine while it was measured
+  int threads = 1;  // each
+  int64_t rows = 1;
+  double root_forward_pre = 0, root_forward_post = 0;
+  double root_backward_pre = 0, root_backward_post = 0;
+  std::vector<double> block_forward, block_backward;  // blocks 1..L in unit order
+  double matmul_share = 0;           // of the micro-batch's compute, in oneDNN matmuls
+  double optimizer_per_element = 0;  // norm + clip + AdamW, s per master element
+  double step_overhead = 0;          // per step outside units and optimizer (batch, bookkeeping)
+  double total() const;              // the micro-batch's compute
+};
+
+// α-β of one link class for the runtime's two big collectives, measured with `ranks` ranks
+// sharing the machine (oversubscribed ranks wait on each other's time slices: a different α).
+struct LinkFit {
+  int ranks = 2;
+  AlphaBeta all_gather, reduce_scatter;
+};
+
+struct CalibrationProfile {
+  std::string machine;  // a description of where it was measured
+  int cores = 1;        // the machine's cores
+  ProfiledModel model;
+  std::vector<ComputeSample> compute;
+  double memcpy_bandwidth = 0;        // bytes/s, one thread
+  std::map<int, double> matmul_peak;  // threads -> the measured BF16 matmul peak, FLOP/s
+  // "shm" (the shared-memory window, per operation), "ring-shm" and "tcp", "tcp-1gbit", ...
+  // (per ring step); each at one or more rank counts.
+  std::map<std::string, std::vector<LinkFit>> links;
+
+  // The fit of link `name` measured nearest `ranks_per_core` ranks per core; an InputError
+  // naming `who` when the profile has no such link.
+  const LinkFit& link(const std::string& name, const std::string& who, double ranks_per_core) const;
+};
+
+// JSON text of a profile, and back (an InputError naming `where` and the field at fault).
+std::string profile_to_json(const CalibrationProfile& profile);
+CalibrationProfile profile_from_json(const std::string& text, const std::string& where);
+CalibrationProfile read_profile(const std::string& path);
+
+}  // namespace st

@@ -1,0 +1,97 @@
+#pragma once
+// The runtime's schedule, replayed: RankReplay makes, for one rank, the same decisions in the
+// same order as FsdpRuntime and ShardedTrainer::step, against a ReplayBackend that supplies
+// time (compute, and collectives queued on one communication thread). It holds no tensors.
+//
+// The mapping, which a change in the runtime's schedule must be mirrored into (tests/
+// test_simulate.cpp's ReplayMirrorsTheRuntime checks the order of issues and waits against
+// FsdpRuntime driven by a real model on a fake process group):
+//   ShardedTrainer::step                  -> RankReplay::run_step
+//   GPT::forward_backward's hook order    -> RankReplay::micro_batch
+//   FsdpRuntime::before_forward           -> before_forward   (prefetch, wait, bind)
+//   FsdpRuntime::after_forward            -> after_forward    (reshard unless root / last)
+//   FsdpRuntime::before_backward          -> before_backward  (drain finished, prefetch, wait)
+//   FsdpRuntime::after_backward           -> after_backward   (release, reduce-scatter)
+//   FsdpRuntime::drain_reductions         -> drain_reductions (replica all-reduce after RS)
+//   FsdpRuntime::finish_backward          -> drain_reductions(true)
+//   ShardedTrainer::update                -> update           (loss + norm all-reduce, AdamW)
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "simulate/step_plan.hpp"
+
+namespace st {
+
+enum class CollectiveKind { all_gather, reduce_scatter, all_reduce };
+enum class GroupKind { shard, replicas, world };
+const char* collective_kind_name(CollectiveKind kind);
+
+struct CollectiveCall {
+  CollectiveKind kind;
+  GroupKind group;
+  double bytes;  // the whole buffer: unsharded for all-gather and reduce-scatter
+  int unit;      // -1: not a unit's (loss and norm all-reduces)
+  std::string label() const;
+};
+
+class ReplayBackend {
+ public:
+  virtual ~ReplayBackend() = default;
+  // Queues `call` on the communication thread of its group on this rank (each group has its
+  // own, as each ProcessGroup does: one operation at a time, in order, per group).
+  virtual int issue(const CollectiveCall& call) = 0;
+  virtual bool is_completed(int handle) = 0;
+  virtual void wait(int handle) = 0;
+  virtual void compute(double seconds, const char* what, int unit) = 0;
+  virtual double now() = 0;
+};
+
+class RankReplay {
+ public:
+  RankReplay(const StepPlan& plan, ReplayBackend& backend);
+  void run_step();
+  // Time the compute thread spent blocked on unit collectives (the runtime's exposed_ms), and
+  // the call it waited on longest.
+  double exposed() const { return exposed_; }
+  const std::string& longest_wait() const { return longest_wait_label_; }
+
+ private:
+  struct Unit {
+    bool full = false;   // gathered or in flight
+    int gathering = -1;  // pending all-gather
+    bool full_grad = false;
+  };
+  struct Reduction {
+    int unit = 0;
+    int work = -1;
+    bool sync_replicas = false;
+    bool replica_stage = false;
+  };
+
+  void micro_batch();
+  void update();
+  void before_forward(int u);
+  void after_forward(int u);
+  void before_backward(int u);
+  void after_backward(int u);
+  void issue_gather(int u);
+  void prefetch(const std::vector<int>& order, int u);
+  void wait_and_bind(int u);
+  void release_full(int u);
+  void issue_reduce(int u);
+  void drain_reductions(bool block);
+  void timed_wait(int handle, const CollectiveCall& call);
+
+  const StepPlan& plan_;
+  ReplayBackend& backend_;
+  std::vector<Unit> units_;
+  std::vector<int> forward_order_, backward_order_;
+  std::deque<Reduction> reductions_;
+  std::vector<CollectiveCall> calls_;  // by handle order of this replay, for labels
+  int micro_ = 0;
+  double exposed_ = 0, longest_wait_ = 0;
+  std::string longest_wait_label_;
+};
+
+}  // namespace st

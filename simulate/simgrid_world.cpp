@@ -1,0 +1,402 @@
+#include "simulate/simgrid_world.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <simgrid/s4u.hpp>
+
+#include "core/error.hpp"
+#include "simulate/replay.hpp"
+
+namespace st {
+namespace {
+
+namespace sg4 = simgrid::s4u;
+constexpr double kSmallMessageBytes = 64 * 1024;  // the runtime's switch to MPI's algorithms
+
+// One group a rank belongs to: its members (world ranks) and the rank's place among them.
+struct GroupView {
+  int id = 0;  // unique over the job
+  std::shared_ptr<const std::vector<int>> members;
+  int index = 0;
+  bool one_node = true;
+  sg4::BarrierPtr barrier;  // for the shared-memory window
+  int size() const { return int(members->size()); }
+};
+
+struct Op {
+  CollectiveCall call;
+  int handle;
+};
+
+struct RankState {
+  int rank = 0;
+  GroupView groups[3];  // by GroupKind
+  // One communication thread per group, as the runtime has (each ProcessGroup its own): the
+  // shard group's, the replica group's and the world's queues run concurrently.
+  std::deque<Op> queue[3];
+  sg4::SemaphorePtr queued[3];
+  sg4::MutexPtr mutex;
+  sg4::ConditionVariablePtr finished;
+  std::vector<char> done;
+  double exposed = 0, compute = 0, end = 0;
+  std::string longest_wait;
+};
+
+class World {
+ public:
+  World(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, const SimOptions& o)
+      : platform_(p), mesh_(mesh), plan_(plan), options_(o) {}
+
+  SimResult run();
+
+ private:
+  void build_platform();
+  void build_groups();
+  int node_of(int rank) const { return rank / platform_.ranks_per_node; }
+  const AlphaBeta& gather_link(int a, int b) const {
+    return node_of(a) == node_of(b) ? platform_.links.intra_gather : platform_.links.inter_gather;
+  }
+  double reduce_extra(int a, int b) const {
+    const PlatformLinks& l = platform_.links;
+    return node_of(a) == node_of(b) ? std::max(0.0, l.intra_reduce.beta - l.intra_gather.beta)
+                                    : std::max(0.0, l.inter_reduce.beta - l.inter_gather.beta);
+  }
+  // `seconds` of one thread's work on the rank's machine: on its shared cores when they are
+  // modelled (a communication thread's copies and reductions compete with compute), else time.
+  void cpu_work(int rank, double seconds) {
+    if (cpus_.empty()) {
+      sg4::this_actor::sleep_for(seconds);
+      return;
+    }
+    sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds);
+    exec->set_host(cpus_[size_t(node_of(rank) / platform_.nodes_per_machine)]);
+    exec->start();
+    exec->wait();
+  }
+  sg4::Mailbox* mailbox(int group, int to, int from) {
+    return sg4::Mailbox::by_name(fmt::format("{}:{}<{}", group, to, from));
+  }
+  void comm_loop(RankState& s, int group);
+  void run_collective(RankState& s, const CollectiveCall& call);
+  // Returns the messages' own transfer time (from when both sides were ready).
+  double exchange(RankState& s, const GroupView& g, int to, int from, double bytes, double extra);
+  void ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps);
+  void recursive_doubling(RankState& s, const GroupView& g, double bytes, bool grows);
+  void compute_actor(RankState& s);
+  void record(int rank, bool comm, std::string name, double begin) {
+    if (rank < options_.timeline_ranks)
+      result_.timeline.push_back({rank, comm, std::move(name), begin, sg4::Engine::get_clock()});
+  }
+
+  const SimPlatform& platform_;
+  MeshShape mesh_;
+  const StepPlan& plan_;
+  SimOptions options_;
+  std::vector<sg4::Host*> hosts_;
+  std::vector<sg4::Host*> cpus_;  // one per machine, when its cores are shared
+  std::vector<std::unique_ptr<RankState>> ranks_;
+  SimResult result_;
+  int token_ = 0;
+};
+
+void World::build_platform() {
+  const PlatformLinks& l = platform_.links;
+  auto bandwidth = [](const AlphaBeta& ab) { return ab.beta > 0 ? 1.0 / ab.beta : 1e15; };
+  auto* fabric = sg4::create_star_zone("fabric");
+  // The inter-node message latency is the two rank links' plus the two node links'.
+  const double node_latency = std::max(0.0, (l.inter_gather.alpha - l.intra_gather.alpha) / 2);
+  const double node_bw = bandwidth(l.inter_gather);
+  sg4::Link* core = nullptr;
+  if (l.fabric == FabricKind::fat_tree && platform_.nodes > 1)
+    core = fabric->create_link("core", platform_.nodes * node_bw / l.oversubscription);
+  for (int n = 0; n < platform_.nodes; ++n) {
+    auto* node = sg4::create_star_zone(fmt::format("node{}", n));
+    node->set_parent(fabric);
+    auto* gateway = node->create_router(fmt::format("gw{}", n));
+    for (int k = 0; k < platform_.ranks_per_node; ++k) {
+      const int r = n * platform_.ranks_per_node + k;
+      auto* host = node->create_host(fmt::format("rank{}", r), 1e9);
+      auto* link =
+          node->create_split_duplex_link(fmt::format("rank{}", r), bandwidth(l.intra_gather))
+              ->set_latency(l.intra_gather.alpha / 2);
+      node->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                      {{link, sg4::LinkInRoute::Direction::UP}}, true);
+      hosts_.push_back(host);
+    }
+    node->seal();
+    auto* nic = fabric->create_split_duplex_link(fmt::format("node{}", n), node_bw)
+                    ->set_latency(node_latency);
+    std::vector<sg4::LinkInRoute> up = {{nic, sg4::LinkInRoute::Direction::UP}};
+    if (core) up.emplace_back(core);
+    fabric->add_route(node->get_netpoint(), nullptr, gateway, nullptr, up, true);
+  }
+  // The machines' CPUs: compute executes there, shared by the machine's ranks.
+  if (platform_.machine_cores > 0) {
+    auto* cpus = sg4::create_full_zone("cpus");
+    cpus->set_parent(fabric);
+    const int machines =
+        (platform_.nodes + platform_.nodes_per_machine - 1) / platform_.nodes_per_machine;
+    for (int m = 0; m < machines; ++m)
+      cpus_.push_back(
+          cpus->create_host(fmt::format("cpu{}", m), 1.0)->set_core_count(platform_.machine_cores));
+    cpus->seal();
+  }
+  fabric->seal();
+}
+
+void World::build_groups() {
+  const int W = platform_.world(), S = mesh_.shard, R = mesh_.replicate;
+  using Members = std::vector<std::shared_ptr<std::vector<int>>>;
+  Members shard(static_cast<size_t>(R)), replica(static_cast<size_t>(S));
+  for (auto& g : shard) g = std::make_shared<std::vector<int>>();
+  for (auto& g : replica) g = std::make_shared<std::vector<int>>();
+  auto world = std::make_shared<std::vector<int>>();
+  for (int r = 0; r < W; ++r) {
+    shard[size_t(r / S)]->push_back(r);
+    replica[size_t(r % S)]->push_back(r);
+    world->push_back(r);
+  }
+  auto one_node = [&](const std::vector<int>& m) {
+    return node_of(m.front()) == node_of(m.back());
+  };
+  std::vector<sg4::BarrierPtr> shard_barriers, replica_barriers;
+  for (auto& g : shard) shard_barriers.push_back(sg4::Barrier::create(unsigned(g->size())));
+  for (auto& g : replica) replica_barriers.push_back(sg4::Barrier::create(unsigned(g->size())));
+  const sg4::BarrierPtr world_barrier = sg4::Barrier::create(unsigned(W));
+  for (int r = 0; r < W; ++r) {
+    auto s = std::make_unique<RankState>();
+    s->rank = r;
+    const int si = r / S, ri = r % S;
+    s->groups[int(GroupKind::shard)] = {si, shard[size_t(si)], r % S, one_node(*shard[size_t(si)]),
+                                        shard_barriers[size_t(si)]};
+    s->groups[int(GroupKind::replicas)] = {R + ri, replica[size_t(ri)], r / S,
+                                           one_node(*replica[size_t(ri)]),
+                                           replica_barriers[size_t(ri)]};
+    s->groups[int(GroupKind::world)] = {R + S, world, r, one_node(*world), world_barrier};
+    for (auto& q : s->queued) q = sg4::Semaphore::create(0);
+    s->mutex = sg4::Mutex::create();
+    s->finished = sg4::ConditionVariable::create();
+    ranks_.push_back(std::move(s));
+  }
+}
+
+// One message to `to` and one from `from` at once (a ring or doubling step), then the
+// reduction of what arrived when `extra` (s per byte) is non-zero.
+double World::exchange(RankState& s, const GroupView& g, int to, int from, double bytes,
+                       double extra) {
+  auto send = mailbox(g.id, to, s.rank)->put_async(&token_, uint64_t(std::llround(bytes)));
+  int* payload = nullptr;
+  auto receive = mailbox(g.id, s.rank, from)->get_async<int>(&payload);
+  // The stack's CPU work for what crosses nodes, beside the transfer, on the shared cores.
+  const double stack_bytes =
+      (node_of(to) != node_of(s.rank) ? bytes : 0) + (node_of(from) != node_of(s.rank) ? bytes : 0);
+  sg4::ExecPtr stack;
+  if (!cpus_.empty() && platform_.links.inter_cpu_per_byte > 0 && stack_bytes > 0) {
+    stack = sg4::this_actor::exec_init(stack_bytes * platform_.links.inter_cpu_per_byte);
+    stack->set_host(cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)]);
+    stack->start();
+  }
+  receive->wait();
+  send->wait();
+  if (stack) stack->wait();
+  const double transfer = std::max(send->get_finish_time() - send->get_start_time(),
+                                   receive->get_finish_time() - receive->get_start_time());
+  if (extra > 0) cpu_work(s.rank, bytes * extra);
+  (node_of(s.rank) == node_of(to) ? result_.intra_bytes : result_.inter_bytes) += bytes;
+  result_.messages += 1;
+  return transfer;
+}
+
+// `steps` ring steps of `chunk` bytes; the first `reduce_steps` reduce what they receive.
+void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps) {
+  const int p = g.size(), i = g.index;
+  const int right = (*g.members)[size_t((i + 1) % p)], left = (*g.members)[size_t((i + p - 1) % p)];
+  const double extra = reduce_extra(left, s.rank);
+  const int simulated =
+      options_.max_ring_steps > 0 ? std::min(steps, std::max(2, options_.max_ring_steps)) : steps;
+  double transfer = 0;
+  for (int k = 0; k < simulated; ++k)
+    transfer += exchange(s, g, right, left, chunk, k < reduce_steps ? extra : 0);
+  if (simulated < steps) {
+    // The steps not simulated move the same bytes over the same links while the same flows
+    // share them: each takes the simulated steps' mean transfer time (waits for a late
+    // neighbour excluded: they would compound from one operation to the next), and its
+    // reduction if it reduces.
+    const int rest = steps - simulated, rest_reducing = std::max(0, reduce_steps - simulated);
+    sg4::this_actor::sleep_for(transfer / simulated * rest);
+    if (rest_reducing > 0) cpu_work(s.rank, rest_reducing * chunk * extra);
+    (node_of(s.rank) == node_of(right) ? result_.intra_bytes : result_.inter_bytes) += chunk * rest;
+  }
+}
+
+// ceil(log2 p) rounds with partner index ^ 2^k (skipped past the group's end); an all-gather
+// doubles what it sends each round, an all-reduce sends the whole buffer.
+void World::recursive_doubling(RankState& s, const GroupView& g, double bytes, bool grows) {
+  const int p = g.size(), i = g.index;
+  double chunk = grows ? bytes / p : bytes;
+  for (int bit = 1; bit < p; bit <<= 1) {
+    const int partner = i ^ bit;
+    if (partner < p) {
+      const int peer = (*g.members)[size_t(partner)];
+      exchange(s, g, peer, peer, chunk, 0);
+    }
+    if (grows) chunk *= 2;
+  }
+}
+
+void World::run_collective(RankState& s, const CollectiveCall& call) {
+  const GroupView& g = s.groups[int(call.group)];
+  const int p = g.size();
+  if (p == 1) return;
+  const double n = call.bytes;
+  if (n < kSmallMessageBytes) {
+    recursive_doubling(s, g, n, call.kind != CollectiveKind::all_reduce);
+    return;
+  }
+  const PlatformLinks& l = platform_.links;
+  if (call.kind != CollectiveKind::all_reduce && l.shm_window && g.one_node) {
+    g.barrier->wait();  // every rank has written its part into the window
+    const AlphaBeta& ab = call.kind == CollectiveKind::all_gather ? l.shm_gather : l.shm_reduce;
+    cpu_work(s.rank, ab.alpha + n * ab.beta * 2.0 * (p - 1) / p);  // copies and sums: CPU
+    result_.intra_bytes += n * (p - 1) / p;
+    return;
+  }
+  switch (call.kind) {
+    case CollectiveKind::all_gather:
+      ring(s, g, p - 1, n / p, 0);
+      break;
+    case CollectiveKind::reduce_scatter:
+      ring(s, g, p - 1, n / p, p - 1);
+      break;
+    case CollectiveKind::all_reduce:
+      ring(s, g, 2 * (p - 1), n / p, p - 1);
+      break;
+  }
+}
+
+void World::comm_loop(RankState& s, int group) {
+  for (;;) {
+    s.queued[group]->acquire();
+    const Op op = s.queue[group].front();
+    s.queue[group].pop_front();
+    const double begin = sg4::Engine::get_clock();
+    run_collective(s, op.call);
+    record(s.rank, true, op.call.label(), begin);
+    std::unique_lock lock(*s.mutex);
+    s.done[size_t(op.handle)] = 1;
+    s.finished->notify_all();
+  }
+}
+
+class SimBackend final : public ReplayBackend {
+ public:
+  SimBackend(RankState& s, sg4::Host* cpu, int threads,
+             std::function<void(std::string, double)> record)
+      : s_(s), cpu_(cpu), threads_(threads), record_(std::move(record)) {}
+  int issue(const CollectiveCall& call) override {
+    const int handle = int(s_.done.size());
+    s_.done.push_back(0);
+    s_.queue[int(call.group)].push_back({call, handle});
+    s_.queued[int(call.group)]->release();
+    return handle;
+  }
+  bool is_completed(int handle) override { return s_.done[size_t(handle)] != 0; }
+  void wait(int handle) override {
+    const double begin = now();
+    std::unique_lock lock(*s_.mutex);
+    while (!s_.done[size_t(handle)]) s_.finished->wait(lock);
+    if (now() > begin) record_("wait", begin);
+  }
+  void compute(double seconds, const char* what, int unit) override {
+    if (!(seconds > 0)) return;
+    const double begin = now();
+    if (cpu_) {  // `seconds` of each of `threads` threads' work on the shared cores
+      sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds);
+      exec->set_host(cpu_);
+      exec->set_thread_count(threads_);
+      exec->start();
+      exec->wait();
+    } else {
+      sg4::this_actor::sleep_for(seconds);
+    }
+    s_.compute += now() - begin;
+    record_(unit < 0 ? std::string(what) : fmt::format("{} unit {}", what, unit), begin);
+  }
+  double now() override { return sg4::Engine::get_clock(); }
+
+ private:
+  RankState& s_;
+  sg4::Host* cpu_;
+  int threads_;
+  std::function<void(std::string, double)> record_;
+};
+
+void World::compute_actor(RankState& s) {
+  sg4::Host* cpu =
+      cpus_.empty() ? nullptr : cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)];
+  SimBackend backend(s, cpu, plan_.threads, [this, &s](std::string name, double begin) {
+    record(s.rank, false, std::move(name), begin);
+  });
+  RankReplay replay(plan_, backend);
+  replay.run_step();
+  s.exposed = replay.exposed();
+  s.longest_wait = replay.longest_wait();
+  s.end = sg4::Engine::get_clock();
+}
+
+SimResult World::run() {
+  // CM02 without correction factors or cross traffic: a message of n bytes over a free route
+  // takes exactly Σ latency + n / min bandwidth, the α-β model the links were fitted to.
+  std::vector<std::string> args = {"shardtrain-simulate", "--log=root.thres:critical",
+                                   "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                                   "--cfg=network/TCP-gamma:0"};
+#ifdef SHARDTRAIN_SANITIZED
+  // AddressSanitizer cannot follow SimGrid's own stack switching; system threads it can.
+  args.push_back("--cfg=contexts/factory:thread");
+#endif
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  int argc = int(argv.size());
+  sg4::Engine engine(&argc, argv.data());
+  build_platform();
+  build_groups();
+  for (auto& s : ranks_) {
+    RankState* state = s.get();
+    for (int group = 0; group < 3; ++group)
+      sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
+                         [this, state, group] { comm_loop(*state, group); })
+          ->daemonize();
+    sg4::Actor::create(fmt::format("compute{}", s->rank), hosts_[size_t(s->rank)],
+                       [this, state] { compute_actor(*state); });
+  }
+  const auto wall = std::chrono::steady_clock::now();
+  engine.run();
+  result_.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  double exposed_sum = 0;
+  for (auto& s : ranks_) {
+    result_.step = std::max(result_.step, s->end);
+    exposed_sum += s->exposed;
+    result_.exposed_max = std::max(result_.exposed_max, s->exposed);
+  }
+  result_.exposed = ranks_[0]->exposed;
+  result_.exposed_mean = exposed_sum / double(ranks_.size());
+  result_.compute = ranks_[0]->compute;
+  result_.longest_wait = ranks_[0]->longest_wait;
+  return result_;
+}
+
+}  // namespace
+
+SimResult run_simgrid_world(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
+                            const SimOptions& options) {
+  return World(platform, mesh, plan, options).run();
+}
+
+}  // namespace st

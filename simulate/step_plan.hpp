@@ -1,0 +1,37 @@
+#pragma once
+// What one rank does in one training step, as the simulator replays it: the units' sizes, the
+// FSDP options that shape the schedule, and the compute between the runtime's hooks.
+#include <cstdint>
+#include <vector>
+
+#include "sharding/fsdp_runtime.hpp"
+
+namespace st {
+
+struct UnitPlan {
+  int64_t padded_numel = 0;  // the unsharded flat buffer (elements)
+  int64_t shard_numel = 0;   // this rank's part
+};
+
+struct StepPlan {
+  std::vector<UnitPlan> units;  // unit 0 is the root (sharding/unit_topology.hpp)
+  int param_bytes = 2;          // bytes per element on the all-gather's wire (param_dtype)
+  bool reshard_after_forward = true;
+  int prefetch = 1;
+  Accumulation accumulation = Accumulation::reduce_each;
+  ReplicaSync replica_sync = ReplicaSync::each;
+  bool replicated = false;  // a replica group of more than one rank (HSDP, DDP)
+  int micro_batches = 1;
+  int threads = 1;  // each rank's compute threads (for a machine's cores shared by its ranks)
+  // Seconds of compute on a rank's compute thread per micro-batch (the root is split where
+  // the blocks interrupt it), and per step.
+  double root_forward_pre = 0, root_forward_post = 0;
+  double root_backward_pre = 0, root_backward_post = 0;
+  std::vector<double> block_forward, block_backward;  // by unit; entry 0 unused
+  double optimizer = 0;                               // norm, clip and AdamW over this rank's shard
+  double step_overhead = 0;                           // batch and bookkeeping, at the step's start
+
+  double compute_per_step() const;
+};
+
+}  // namespace st

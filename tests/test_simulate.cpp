@@ -1,0 +1,390 @@
+// The simulator (simulate/): the α-β fit, the engine against closed forms and a hand-drawn
+// timeline, the replayed schedule against the runtime itself, contention, the compute model's
+// scaling, and the strictness of profiles and cluster files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "collectives/fake_process_group.hpp"
+#include "core/model/gpt.hpp"
+#include "launch/cluster_config.hpp"
+#include "sharding/fsdp_runtime.hpp"
+#include "simulate/alpha_beta.hpp"
+#include "simulate/compute_model.hpp"
+#include "simulate/engine.hpp"
+#include "simulate/profile.hpp"
+#include "simulate/replay.hpp"
+
+namespace st {
+namespace {
+
+TEST(Simulate, AlphaBetaFitRecoversKnownValues) {
+  const AlphaBeta truth{7.5e-6, 0.42e-9};
+  std::vector<TimingSample> exact, noisy;
+  int k = 0;
+  for (int p : {2, 3, 4})
+    for (double n = 4096; n <= 64 << 20; n *= 4) {
+      const double steps = p - 1, bytes = n * (p - 1) / p;
+      const double t = steps * truth.alpha + bytes * truth.beta;
+      exact.push_back({steps, bytes, t});
+      noisy.push_back({steps, bytes, t * (1 + 0.03 * ((k++ % 3) - 1))});  // ±3%
+    }
+  const AlphaBeta fit = fit_alpha_beta(exact);
+  EXPECT_NEAR(fit.alpha, truth.alpha, 1e-9 * truth.alpha + 1e-15);
+  EXPECT_NEAR(fit.beta, truth.beta, 1e-9 * truth.beta);
+  const AlphaBeta rough = fit_alpha_beta(noisy);
+  EXPECT_NEAR(rough.alpha, truth.alpha, 0.05 * truth.alpha);
+  EXPECT_NEAR(rough.beta, truth.beta, 0.05 * truth.beta);
+  // One message size cannot separate α from β.
+  EXPECT_THROW(fit_alpha_beta({{1, 100, 1e-3}, {1, 100, 1.1e-3}}), InputError);
+}
+
+// A platform whose rings never share a link: every rank its own node, or ranks of one node
+// (each with its own link), no shared-memory window, a non-blocking fabric.
+SimPlatform free_platform(int nodes, int ranks_per_node, AlphaBeta link) {
+  SimPlatform p;
+  p.nodes = nodes;
+  p.ranks_per_node = ranks_per_node;
+  p.links.intra_gather = p.links.intra_reduce = link;
+  p.links.inter_gather = p.links.inter_reduce = link;
+  return p;
+}
+
+// One unit (the root), no compute: a step is its all-gather, its reduce-scatter and the
+// norm's all-reduce (16 bytes, recursive doubling).
+StepPlan one_unit(int64_t padded, int world_shard) {
+  StepPlan plan;
+  plan.units = {{padded, padded / world_shard}};
+  plan.block_forward = plan.block_backward = {0.0};
+  return plan;
+}
+
+double doubling_rounds(int p) {
+  return std::ceil(std::log2(double(p)));
+}
+
+TEST(Simulate, ContentionFreeRingsEqualTheClosedForms) {
+  const AlphaBeta link{20e-6, 1e-9};            // 20 µs, 1 GB/s
+  const int64_t padded = 3 * 4 * 5 * 7 * 1024;  // divisible by 3, 4 and 8's... shards below
+  for (const auto& [nodes, per_node, max_steps] : std::vector<std::tuple<int, int, int>>{
+           {1, 3, 0}, {4, 1, 0}, {1, 4, 0}, {8, 1, 2}, {3, 1, 2}}) {
+    const int p = nodes * per_node;
+    SimOptions options;
+    options.max_ring_steps = max_steps;
+    const SimResult r = simulate_step(free_platform(nodes, per_node, link), {p, 1},
+                                      one_unit(padded * 8, p), options);
+    const double n_gather = double(padded * 8) * 2, n_reduce = double(padded * 8) * 4;
+    const double want = ring_gather_seconds(link, n_gather, p) +
+                        ring_gather_seconds(link, n_reduce, p) +
+                        doubling_rounds(p) * (link.alpha + 16 * link.beta);
+    EXPECT_NEAR(r.step, want, 1e-9 * want)
+        << p << " ranks on " << nodes << " nodes, ring steps " << max_steps;
+    EXPECT_NEAR(r.exposed, want - doubling_rounds(p) * (link.alpha + 16 * link.beta), 1e-9 * want);
+  }
+  // DDP: the gradient (one shard of the whole unit) all-reduced across 4 replicas as a ring,
+  // then the loss across the world (8 bytes); the shard group of one moves nothing.
+  const SimResult ddp = simulate_step(free_platform(4, 1, link), {1, 4}, [&] {
+    StepPlan plan = one_unit(padded, 1);
+    plan.replicated = true;
+    return plan;
+  }());
+  const double want =
+      ring_all_reduce_seconds(link, double(padded) * 4, 4) + 2 * (link.alpha + 8 * link.beta);
+  EXPECT_NEAR(ddp.step, want, 1e-9 * want);
+}
+
+// Two units (root, one block), 2 ranks on 2 nodes, a 1 ms / 1 GB/s link: the timeline drawn
+// by hand from the runtime's rules (prefetch 1, reshard after forward, reduce_each).
+TEST(Simulate, TwoUnitTimelineMatchesTheHandDrawnOne) {
+  const double ms = 1e-3;
+  StepPlan plan;
+  plan.units = {{1 << 20, 1 << 19}, {1 << 20, 1 << 19}};  // 2 MiB gathered, 4 MiB reduced each
+  plan.root_forward_pre = 1 * ms;
+  plan.root_forward_post = 2 * ms;
+  plan.root_backward_pre = 3 * ms;
+  plan.root_backward_post = 1 * ms;
+  plan.block_forward = {0, 4 * ms};
+  plan.block_backward = {0, 8 * ms};
+  plan.optimizer = 0.5 * ms;
+  SimOptions options;
+  options.timeline_ranks = 1;
+  const SimResult r = simulate_step(free_platform(2, 1, {1 * ms, 1e-9}), {2, 1}, plan, options);
+  // all-gather: one step of half of 2 MiB; reduce-scatter: one step of half of 4 MiB.
+  const double ag = 1 * ms + 1048576e-9, rs = 1 * ms + 2097152e-9, norm = 1 * ms + 16e-9;
+  // t=0 both gathers queued (prefetch 1); wait for AG0; embed; wait for AG1; block; head...
+  const double fwd_block_start = 2 * ag;
+  const double bwd_block_end = fwd_block_start + 4 * ms + 2 * ms + 3 * ms + 8 * ms;
+  const double rs1_end = bwd_block_end + rs, rs0_end = rs1_end + rs;  // one at a time
+  const double want_step = rs0_end + norm + 0.5 * ms;
+  EXPECT_NEAR(r.step, want_step, 1e-12);
+  EXPECT_NEAR(r.compute, 19.5 * ms, 1e-12);
+  EXPECT_NEAR(r.exposed, ag + (2 * ag - (ag + 1 * ms)) + (rs0_end - (bwd_block_end + 1 * ms)),
+              1e-12);
+  EXPECT_EQ(r.longest_wait, "reduce-scatter unit 0");
+  // Spans of rank 0, as drawn: [name, begin, end].
+  const std::vector<std::tuple<bool, std::string, double, double>> drawn = {
+      {true, "all-gather unit 0", 0, ag},
+      {true, "all-gather unit 1", ag, 2 * ag},
+      {false, "forward unit 0", ag, ag + 1 * ms},
+      {false, "forward unit 1", 2 * ag, 2 * ag + 4 * ms},
+      {false, "backward unit 1", 2 * ag + 9 * ms, bwd_block_end},
+      {true, "reduce-scatter unit 1", bwd_block_end, rs1_end},
+      {false, "backward unit 0", bwd_block_end, bwd_block_end + 1 * ms},
+      {true, "reduce-scatter unit 0", rs1_end, rs0_end},
+      {false, "optimizer", rs0_end + norm, want_step}};
+  for (const auto& [comm, name, begin, end] : drawn) {
+    bool found = false;
+    for (const SimSpan& s : r.timeline)
+      if (s.rank == 0 && s.comm == comm && s.name == name && std::abs(s.begin - begin) < 1e-12 &&
+          std::abs(s.end - end) < 1e-12)
+        found = true;
+    EXPECT_TRUE(found) << name << " [" << begin << ", " << end << "] is not in the timeline";
+  }
+}
+
+TEST(Simulate, AMachinesCoresAreShared) {
+  // 4 ranks of 1 thread computing 10 ms at once: on 4 cores 10 ms, on 2 cores 20 ms.
+  StepPlan plan = one_unit(4096, 4);
+  plan.root_forward_pre = 10e-3;
+  SimPlatform p = free_platform(1, 4, {0, 0});
+  p.machine_cores = 4;
+  EXPECT_NEAR(simulate_step(p, {1, 4}, plan).compute, 10e-3, 1e-12);
+  p.machine_cores = 2;
+  EXPECT_NEAR(simulate_step(p, {1, 4}, plan).compute, 20e-3, 1e-12);
+  // Two emulated hosts of 2 ranks on one 2-core machine: the same.
+  SimPlatform hosts = free_platform(2, 2, {0, 0});
+  hosts.nodes_per_machine = 2;
+  hosts.machine_cores = 2;
+  EXPECT_NEAR(simulate_step(hosts, {1, 4}, plan).compute, 20e-3, 1e-12);
+}
+
+TEST(Simulate, AnOversubscribedCoreSlowsCrossNodeRings) {
+  const AlphaBeta link{1e-6, 1e-9};
+  SimPlatform free = free_platform(4, 1, link), tree = free;
+  tree.links.fabric = FabricKind::fat_tree;
+  tree.links.oversubscription = 4;  // the core carries one node link's worth for all four
+  const StepPlan plan = one_unit(1 << 24, 4);
+  const double a = simulate_step(free, {4, 1}, plan).step,
+               b = simulate_step(tree, {4, 1}, plan).step;
+  EXPECT_GT(b, 3.5 * a);  // four flows share what one had: the bandwidth term takes 4x
+  EXPECT_LT(b, 4.1 * a);
+}
+
+// A ProcessGroup that logs what the runtime asks of it, over a real (fake, in-process) group.
+class RecordingGroup final : public ProcessGroup {
+ public:
+  explicit RecordingGroup(ProcessGroup& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+  std::shared_ptr<Work> all_gather(const Tensor& in, const Tensor& out,
+                                   const AllGatherOptions& o) override {
+    log.push_back(fmt::format("all-gather {}", out.nbytes()));
+    return inner_.all_gather(in, out, o);
+  }
+  std::shared_ptr<Work> reduce_scatter(const Tensor& in, const Tensor& out,
+                                       const ReduceScatterOptions& o) override {
+    log.push_back(fmt::format("reduce-scatter {}", in.nbytes()));
+    return inner_.reduce_scatter(in, out, o);
+  }
+  std::shared_ptr<Work> all_reduce(const Tensor& b, const AllReduceOptions& o) override {
+    log.push_back(fmt::format("all-reduce {}", b.nbytes()));
+    return inner_.all_reduce(b, o);
+  }
+  std::shared_ptr<Work> broadcast(const Tensor& b, int root, const BroadcastOptions& o) override {
+    return inner_.broadcast(b, root, o);
+  }
+  std::shared_ptr<Work> barrier(const BarrierOptions& o) override { return inner_.barrier(o); }
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name) override {
+    return inner_.split(color, key, std::move(name));
+  }
+  std::vector<std::string> log;
+
+ private:
+  ProcessGroup& inner_;
+};
+
+// Every collective completes at once: the order of issues is the schedule's alone.
+class InstantBackend final : public ReplayBackend {
+ public:
+  int issue(const CollectiveCall& c) override {
+    if (c.unit >= 0)
+      log.push_back(fmt::format("{} {}", collective_kind_name(c.kind), int64_t(c.bytes)));
+    return 0;
+  }
+  bool is_completed(int) override { return true; }
+  void wait(int) override {}
+  void compute(double, const char*, int) override {}
+  double now() override { return 0; }
+  std::vector<std::string> log;
+};
+
+TEST(Simulate, ReplayMirrorsTheRuntime) {
+  struct Case {
+    int prefetch;
+    bool reshard;
+    Accumulation accumulation;
+    int micro;
+  };
+  for (const Case c :
+       {Case{1, true, Accumulation::reduce_each, 1}, Case{0, true, Accumulation::reduce_each, 2},
+        Case{2, false, Accumulation::reduce_each, 2},
+        Case{1, true, Accumulation::reduce_last, 3}}) {
+    GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
+    auto groups = FakeProcessGroup::create(1);
+    RecordingGroup group(*groups[0]);
+    FsdpOptions options;
+    options.prefetch = c.prefetch;
+    options.reshard_after_forward = c.reshard;
+    options.accumulation = c.accumulation;
+    FsdpRuntime fsdp(model, group, options, 7);
+    Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
+                Tensor::zeros("targets", {2, 16}, DType::i32)};
+    fsdp.begin_step(c.micro);
+    for (int m = 0; m < c.micro; ++m) {
+      fsdp.begin_micro_batch(m);
+      model.forward_backward(batch, 1.0f / 32, fsdp);
+    }
+    fsdp.finish_backward();
+
+    StepPlan plan;
+    for (const UnitLayout& u : fsdp.units()) plan.units.push_back({u.padded_numel, u.shard_numel});
+    plan.block_forward.assign(plan.units.size(), 0.0);
+    plan.block_backward.assign(plan.units.size(), 0.0);
+    plan.prefetch = c.prefetch;
+    plan.reshard_after_forward = c.reshard;
+    plan.accumulation = c.accumulation;
+    plan.micro_batches = c.micro;
+    InstantBackend backend;
+    RankReplay(plan, backend).run_step();
+    EXPECT_EQ(backend.log, group.log)
+        << "prefetch " << c.prefetch << ", reshard " << c.reshard << ", micro-batches " << c.micro;
+  }
+}
+
+TEST(Simulate, ComputeScalesByFlopsAndBytes) {
+  // A profile of tiny whose times are exactly work / rates: the scaled prediction of small at
+  // other rows must be small's work over the same rates.
+  const ProfiledModel tiny{4, 256, 4, 256, 256, "none", "bf16"},
+      small{6, 512, 8, 256, 256, "none", "bf16"};
+  const double flops_rate = 500e9, bytes_rate = 8e9;
+  const ModelWork w = gpt_work(tiny, 8);
+  auto t = [&](const SegmentWork& s) { return s.flops / flops_rate + s.bytes / bytes_rate; };
+  CalibrationProfile profile;
+  profile.model = tiny;
+  profile.cores = 4;
+  ComputeSample s;
+  s.ranks = 2;  // measured with two ranks on four cores: 0.5 ranks per core
+  s.threads = 2;
+  s.rows = 8;
+  s.root_forward_pre = t(w.root_forward_pre);
+  s.root_forward_post = t(w.root_forward_post);
+  s.root_backward_pre = t(w.root_backward_pre);
+  s.root_backward_post = t(w.root_backward_post);
+  s.block_forward.assign(4, t(w.block_forward));
+  s.block_backward.assign(4, t(w.block_backward));
+  s.matmul_share = (w.total_flops(4) / flops_rate) / s.total();
+  profile.compute = {s};
+  ClusterSpec cluster;
+  cluster.threads_per_rank = 2;
+  cluster.ranks_per_node = 2;
+  cluster.cores_per_node = 4;
+  const ComputeTimes c = compute_times({small, 4, 2}, cluster, &profile);
+  const ModelWork ws = gpt_work(small, 4);
+  EXPECT_NEAR(c.block_forward[0], t(ws.block_forward), 1e-9 * t(ws.block_forward));
+  EXPECT_NEAR(c.block_backward[5], t(ws.block_backward), 1e-9 * t(ws.block_backward));
+  EXPECT_NEAR(c.root_forward_post, t(ws.root_forward_post), 1e-9 * t(ws.root_forward_post));
+  // The same shapes, rows and threads: the measurement itself.
+  EXPECT_EQ(compute_times({tiny, 8, 2}, cluster, &profile).block_forward, s.block_forward);
+  // Ranks x threads beyond the node's cores: still the sample at one core per thread (the
+  // engine shares the cores: AMachinesCoresAreShared).
+  cluster.ranks_per_node = 4;
+  EXPECT_EQ(compute_times({tiny, 8, 2}, cluster, &profile).block_forward, s.block_forward);
+}
+
+TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
+  CalibrationProfile p;
+  p.machine = "test";
+  p.model = {1, 64, 4, 256, 32, "none", "bf16"};
+  ComputeSample s;
+  s.block_forward = {1e-3};
+  s.block_backward = {2e-3};
+  s.matmul_share = 0.5;
+  p.compute = {s};
+  p.memcpy_bandwidth = 5e9;
+  p.matmul_peak[2] = 700e9;
+  p.cores = 2;
+  p.links["tcp"] = {{2, {1e-5, 1e-9}, {1.5e-5, 2e-9}}, {4, {1e-2, 1e-9}, {1e-2, 2e-9}}};
+  const CalibrationProfile q = profile_from_json(profile_to_json(p), "round trip");
+  EXPECT_EQ(q.model, p.model);
+  EXPECT_NEAR(q.compute[0].block_backward[0], 2e-3, 1e-15);
+  EXPECT_NEAR(q.link("tcp", "test", 1.0).reduce_scatter.beta, 2e-9, 1e-21);
+  EXPECT_EQ(q.link("tcp", "test", 1.0).ranks, 2);  // 2 ranks on 2 cores
+  EXPECT_EQ(q.link("tcp", "test", 2.5).ranks, 4);  // nearest 4 on 2
+  EXPECT_NEAR(q.matmul_peak.at(2), 700e9, 1e-3);
+  std::string text = profile_to_json(p);
+  text.replace(text.find("\"memcpy_gbps\": 5.0"), 18, "\"memcpy_gbps\": -5.0");
+  try {
+    profile_from_json(text, "p.json");
+    FAIL() << "a negative bandwidth was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: 'memcpy_gbps' = -5"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(p.link("ib", "cluster 'x'", 1.0), InputError);
+}
+
+TEST(Simulate, ClusterFilesAreStrict) {
+  const std::string good = R"(
+nodes = 2
+ranks_per_node = 4
+[compute]
+matmul_gflops = 100
+memory_gbps = 10
+[intra_node]
+bandwidth_gbps = 10
+latency_us = 1
+[inter_node]
+bandwidth_gbit = 25
+latency_us = 5
+)";
+  const ClusterSpec c = parse_cluster(good, "good.toml");
+  EXPECT_EQ(c.world(), 8);
+  EXPECT_NEAR(c.inter.bandwidth, 25e9 / 8, 1);
+  EXPECT_NEAR(c.intra.latency, 1e-6, 1e-18);
+  auto message = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    try {
+      parse_cluster(text, "bad.toml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(
+      message("latency_us = 5", "latncy_us = 5")
+          .find(
+              "unknown cluster key 'inter_node.latncy_us' (did you mean 'inter_node.latency_us'?)"),
+      std::string::npos);
+  EXPECT_NE(message("bandwidth_gbit = 25", "bandwidth_gbit = -25")
+                .find("'inter_node.bandwidth_gbit' = -25 must be > 0"),
+            std::string::npos);
+  EXPECT_NE(
+      message("nodes = 2", "nodes = 0").find("'nodes' = 0 must be a whole number of nodes >= 1"),
+      std::string::npos);
+  EXPECT_NE(message("nodes = 2", "nodes = 2.5").find("'nodes' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(message("matmul_gflops = 100", "").find("[compute] needs profile"), std::string::npos);
+  EXPECT_NE(message("[inter_node]", "[fabric]\nkind = \"torus\"\n[inter_node]")
+                .find("'fabric.kind' = 'torus'"),
+            std::string::npos);
+  // Every bundled cluster parses.
+  for (const std::string& name : bundled_cluster_names())
+    EXPECT_NO_THROW(load_cluster(name)) << name;
+}
+
+}  // namespace
+}  // namespace st
