@@ -50,7 +50,9 @@ struct Row {
 void print_row(const Row& r, bool json) {
   const double algbw = double(r.bytes) / (r.us * 1e-6) / 1e9;
   const bool copy = r.algorithm == "memcpy";
-  const double busbw = copy ? algbw : algbw * double(r.ranks - 1) / double(r.ranks);
+  // An all-reduce moves its buffer twice (reduce-scatter, then all-gather) over each link.
+  const double links = r.op == OpType::all_reduce ? 2.0 : 1.0;
+  const double busbw = copy ? algbw : links * algbw * double(r.ranks - 1) / double(r.ranks);
   if (json) {
     nlohmann::json j = {{"op", op_name(r.op)},      {"dtype", dtype_name(r.dtype)},
                         {"algorithm", r.algorithm}, {"bytes", r.bytes},
@@ -77,6 +79,12 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bo
   Tensor copy = Tensor::zeros("bench.copy", {used}, dtype);
   const bool print = g.rank() == 0;
   double mpi_us = 0;
+  if (op == OpType::all_reduce) {  // FP32 sum in place, Open MPI's own algorithm (no other)
+    mpi_us = time_us(g, repeats, [&] { g.all_reduce(full)->wait(); });
+    if (print) print_row({op, dtype, bytes, n, "mpi", "mpi", mpi_us, mpi_us}, json);
+    std::fflush(stdout);
+    return;
+  }
   for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::shm, Algorithm::automatic}) {
     if (a == Algorithm::shm && !g.single_node()) continue;
     const double us = time_us(g, repeats, [&] {
@@ -149,9 +157,11 @@ int run_bench_collectives(bool json, long long max_bytes) {
         "{:<15} {:>6} {:>10} {:>7} {:>12} {:>10} {:>10} {:>9}\n",
         n, "op", "dtype", "bytes", "algo", "time_us", "algbw", "busbw", "vs mpi");
   bench_link(*world, json);
-  // BF16 all-gathers (parameters) and FP32 reduce-scatters (gradients), as FSDP uses them.
+  // BF16 all-gathers (parameters) and FP32 reduce-scatters (gradients), as FSDP uses them, and
+  // FP32 all-reduces (HSDP's and DDP's gradient shards across replicas).
   for (const auto& [op, dtype] :
-       {std::pair{OpType::all_gather, DType::bf16}, std::pair{OpType::reduce_scatter, DType::f32}})
+       {std::pair{OpType::all_gather, DType::bf16}, std::pair{OpType::reduce_scatter, DType::f32},
+        std::pair{OpType::all_reduce, DType::f32}})
     for (long long bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t per_rank = bytes / int64_t(dtype_size(dtype)) / n;
       if (per_rank > 0) bench_size(*world, op, dtype, per_rank, json);

@@ -160,7 +160,19 @@ LinkFit fit_link(const std::vector<json>& rows, const std::string& algorithm, in
   }
   if (by_op["all_gather"].size() < 2 || by_op["reduce_scatter"].size() < 2)
     fail("bench collectives printed too few '{}' rows to fit", algorithm);
-  return {ranks, fit_alpha_beta(by_op["all_gather"]), fit_alpha_beta(by_op["reduce_scatter"])};
+  LinkFit fit{
+      ranks, fit_alpha_beta(by_op["all_gather"]), fit_alpha_beta(by_op["reduce_scatter"]), {}};
+  // MPI's all-reduce, per step of a ring's 2(p - 1), from 64 KiB (below, the engine runs
+  // recursive doubling as Open MPI does): what a ring of this link's steps would take, plus
+  // whatever MPI's own algorithm adds.
+  std::vector<TimingSample> all_reduce;
+  for (const json& r : rows)
+    if (r.value("op", "") == "all_reduce" && r.value("bytes", 0.0) >= 65536) {
+      const double n = r.at("bytes").get<double>(), p = r.at("ranks").get<double>();
+      all_reduce.push_back({2 * (p - 1), 2 * n * (p - 1) / p, r.at("time_us").get<double>() / 1e6});
+    }
+  if (all_reduce.size() >= 2) fit.all_reduce = fit_alpha_beta(all_reduce);
+  return fit;
 }
 
 }  // namespace

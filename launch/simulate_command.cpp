@@ -33,6 +33,7 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
     l.shm_window = true;
     l.shm_gather = window.all_gather;
     l.shm_reduce = window.reduce_scatter;
+    l.intra_all_reduce = ring.all_reduce;
   } else {
     const double beta = c.intra.bandwidth > 0 ? 1.0 / c.intra.bandwidth : 0;
     l.intra_gather = l.intra_reduce = {c.intra.latency, beta};
@@ -42,6 +43,7 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
         profile->link(c.inter_profile_link, c.name + "'s inter_node.link", ranks_per_core);
     l.inter_gather = fit.all_gather;
     l.inter_reduce = fit.reduce_scatter;
+    l.inter_all_reduce = fit.all_reduce;
     // Uncapped and one rank per host, the stack itself is the limit: its β is CPU time per
     // byte, half at each end.
     if (c.cores_per_node > 0 && profile->links.count("tcp"))

@@ -25,6 +25,9 @@ namespace st {
 struct PlatformLinks {
   AlphaBeta intra_gather, intra_reduce;  // between two ranks of one node
   AlphaBeta inter_gather, inter_reduce;  // between ranks of two nodes
+  // MPI's all-reduce of 64 KiB and more, per ring step (zero: a plain ring of the links above);
+  // a group within one node takes the first, a group across nodes the second.
+  AlphaBeta intra_all_reduce, inter_all_reduce;
   // The runtime's shared-memory window for single-node all-gathers and reduce-scatters of 64
   // KiB and more, per operation (α + n·β at 2 ranks; β scales by 2(p−1)/p); else rings.
   bool shm_window = false;

@@ -31,7 +31,8 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
         {"shm", {ab(l.shm_gather), ab(l.shm_reduce)}},
         {"fat_tree", l.fabric == FabricKind::fat_tree},
         {"oversubscription", l.oversubscription},
-        {"inter_cpu_per_byte", l.inter_cpu_per_byte}}},
+        {"inter_cpu_per_byte", l.inter_cpu_per_byte},
+        {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
       {"mesh", {mesh.shard, mesh.replicate}},
       {"plan",
        {{"units", units},
@@ -71,6 +72,8 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   l.fabric = jp.at("fat_tree").get<bool>() ? FabricKind::fat_tree : FabricKind::non_blocking;
   l.oversubscription = jp.at("oversubscription");
   l.inter_cpu_per_byte = jp.at("inter_cpu_per_byte");
+  l.intra_all_reduce = ab_from(jp.at("all_reduce").at(0));
+  l.inter_all_reduce = ab_from(jp.at("all_reduce").at(1));
   mesh = {j.at("mesh").at(0).get<int>(), j.at("mesh").at(1).get<int>()};
   const json& q = j.at("plan");
   for (const json& u : q.at("units"))

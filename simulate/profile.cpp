@@ -102,7 +102,8 @@ std::string profile_to_json(const CalibrationProfile& p) {
     for (const LinkFit& fit : fits)
       links[name].push_back({{"ranks", fit.ranks},
                              {"all_gather", alpha_beta_json(fit.all_gather)},
-                             {"reduce_scatter", alpha_beta_json(fit.reduce_scatter)}});
+                             {"reduce_scatter", alpha_beta_json(fit.reduce_scatter)},
+                             {"all_reduce", alpha_beta_json(fit.all_reduce)}});
   const json j = {{"version", 1},
                   {"machine", p.machine},
                   {"cores", p.cores},
@@ -192,9 +193,13 @@ CalibrationProfile profile_from_json(const std::string& text, const std::string&
         if (!fit.is_object() || !fit.contains("all_gather") || !fit.contains("reduce_scatter") ||
             !fit.contains("ranks"))
           fail_input("{} must have 'ranks', 'all_gather' and 'reduce_scatter'", lw);
-        p.links[name].push_back({int(json_int(fit["ranks"], lw + ".ranks", 1, 1 << 20)),
-                                 alpha_beta_from(fit["all_gather"], lw + ".all_gather"),
-                                 alpha_beta_from(fit["reduce_scatter"], lw + ".reduce_scatter")});
+        LinkFit f{int(json_int(fit["ranks"], lw + ".ranks", 1, 1 << 20)),
+                  alpha_beta_from(fit["all_gather"], lw + ".all_gather"),
+                  alpha_beta_from(fit["reduce_scatter"], lw + ".reduce_scatter"),
+                  {}};
+        if (fit.contains("all_reduce"))
+          f.all_reduce = alpha_beta_from(fit["all_reduce"], lw + ".all_reduce");
+        p.links[name].push_back(f);
       }
     }
   }

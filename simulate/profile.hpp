@@ -43,6 +43,9 @@ struct ComputeSample {
 struct LinkFit {
   int ranks = 2;
   AlphaBeta all_gather, reduce_scatter;
+  // MPI's all-reduce (HSDP's and DDP's replica sync), per step of a ring's 2(p - 1); zero when
+  // not measured (then the ring of the two above stands for it).
+  AlphaBeta all_reduce;
 };
 
 struct CalibrationProfile {

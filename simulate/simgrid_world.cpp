@@ -86,7 +86,8 @@ class World {
   void run_collective(RankState& s, const CollectiveCall& call);
   // Returns the messages' own transfer time (from when both sides were ready).
   double exchange(RankState& s, const GroupView& g, int to, int from, double bytes, double extra);
-  void ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps);
+  void ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps,
+            double step_extra = 0);
   void recursive_doubling(RankState& s, const GroupView& g, double bytes, bool grows);
   void compute_actor(RankState& s);
   void record(int rank, bool comm, std::string name, double begin) {
@@ -214,7 +215,9 @@ double World::exchange(RankState& s, const GroupView& g, int to, int from, doubl
 }
 
 // `steps` ring steps of `chunk` bytes; the first `reduce_steps` reduce what they receive.
-void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps) {
+// `step_extra`: seconds each step takes beyond its transfer (MPI's all-reduce, measured).
+void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps,
+                 double step_extra) {
   const int p = g.size(), i = g.index;
   const int right = (*g.members)[size_t((i + 1) % p)], left = (*g.members)[size_t((i + p - 1) % p)];
   const double extra = reduce_extra(left, s.rank);
@@ -223,13 +226,14 @@ void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int 
   double transfer = 0;
   for (int k = 0; k < simulated; ++k)
     transfer += exchange(s, g, right, left, chunk, k < reduce_steps ? extra : 0);
+  if (step_extra > 0) sg4::this_actor::sleep_for(step_extra);
   if (simulated < steps) {
     // The steps not simulated move the same bytes over the same links while the same flows
     // share them: each takes the simulated steps' mean transfer time (waits for a late
     // neighbour excluded: they would compound from one operation to the next), and its
     // reduction if it reduces.
     const int rest = steps - simulated, rest_reducing = std::max(0, reduce_steps - simulated);
-    sg4::this_actor::sleep_for(transfer / simulated * rest);
+    sg4::this_actor::sleep_for((transfer / simulated + step_extra) * rest);
     if (rest_reducing > 0) cpu_work(s.rank, rest_reducing * chunk * extra);
     (node_of(s.rank) == node_of(right) ? result_.intra_bytes : result_.inter_bytes) += chunk * rest;
   }
@@ -274,9 +278,18 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
     case CollectiveKind::reduce_scatter:
       ring(s, g, p - 1, n / p, p - 1);
       break;
-    case CollectiveKind::all_reduce:
-      ring(s, g, 2 * (p - 1), n / p, p - 1);
+    case CollectiveKind::all_reduce: {
+      const AlphaBeta& mpi = g.one_node ? l.intra_all_reduce : l.inter_all_reduce;
+      if (mpi.alpha > 0 || mpi.beta > 0) {  // MPI's measured algorithm: its reduction included
+        const AlphaBeta& link = g.one_node ? l.intra_gather : l.inter_gather;
+        const double step_extra =
+            std::max(0.0, mpi.alpha - link.alpha) + n / p * std::max(0.0, mpi.beta - link.beta);
+        ring(s, g, 2 * (p - 1), n / p, 0, step_extra);
+      } else {
+        ring(s, g, 2 * (p - 1), n / p, p - 1);
+      }
       break;
+    }
   }
 }
 

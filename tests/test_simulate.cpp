@@ -316,13 +316,15 @@ TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
   p.memcpy_bandwidth = 5e9;
   p.matmul_peak[2] = 700e9;
   p.cores = 2;
-  p.links["tcp"] = {{2, {1e-5, 1e-9}, {1.5e-5, 2e-9}}, {4, {1e-2, 1e-9}, {1e-2, 2e-9}}};
+  p.links["tcp"] = {{2, {1e-5, 1e-9}, {1.5e-5, 2e-9}, {3e-5, 3e-9}},
+                    {4, {1e-2, 1e-9}, {1e-2, 2e-9}, {}}};
   const CalibrationProfile q = profile_from_json(profile_to_json(p), "round trip");
   EXPECT_EQ(q.model, p.model);
   EXPECT_NEAR(q.compute[0].block_backward[0], 2e-3, 1e-15);
   EXPECT_NEAR(q.link("tcp", "test", 1.0).reduce_scatter.beta, 2e-9, 1e-21);
   EXPECT_EQ(q.link("tcp", "test", 1.0).ranks, 2);  // 2 ranks on 2 cores
   EXPECT_EQ(q.link("tcp", "test", 2.5).ranks, 4);  // nearest 4 on 2
+  EXPECT_NEAR(q.link("tcp", "test", 1.0).all_reduce.alpha, 3e-5, 1e-18);
   EXPECT_NEAR(q.matmul_peak.at(2), 700e9, 1e-3);
   std::string text = profile_to_json(p);
   text.replace(text.find("\"memcpy_gbps\": 5.0"), 18, "\"memcpy_gbps\": -5.0");
