@@ -3,20 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/error.hpp"
 #include "sharding/unit_topology.hpp"
 
 namespace st {
-
-double StepPlan::compute_per_step() const {
-  const double blocks = std::accumulate(block_forward.begin(), block_forward.end(), 0.0) +
-                        std::accumulate(block_backward.begin(), block_backward.end(), 0.0);
-  return micro_batches * (root_forward_pre + root_forward_post + root_backward_pre +
-                          root_backward_post + blocks) +
-         optimizer + step_overhead;
-}
 
 const char* collective_kind_name(CollectiveKind kind) {
   switch (kind) {
@@ -137,7 +128,6 @@ void RankReplay::after_forward(int u) {
 void RankReplay::before_backward(int u) {
   drain_reductions(false);
   prefetch(backward_order_, u);
-  units_[size_t(u)].full_grad = true;
   wait_and_bind(u);
 }
 
@@ -148,7 +138,6 @@ void RankReplay::after_backward(int u) {
 }
 
 void RankReplay::issue_reduce(int u) {
-  units_[size_t(u)].full_grad = false;
   Reduction r;
   r.unit = u;
   const bool last_micro = micro_ == plan_.micro_batches - 1;

@@ -60,7 +60,6 @@ class RankReplay {
   struct Unit {
     bool full = false;   // gathered or in flight
     int gathering = -1;  // pending all-gather
-    bool full_grad = false;
   };
   struct Reduction {
     int unit = 0;
@@ -88,7 +87,6 @@ class RankReplay {
   std::vector<Unit> units_;
   std::vector<int> forward_order_, backward_order_;
   std::deque<Reduction> reductions_;
-  std::vector<CollectiveCall> calls_;  // by handle order of this replay, for labels
   int micro_ = 0;
   double exposed_ = 0, longest_wait_ = 0;
   std::string longest_wait_label_;

@@ -30,8 +30,6 @@ struct StepPlan {
   std::vector<double> block_forward, block_backward;  // by unit; entry 0 unused
   double optimizer = 0;                               // norm, clip and AdamW over this rank's shard
   double step_overhead = 0;                           // batch and bookkeeping, at the step's start
-
-  double compute_per_step() const;
 };
 
 }  // namespace st
