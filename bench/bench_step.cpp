@@ -7,7 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "core/stats.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
@@ -104,6 +106,10 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         {"tokens_per_s", tokens_per_s},
         {"gflops", gflops},
         {"peak_gflops", s.peak_gflops},
+        {"peak_dtype", dtype_name(s.peak_dtype)},
+        {"bf16_matmul", bf16_matmul_path_name(active_bf16_matmul_path())},
+        {"fp32_matmul", fp32_matmul_engine_name(active_fp32_matmul_engine())},
+        {"cpu", cpu_features().summary()},
         {"peak_gflops_at_start", peak_at_start},
         {"peak_shapes", s.peak_shapes},
         {"mfu", mfu},
@@ -131,18 +137,23 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
     if (options.json) {
       fmt::print("{}\n", result.dump());
     } else {
-      fmt::print("bench step | config {} | {} | {} rank{} x {} threads | medians of {} steps\n",
-                 options.config, dtype_name(config.precision.param_dtype), s.ranks.size(),
-                 s.ranks.size() == 1 ? "" : "s", s.threads, bench.steps);
+      fmt::print(
+          "bench step | config {} | {} | {} rank{} x {} threads | medians of {} steps | cpu: {} | "
+          "bf16 matmul: {} | fp32 matmul: {}\n",
+          options.config, dtype_name(config.precision.param_dtype), s.ranks.size(),
+          s.ranks.size() == 1 ? "" : "s", s.threads, bench.steps, cpu_features().summary(),
+          bf16_matmul_path_name(active_bf16_matmul_path()),
+          fp32_matmul_engine_name(active_fp32_matmul_engine()));
       fmt::print(
           "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
           "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms)\n",
           median(fwd), median(bwd), median(opt), step_ms, median(exposed));
       fmt::print(
-          "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s matmul peak "
+          "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s {} matmul peak "
           "(best of start and end, at {}): MFU {}\n  memory    {:8.1f} MiB peak RSS (largest "
           "rank) vs a budget of {:.1f} MiB\n",
-          tokens_per_s, gflops, s.peak_gflops, s.peak_shapes, mfu_text(mfu), rss, budget_mib);
+          tokens_per_s, gflops, s.peak_gflops, dtype_name(s.peak_dtype), s.peak_shapes,
+          mfu_text(mfu), rss, budget_mib);
       const double rank0_ms = median(rank0_total);
       fmt::print("  rank 0's step by kind of work (medians):\n");
       for (int k = 0; k < kOpKinds; ++k)

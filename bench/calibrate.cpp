@@ -15,6 +15,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
@@ -179,6 +180,10 @@ LinkFit fit_link(const std::vector<json>& rows, const std::string& algorithm, in
 
 int run_calibrate(const CalibrateOptions& o) {
   if (o.out.empty()) fail_input("simulate calibrate: --out FILE.json is required");
+  if (const fs::path dir = fs::path(o.out).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);  // e.g. the per-machine cache `simulate` names
+  }
   if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
   const Config config = load_config(o.common.config, o.common.overrides);
   const fs::path exe = fs::read_symlink("/proc/self/exe");
@@ -196,7 +201,10 @@ int run_calibrate(const CalibrateOptions& o) {
              config.training.seq_len,
              activation_checkpointing_name(config.sharding.activation_checkpointing),
              std::string(dtype_name(config.precision.param_dtype))};
-  const std::unique_ptr<Model> model = make_model(config);
+  const std::unique_ptr<Model> model = make_model(config);  // applies the matmul settings
+  p.cpu = cpu_features().brand;
+  p.cpu_features = cpu_features().summary();
+  p.matmul = matmul_identity(config.precision.param_dtype);
   double elements = 0;
   for (const ParamSpec& s : model->param_specs()) elements += double(s.numel());
 

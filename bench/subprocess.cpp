@@ -13,10 +13,16 @@ namespace fs = std::filesystem;
 // launch/shardrun beside this binary's source tree (build/bin/shardtrain -> launch/shardrun).
 fs::path find_shardrun() {
   const fs::path exe = fs::read_symlink("/proc/self/exe");
+  // Installed: beside the binary. A build folder inside the source tree: launch/ above it.
+  if (fs::exists(exe.parent_path() / "shardrun")) return exe.parent_path() / "shardrun";
   for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path())
     if (fs::exists(dir / "launch" / "shardrun")) return dir / "launch" / "shardrun";
-  fail("cannot find launch/shardrun above {}", exe.string());
+  // A build folder elsewhere (cmake -B /elsewhere): the source tree it was built from.
+  const fs::path source = fs::path(SHARDTRAIN_SOURCE_DIR) / "launch" / "shardrun";
+  if (fs::exists(source)) return source;
+  fail("cannot find shardrun beside {}, in launch/ above it, or in the source tree {}",
+       exe.string(), SHARDTRAIN_SOURCE_DIR);
 }
 
 std::string quote(const std::string& s) {

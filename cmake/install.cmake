@@ -20,8 +20,11 @@ endforeach()
 
 install(TARGETS ${SHARDTRAIN_EXPORTED} EXPORT shardtrainTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-# The simulator's network engine, which `simulate` runs (never linked into a library user).
-install(TARGETS shardtrain-simgrid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The program, and the simulator's network engine that `simulate` runs (never linked into a
+# library user).
+install(TARGETS shardtrain shardtrain-simgrid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The launcher, beside the program: bench and `simulate calibrate` start ranks with it.
+install(PROGRAMS launch/shardrun DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT shardtrainTargets NAMESPACE shardtrain::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
 install(DIRECTORY core collectives sharding optim simulate launch

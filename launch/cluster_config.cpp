@@ -210,6 +210,7 @@ LoadedCluster load_cluster(const std::string& source) {
   } else if (auto it = bundled.find(source + ".toml"); it != bundled.end()) {
     out.spec = parse_cluster(it->second, "bundled cluster '" + source + "'");
     from_bundle = true;
+    out.bundled = true;
   } else {
     fail_input("--cluster: '{}' is neither a readable file nor a bundled cluster ({})", source,
                fmt::join(bundled_cluster_names(), ", "));
@@ -223,9 +224,11 @@ LoadedCluster load_cluster(const std::string& source) {
           "simulate calibrate --out {}`)",
           source, path.string(), path.string());
     out.profile = std::make_shared<CalibrationProfile>(read_profile(path.string()));
+    out.profile_source = path.string();
   } else if (auto it = bundled.find(out.spec.profile); it != bundled.end()) {
     out.profile = std::make_shared<CalibrationProfile>(
         profile_from_json(it->second, "bundled profile '" + out.spec.profile + "'"));
+    out.profile_source = "bundled profile '" + out.spec.profile + "'";
   } else {
     fail_input("bundled cluster '{}': its profile '{}' is not bundled", source, out.spec.profile);
   }

@@ -14,6 +14,8 @@ namespace st {
 struct LoadedCluster {
   ClusterSpec spec;
   std::shared_ptr<CalibrationProfile> profile;  // when the cluster names one
+  std::string profile_source;                   // its path, or "bundled profile 'NAME'"
+  bool bundled = false;                         // a cluster compiled into the program
 };
 
 // `source` is a path or a bundled cluster's name (this-machine, ethernet-25g-8x16, ...).

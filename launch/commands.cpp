@@ -30,6 +30,7 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"mfu", mfu},
           {"mfu_plausible", mfu_plausible(mfu)},
           {"peak_gflops", s.peak_gflops},
+          {"peak_dtype", dtype_name(s.peak_dtype)},
           {"step_ms", st.slowest_step_ms},
           {"rank0_op_ms", op_times_json(st.op_ms)},
           {"exposed_comm_ms", st.exposed_comm_ms},

@@ -14,9 +14,11 @@
 #include <sstream>
 #include <variant>
 
+#include "core/cpu_features.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/ops/matmul.hpp"
 #include "launch/bundled_configs.hpp"
 #include "launch/names.hpp"
 
@@ -150,6 +152,10 @@ const std::map<std::string, KeySpec>& registry() {
       {"precision.param_dtype", dtype_key(&Config::precision, &Precision::param_dtype)},
       {"precision.reduce_dtype", dtype_key(&Config::precision, &Precision::reduce_dtype)},
       {"precision.output_dtype", dtype_key(&Config::precision, &Precision::output_dtype)},
+      {"precision.bf16_matmul", enum_key(&Config::precision, &Precision::bf16_matmul,
+                                         parse_bf16_matmul_path, bf16_matmul_path_name)},
+      {"precision.fp32_matmul", enum_key(&Config::precision, &Precision::fp32_matmul,
+                                         parse_fp32_matmul_engine, fp32_matmul_engine_name)},
       {"sharding.reshard_after_forward",
        bool_key(&Config::sharding, &Sharding::reshard_after_forward)},
       {"sharding.prefetch", int_key(&Config::sharding, &Sharding::prefetch)},
@@ -404,6 +410,12 @@ void validate_optimizer(const Config& c) {
 }
 
 void validate_precision(const Config& c) {
+  if (c.precision.bf16_matmul == Bf16MatmulPath::native && !native_bf16_matmul_available())
+    fail_input(
+        "precision.bf16_matmul = native: this CPU has no native BF16 matmul (oneDNN {} needs "
+        "AVX512-core, and AVX512-BF16 or AMX to be fast; this CPU: {}). Use auto (widened to "
+        "FP32 here, same values) or widened",
+        onednn_version(), cpu_features().summary());
   if (c.precision.param_dtype == DType::f32 && c.precision.reduce_dtype == DType::bf16)
     fail_input(
         "precision.reduce_dtype = bf16 is less precise than precision.param_dtype = fp32; "

@@ -9,6 +9,7 @@
 #include "core/data/dataset.hpp"
 #include "core/dtype.hpp"
 #include "core/model/gpt.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
@@ -38,6 +39,8 @@ struct Config {
     DType param_dtype = DType::bf16;
     DType reduce_dtype = DType::f32;
     DType output_dtype = DType::f32;
+    Bf16MatmulPath bf16_matmul = Bf16MatmulPath::automatic;
+    Fp32MatmulEngine fp32_matmul = Fp32MatmulEngine::automatic;
   } precision;
   struct {
     bool reshard_after_forward = true;

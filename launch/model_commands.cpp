@@ -47,6 +47,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
   if (checkpoint.empty() == weights.empty())
     fail_input("give exactly one of --checkpoint DIR and --weights FILE");
   use_threads(config, m.ranks.ranks_on_node);
+  apply_matmul_settings(config);
   CheckpointInfo info;
   // Read by every rank; a rank on another node may see another file, or none.
   run_agreed(*m.ranks.group, [&] {

@@ -18,7 +18,13 @@ fs::path config_json_beside(const std::string& weights) {
 
 }  // namespace
 
+void apply_matmul_settings(const Config& config) {
+  set_bf16_matmul_path(config.precision.bf16_matmul);
+  set_fp32_matmul_engine(config.precision.fp32_matmul);
+}
+
 std::unique_ptr<Model> make_model(const Config& config) {
+  apply_matmul_settings(config);
   auto model = std::make_unique<GPT>(config.model, config.precision.param_dtype);
   model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   return model;

@@ -12,8 +12,12 @@
 namespace st {
 
 // Parameter specs only (the meta picture): nothing is materialized until a sharder binds it.
-// Computes in precision.param_dtype.
+// Computes in precision.param_dtype, with the matmuls apply_matmul_settings chose.
 std::unique_ptr<Model> make_model(const Config& config);
+
+// Selects the BF16 matmul path and the FP32 matmul engine (precision.bf16_matmul and
+// precision.fp32_matmul) for this process; every command that computes calls it.
+void apply_matmul_settings(const Config& config);
 
 // The model shape stored in a JSON object (a checkpoint's meta.model, or Hugging Face's
 // config.json, where the context is `n_positions`), checked as the [model] keys are; an

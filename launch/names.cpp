@@ -51,6 +51,22 @@ Algorithm parse_algorithm(std::string_view text, std::string_view key) {
                                "auto, mpi, ring or shm");
 }
 
+Bf16MatmulPath parse_bf16_matmul_path(std::string_view text, std::string_view key) {
+  return parse_word<Bf16MatmulPath>(text, key,
+                                    {{"auto", Bf16MatmulPath::automatic},
+                                     {"native", Bf16MatmulPath::native},
+                                     {"widened", Bf16MatmulPath::widened}},
+                                    "auto, native or widened");
+}
+
+Fp32MatmulEngine parse_fp32_matmul_engine(std::string_view text, std::string_view key) {
+  return parse_word<Fp32MatmulEngine>(text, key,
+                                      {{"auto", Fp32MatmulEngine::automatic},
+                                       {"onednn", Fp32MatmulEngine::onednn},
+                                       {"packed", Fp32MatmulEngine::packed}},
+                                      "auto, onednn or packed");
+}
+
 Accumulation parse_accumulation(std::string_view text, std::string_view key) {
   return parse_word<Accumulation>(
       text, key,

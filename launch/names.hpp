@@ -9,6 +9,7 @@
 #include "collectives/process_group.hpp"
 #include "core/dtype.hpp"
 #include "core/model/model.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
@@ -21,6 +22,8 @@ size_t edit_distance(const std::string& a, const std::string& b);
 DType parse_float_dtype(std::string_view text, std::string_view key);
 // "auto", "mpi", "ring" or "shm".
 Algorithm parse_algorithm(std::string_view text, std::string_view key);
+Bf16MatmulPath parse_bf16_matmul_path(std::string_view text, std::string_view key);
+Fp32MatmulEngine parse_fp32_matmul_engine(std::string_view text, std::string_view key);
 // "reduce_each" or "reduce_last".
 Accumulation parse_accumulation(std::string_view text, std::string_view key);
 // "each" or "last".

@@ -13,12 +13,14 @@
 #include "core/memory_stats.hpp"
 #include "core/model/block_model.hpp"
 #include "core/ops/matmul.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/peak.hpp"
 
 namespace st {
 
 void Session::measure_peak() {
+  apply_matmul_settings(config);
   const auto& t = config.training;
   const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
   std::vector<MatmulShape> shapes = {{2048, 2048, 2048}};
@@ -30,7 +32,9 @@ void Session::measure_peak() {
     shapes.push_back({std::min(m, std::max<int64_t>(1, kMaxElements / std::max(k, n))), k, n});
   // Every rank measures at once, as they will compute during training.
   Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
-  peak.data<double>()[0] = measure_matmul_peak_gflops(config.precision.param_dtype, shapes);
+  // The peak of the matmul that actually runs: FP32 where BF16 is widened to it.
+  peak_dtype = compute_dtype_of_matmul(config.precision.param_dtype);
+  peak.data<double>()[0] = measure_matmul_peak_gflops(peak_dtype, shapes);
   ranks.group->all_reduce(peak)->wait();
   peak_gflops = std::max(peak_gflops, peak.data<double>()[0]);
   peak_shapes.clear();
@@ -148,11 +152,15 @@ void print_summary(Session& s) {
   fmt::print("shardtrain | cpu: {} | {} rank{} ({}) x {} thread{}\n", cpu.summary(), s.ranks.size(),
              s.ranks.size() == 1 ? "" : "s", s.ranks.mpi ? "mpirun" : "in-process, no mpirun",
              s.threads, s.threads == 1 ? "" : "s");
+  fmt::print("oneDNN {} | bf16 matmul: {} | fp32 matmul: {} | bf16 conversion: {}\n",
+             onednn_version(), bf16_matmul_path_summary(), fp32_matmul_summary(),
+             bf16_kernel_name(active_bf16_kernel()));
   fmt::print(
-      "oneDNN {} | bf16 matmul: {} | bf16 conversion: {} | matmul peak ({}): {:.0f} GFLOP/s (all "
-      "ranks; best of 5 at {})\n",
-      onednn_version(), onednn_bf16_matmul_impl(), bf16_kernel_name(active_bf16_kernel()),
-      dtype_name(c.precision.param_dtype), s.peak_gflops, s.peak_shapes);
+      "matmul peak ({} matmul{}, MFU's denominator): {:.0f} GFLOP/s (all ranks; best of 5 at "
+      "{})\n",
+      dtype_name(s.peak_dtype),
+      s.peak_dtype != c.precision.param_dtype ? ", which bf16 is widened to" : "", s.peak_gflops,
+      s.peak_shapes);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   if (s.threads * s.ranks.ranks_on_node > cores)
     fmt::print(
@@ -160,10 +168,6 @@ void print_summary(Session& s) {
         "compete (set training.threads = 0 to split the cores)\n",
         s.threads, s.threads == 1 ? "" : "s", s.ranks.ranks_on_node,
         s.ranks.ranks_on_node == 1 ? "" : "s", s.threads * s.ranks.ranks_on_node, cores);
-  if (!cpu.avx512_bf16 && c.precision.param_dtype == DType::bf16)
-    fmt::print(
-        "note: this CPU has no AVX512-BF16; BF16 matmuls run on oneDNN's fallback "
-        "(correct, slower)\n");
   int64_t params = 0;
   for (const auto& spec : t.model().param_specs()) params += spec.numel();
   fmt::print("model: {} | {} parameters | precision: param {} reduce {} output {}\n",
@@ -204,11 +208,15 @@ void print_summary(Session& s) {
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(
       "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f} + "
-      "unsharded grads {:.1f} + activations {:.1f} = {:.1f} MiB, on top of {:.1f} MiB of "
+      "unsharded grads {:.1f} + activations {:.1f}{} = {:.1f} MiB, on top of {:.1f} MiB of "
       "libraries and data\n",
       double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
       double(b.unsharded_params) / kMiB, double(b.unsharded_grads) / kMiB,
-      double(b.activations) / kMiB, double(b.total()) / kMiB, s.baseline_rss_mib);
+      double(b.activations) / kMiB,
+      b.matmul_workspace
+          ? fmt::format(" + matmul packing {:.1f}", double(b.matmul_workspace) / kMiB)
+          : "",
+      double(b.total()) / kMiB, s.baseline_rss_mib);
   if (const auto* blocks = dynamic_cast<const BlockModel*>(&t.model())) {
     const int64_t rows = c.training.global_batch / c.training.micro_batches / s.ranks.size();
     std::string modes;

@@ -25,7 +25,8 @@ struct Session {
   // at start-up and whenever a benchmark measures it again, and the shapes it tries.
   double peak_gflops = 0;
   std::string peak_shapes;
-  double baseline_rss_mib = 0;  // RSS before the model existed (libraries, MPI, data)
+  DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
+  double baseline_rss_mib = 0;    // RSS before the model existed (libraries, MPI, data)
   bool lead() const { return ranks.rank() == 0; }
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
   void measure_peak();

@@ -1,5 +1,7 @@
 #include "launch/sharded_trainer.hpp"
 
+#include <omp.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +9,8 @@
 
 #include "collectives/agreement.hpp"
 #include "core/memory_stats.hpp"
+#include "core/ops/matmul_path.hpp"
+#include "core/ops/packed_gemm.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
 #include "launch/evaluate.hpp"
@@ -207,10 +211,19 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
         "cannot be sized: {}. Reduce training.global_batch, training.seq_len or the model",
         rows, t.seq_len, e.what());
   }
-  return memory_budget(
+  MemoryBudget budget = memory_budget(
       {&units, config.precision.param_dtype, int(config.sharding.prefetch), states_per_element,
        config.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
        config.sharding.reshard_after_forward, activations});
+  // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
+  // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
+  const bool packed = config.precision.param_dtype == DType::bf16
+                          ? active_bf16_matmul_path() == Bf16MatmulPath::widened
+                          : active_fp32_matmul_engine() == Fp32MatmulEngine::packed;
+  if (packed)
+    budget.matmul_workspace =
+        int64_t(packed_gemm_workspace_bytes_per_thread()) * omp_get_max_threads();
+  return budget;
 }
 
 void ShardedTrainer::check_budget_fits() const {

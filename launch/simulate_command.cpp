@@ -1,11 +1,18 @@
 #include "launch/simulate_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
@@ -214,13 +221,82 @@ void plot(const std::vector<Prediction>& rows, const std::string& out) {
   render_plot({a, b}, "ranks", out);
 }
 
+// Where `simulate calibrate` output for this machine and precision path is cached: the
+// bundled `this-machine` cluster falls back to it when its own profile is from another machine.
+std::string cached_profile_path(const std::string& cluster, const std::string& matmul) {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string dir = cache && *cache ? std::string(cache) + "/shardtrain"
+                          : home && *home ? std::string(home) + "/.cache/shardtrain"
+                                          : std::string("/tmp/shardtrain-cache");
+  std::string key =
+      fmt::format("{}-{}c-{}-{}", cpu_features().brand, std::thread::hardware_concurrency(),
+                  cpu_features().summary(), matmul);
+  for (char& c : key)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
+  return fmt::format("{}/{}.{}.profile.json", dir, cluster, key);
+}
+
+// Empty when `p` was measured on a machine like this one with the same matmul path, else why not.
+std::string profile_mismatch(const CalibrationProfile& p, const std::string& matmul) {
+  const CpuFeatures& here = cpu_features();
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> differ;
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("not recorded") : v; };
+  if (p.cpu != here.brand)
+    differ.push_back(fmt::format("cpu '{}' vs '{}'", shown(p.cpu), here.brand));
+  if (p.cpu_features != here.summary())
+    differ.push_back(
+        fmt::format("cpu_features '{}' vs '{}'", shown(p.cpu_features), here.summary()));
+  if (p.cores != cores) differ.push_back(fmt::format("cores {} vs {}", p.cores, cores));
+  if (p.matmul != matmul)
+    differ.push_back(fmt::format("matmul '{}' vs '{}'", shown(p.matmul), matmul));
+  return fmt::format("{}", fmt::join(differ, ", "));
+}
+
+// A profile's compute times hold only on the machine and matmul path that measured them: any
+// other is refused (a profile from an AVX512-BF16 CPU predicted 4.7x the throughput of an AVX2
+// one), with the command that calibrates this one. The bundled `this-machine` first tries the
+// cached calibration of this machine.
+void use_profile_measured_here(LoadedCluster& cluster, const std::string& source,
+                               const Config& config) {
+  if (!cluster.profile) return;
+  const std::string matmul = matmul_identity(config.precision.param_dtype);
+  std::string why = profile_mismatch(*cluster.profile, matmul);
+  if (why.empty()) return;
+  const std::string cached = cached_profile_path(cluster.spec.name, matmul);
+  if (cluster.bundled) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(cached, ec)) {
+      auto profile = std::make_shared<CalibrationProfile>(read_profile(cached));
+      if (profile_mismatch(*profile, matmul).empty()) {
+        cluster.profile = profile;
+        cluster.profile_source = cached;
+        return;
+      }
+    }
+  }
+  const std::string dtype_override =
+      config.precision.param_dtype == DType::bf16 ? "" : " precision.param_dtype=fp32";
+  fail_input(
+      "--cluster {}: {} was measured on another machine or matmul path ({}; profile vs here), so "
+      "its compute times do not hold here. Calibrate this machine (a few minutes): shardtrain "
+      "simulate calibrate --config {} --tcp{} --out {}{}",
+      source, cluster.profile_source, why, "tiny", dtype_override,
+      cluster.bundled ? cached : "MY.profile.json",
+      cluster.bundled ? " (then --cluster " + source + " uses it)"
+                      : ", and point the cluster's compute.profile at it");
+}
+
 }  // namespace
 
 int run_simulate(const SimulateOptions& o) {
   const Config config = load_config(o.common.config, o.common.overrides);
   if (o.cluster.empty())
     fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
-  const LoadedCluster cluster = load_cluster(o.cluster);
+  LoadedCluster cluster = load_cluster(o.cluster);
+  apply_matmul_settings(config);
+  use_profile_measured_here(cluster, o.cluster, config);
   std::vector<int> ranks = o.ranks;
   if (ranks.empty()) ranks = {cluster.spec.world()};
   SimOptions options;

@@ -15,8 +15,10 @@ struct MemoryBudget {
   int64_t unsharded_params = 0;  // largest unit in param_dtype × (1 + prefetch) + root
   int64_t unsharded_grads = 0;   // 4·(largest unit) while reducing; every unit with reduce_last
   int64_t activations = 0;       // one micro-batch's activations and scratch
+  int64_t matmul_workspace = 0;  // the packed GEMM's per-thread packing buffers, when it runs
   int64_t total() const {
-    return master_and_grad + optimizer_state + unsharded_params + unsharded_grads + activations;
+    return master_and_grad + optimizer_state + unsharded_params + unsharded_grads + activations +
+           matmul_workspace;
   }
 };
 

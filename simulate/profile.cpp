@@ -107,6 +107,9 @@ std::string profile_to_json(const CalibrationProfile& p) {
   const json j = {{"version", 1},
                   {"machine", p.machine},
                   {"cores", p.cores},
+                  {"cpu", p.cpu},
+                  {"cpu_features", p.cpu_features},
+                  {"matmul", p.matmul},
                   {"model",
                    {{"n_layer", p.model.n_layer},
                     {"n_embd", p.model.n_embd},
@@ -130,6 +133,13 @@ CalibrationProfile profile_from_json(const std::string& text, const std::string&
   p.machine = j.value("machine", std::string("unknown machine"));
   if (!j.contains("cores")) fail_input("{}: 'cores' is missing", where);
   p.cores = int(json_int(j["cores"], where + ": cores", 1, 1 << 20));
+  for (auto [key, field] : {std::pair{"cpu", &CalibrationProfile::cpu},
+                            std::pair{"cpu_features", &CalibrationProfile::cpu_features},
+                            std::pair{"matmul", &CalibrationProfile::matmul}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_string()) fail_input("{}: '{}' must be a string", where, key);
+    p.*field = j[key].get<std::string>();
+  }
   const std::string mw = where + ": model";
   if (!j.contains("model") || !j["model"].is_object()) fail_input("{}: 'model' is missing", where);
   const json& m = j["model"];

@@ -51,6 +51,11 @@ struct LinkFit {
 struct CalibrationProfile {
   std::string machine;  // a description of where it was measured
   int cores = 1;        // the machine's cores
+  // What the compute times depend on besides the cores; empty in profiles from before they
+  // were recorded. A profile is only valid where all three match.
+  std::string cpu;           // the processor's brand string
+  std::string cpu_features;  // e.g. "AVX2 FMA no-AVX512 no-AVX512-BF16 no-AMX"
+  std::string matmul;        // matmul_identity(param_dtype) when measured
   ProfiledModel model;
   std::vector<ComputeSample> compute;
   double memcpy_bandwidth = 0;        // bytes/s, one thread

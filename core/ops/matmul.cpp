@@ -9,6 +9,8 @@
 
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
+#include "core/ops/matmul_path.hpp"
+#include "core/ops/packed_gemm.hpp"
 
 namespace st {
 namespace {
@@ -141,6 +143,14 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
     fail("matmul shapes do not chain: [{}x{}]·[{}x{}] -> [{}x{}]", a.rows, a.cols, b.rows, b.cols,
          c.rows, c.cols);
   if (batch.outer <= 0 || batch.inner <= 0 || a.rows == 0 || b.cols == 0) return;
+  const bool any_bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 ||
+                        c.dtype == DType::bf16 ||
+                        (options.bias && options.bias_dtype == DType::bf16);
+  // Widened BF16 always runs on the packed GEMM: its packing widens for free, where oneDNN
+  // would need FP32 copies of both operands.
+  if (any_bf16 ? active_bf16_matmul_path() == Bf16MatmulPath::widened
+               : active_fp32_matmul_engine() == Fp32MatmulEngine::packed)
+    return packed_gemm(batch, a, b, c, options);
   Key key{batch,
           a,
           b,
@@ -162,10 +172,12 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
   rt.stream().wait();
 }
 
-std::string onednn_bf16_matmul_impl() {
+namespace {
+
+std::string onednn_matmul_impl(DType dtype) {
   auto& rt = runtime();
   const int64_t n = 2048;
-  MatView m{nullptr, DType::bf16, n, n, n, 1, n * n};
+  MatView m{nullptr, dtype, n, n, n, 1, n * n};
   MatView out{nullptr, DType::f32, n, n, n, 1, n * n};
   try {
     dnnl::matmul::desc desc(describe({}, m), describe({}, m), describe({}, out));
@@ -174,6 +186,16 @@ std::string onednn_bf16_matmul_impl() {
   } catch (const dnnl::error& e) {
     return fmt::format("unavailable ({})", e.what());
   }
+}
+
+}  // namespace
+
+std::string onednn_bf16_matmul_impl() {
+  return onednn_matmul_impl(DType::bf16);
+}
+
+std::string onednn_fp32_matmul_impl() {
+  return onednn_matmul_impl(DType::f32);
 }
 
 std::string onednn_version() {

@@ -49,6 +49,8 @@ inline void gemm(int64_t batch, const MatView& a, const MatView& b, const MatVie
 
 // The oneDNN implementation chosen for a BF16 2048x2048x2048 matmul (e.g. "brg:avx512_core_bf16").
 std::string onednn_bf16_matmul_impl();
+// The same for FP32 (e.g. "gemm:jit").
+std::string onednn_fp32_matmul_impl();
 std::string onednn_version();
 
 }  // namespace st
