@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Same-day reference for `shardtrain bench scaling`: the `tiny` GPT-2 (L=4, C=256, H=4,
-T=256, V=256, global batch 8 x 256) trained with PyTorch's DDP (gloo) and bf16 autocast,
-N processes x 1 thread, AdamW. Prints tokens/s (median step of --steps after --warmup).
+T=256, V=256, global batch 8 x 256) trained with PyTorch's DDP (gloo) and bf16 autocast
+(or --precision fp32: on CPUs without AVX512-BF16 PyTorch's BF16 matmul is a scalar fallback,
+so FP32 is the fast choice a PyTorch user has there), N processes x --threads threads, AdamW.
+Prints tokens/s (median step of --steps after --warmup).
 
 Needs Debian's python3-torch (1.13): apt-get install -y python3-torch; run with
 /usr/bin/python3 bench/reference/pytorch_ddp_gpt.py --ranks 2
@@ -69,7 +71,7 @@ def worker(rank, args):
     for step in range(args.warmup + args.steps):
         data = torch.randint(0, 256, (rows, 257), generator=gen)
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = model(data[:, :-1], data[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -80,7 +82,7 @@ def worker(rank, args):
             times.append(time.perf_counter() - t0)
     if rank == 0:
         step_s = statistics.median(times)
-        print(f'{{"reference": "pytorch {torch.__version__} ddp gloo bf16 autocast", '
+        print(f'{{"reference": "pytorch {torch.__version__} ddp gloo {args.precision}{" autocast" if args.precision == "bf16" else ""}", '
               f'"ranks": {args.ranks}, "threads": {args.threads}, '
               f'"tokens_per_s": {args.global_batch * 256 / step_s:.1f}, "step_ms": {step_s * 1e3:.1f}}}')
     dist.destroy_process_group()
@@ -93,5 +95,6 @@ if __name__ == "__main__":
     p.add_argument("--global-batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     args = p.parse_args()
     mp.spawn(worker, args=(args,), nprocs=args.ranks)
