@@ -201,7 +201,8 @@ int run_calibrate(const CalibrateOptions& o) {
              config.training.seq_len,
              activation_checkpointing_name(config.sharding.activation_checkpointing),
              std::string(dtype_name(config.precision.param_dtype))};
-  const std::unique_ptr<Model> model = make_model(config);  // applies the matmul settings
+  apply_matmul_settings(config);
+  const std::unique_ptr<Model> model = make_model(config);
   p.cpu = cpu_features().brand;
   p.cpu_features = cpu_features().summary();
   p.matmul = matmul_identity(config.precision.param_dtype);

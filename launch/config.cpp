@@ -14,11 +14,9 @@
 #include <sstream>
 #include <variant>
 
-#include "core/cpu_features.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
-#include "core/ops/matmul.hpp"
 #include "launch/bundled_configs.hpp"
 #include "launch/names.hpp"
 
@@ -410,12 +408,7 @@ void validate_optimizer(const Config& c) {
 }
 
 void validate_precision(const Config& c) {
-  if (c.precision.bf16_matmul == Bf16MatmulPath::native && !native_bf16_matmul_available())
-    fail_input(
-        "precision.bf16_matmul = native: this CPU has no native BF16 matmul (oneDNN {} needs "
-        "AVX512-core, and AVX512-BF16 or AMX to be fast; this CPU: {}). Use auto (widened to "
-        "FP32 here, same values) or widened",
-        onednn_version(), cpu_features().summary());
+  check_bf16_matmul_path(c.precision.bf16_matmul);
   if (c.precision.param_dtype == DType::f32 && c.precision.reduce_dtype == DType::bf16)
     fail_input(
         "precision.reduce_dtype = bf16 is less precise than precision.param_dtype = fp32; "

@@ -24,7 +24,6 @@ void apply_matmul_settings(const Config& config) {
 }
 
 std::unique_ptr<Model> make_model(const Config& config) {
-  apply_matmul_settings(config);
   auto model = std::make_unique<GPT>(config.model, config.precision.param_dtype);
   model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   return model;

@@ -12,11 +12,12 @@
 namespace st {
 
 // Parameter specs only (the meta picture): nothing is materialized until a sharder binds it.
-// Computes in precision.param_dtype, with the matmuls apply_matmul_settings chose.
+// Computes in precision.param_dtype.
 std::unique_ptr<Model> make_model(const Config& config);
 
 // Selects the BF16 matmul path and the FP32 matmul engine (precision.bf16_matmul and
-// precision.fp32_matmul) for this process; every command that computes calls it.
+// precision.fp32_matmul) for this process: every command that computes calls it once, right
+// after loading its config.
 void apply_matmul_settings(const Config& config);
 
 // The model shape stored in a JSON object (a checkpoint's meta.model, or Hugging Face's

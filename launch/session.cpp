@@ -20,7 +20,6 @@
 namespace st {
 
 void Session::measure_peak() {
-  apply_matmul_settings(config);
   const auto& t = config.training;
   const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
   std::vector<MatmulShape> shapes = {{2048, 2048, 2048}};
@@ -77,6 +76,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
   });
+  apply_matmul_settings(s.config);
   s.measure_peak();
   reset_peak_rss();  // the peak measurement's matrices are not part of training
   reset_tensor_memory_peak();

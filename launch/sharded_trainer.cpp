@@ -217,10 +217,7 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
        config.sharding.reshard_after_forward, activations});
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
-  const bool packed = config.precision.param_dtype == DType::bf16
-                          ? active_bf16_matmul_path() == Bf16MatmulPath::widened
-                          : active_fp32_matmul_engine() == Fp32MatmulEngine::packed;
-  if (packed)
+  if (packed_gemm_runs(config.precision.param_dtype))
     budget.matmul_workspace =
         int64_t(packed_gemm_workspace_bytes_per_thread()) * omp_get_max_threads();
   return budget;

@@ -187,7 +187,7 @@ TEST(Bf16MatmulPath, NativeIsRefusedWhereOneDnnHasNone) {
     set_bf16_matmul_path(Bf16MatmulPath::native);
     FAIL() << "native accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("precision.bf16_matmul=native"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("precision.bf16_matmul = native"), std::string::npos);
   }
   EXPECT_EQ(active_bf16_matmul_path(), Bf16MatmulPath::widened);
 }

@@ -148,8 +148,7 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
                         (options.bias && options.bias_dtype == DType::bf16);
   // Widened BF16 always runs on the packed GEMM: its packing widens for free, where oneDNN
   // would need FP32 copies of both operands.
-  if (any_bf16 ? active_bf16_matmul_path() == Bf16MatmulPath::widened
-               : active_fp32_matmul_engine() == Fp32MatmulEngine::packed)
+  if (packed_gemm_runs(any_bf16 ? DType::bf16 : DType::f32))
     return packed_gemm(batch, a, b, c, options);
   Key key{batch,
           a,

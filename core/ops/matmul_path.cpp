@@ -38,12 +38,17 @@ bool native_bf16_matmul_fast() {
   return native_bf16_matmul_available() && (f.avx512_bf16 || (f.amx_tile && f.amx_bf16));
 }
 
-void set_bf16_matmul_path(Bf16MatmulPath path) {
+void check_bf16_matmul_path(Bf16MatmulPath path) {
   if (path == Bf16MatmulPath::native && !native_bf16_matmul_available())
     fail_input(
-        "precision.bf16_matmul=native: this CPU has no native BF16 matmul (oneDNN {} needs "
-        "AVX512-core, ideally AVX512-BF16 or AMX; this CPU: {}); use auto or widened",
+        "precision.bf16_matmul = native: this CPU has no native BF16 matmul (oneDNN {} needs "
+        "AVX512-core, and AVX512-BF16 or AMX to be fast; this CPU: {}). Use auto (widened to "
+        "FP32 here, same values) or widened",
         onednn_version(), cpu_features().summary());
+}
+
+void set_bf16_matmul_path(Bf16MatmulPath path) {
+  check_bf16_matmul_path(path);
   requested = path;
 }
 
@@ -88,23 +93,24 @@ Fp32MatmulEngine active_fp32_matmul_engine() {
 }
 
 std::string fp32_matmul_summary() {
-  if (active_fp32_matmul_engine() == Fp32MatmulEngine::packed)
-    return std::string("packed ") + packed_gemm_kernel_name();
+  if (packed_gemm_runs(DType::f32)) return std::string("packed ") + packed_gemm_kernel_name();
   return "oneDNN " + onednn_fp32_matmul_impl();
+}
+
+bool packed_gemm_runs(DType dtype) {
+  return dtype == DType::bf16 ? active_bf16_matmul_path() == Bf16MatmulPath::widened
+                              : active_fp32_matmul_engine() == Fp32MatmulEngine::packed;
 }
 
 std::string matmul_identity(DType dtype) {
   const std::string packed = std::string("packed-") + packed_gemm_kernel_name();
   if (dtype == DType::bf16)
-    return active_bf16_matmul_path() == Bf16MatmulPath::native ? "bf16 native"
-                                                               : "bf16 widened " + packed;
-  return active_fp32_matmul_engine() == Fp32MatmulEngine::packed ? "fp32 " + packed : "fp32 onednn";
+    return packed_gemm_runs(dtype) ? "bf16 widened " + packed : "bf16 native";
+  return packed_gemm_runs(dtype) ? "fp32 " + packed : "fp32 onednn";
 }
 
 DType compute_dtype_of_matmul(DType dtype) {
-  if (dtype == DType::bf16 && active_bf16_matmul_path() == Bf16MatmulPath::widened)
-    return DType::f32;
-  return dtype;
+  return dtype == DType::bf16 && packed_gemm_runs(dtype) ? DType::f32 : dtype;
 }
 
 }  // namespace st

@@ -18,8 +18,10 @@ bool native_bf16_matmul_available();
 // Whether the CPU has BF16 instructions that make the native path fast (AVX512-BF16 or AMX).
 bool native_bf16_matmul_fast();
 
-// `automatic` picks native where it is fast, widened elsewhere. Requesting `native` where oneDNN
-// has no BF16 matmul throws st::Error naming the missing instruction set.
+// Throws st::InputError naming the key and the missing instruction set when `path` is `native`
+// and oneDNN has no BF16 matmul on this CPU.
+void check_bf16_matmul_path(Bf16MatmulPath path);
+// `automatic` picks native where it is fast, widened elsewhere. Checks `path` first.
 void set_bf16_matmul_path(Bf16MatmulPath path);
 Bf16MatmulPath active_bf16_matmul_path();  // never `automatic`
 
@@ -39,6 +41,10 @@ std::string fp32_matmul_summary();
 // What runs a matmul of `dtype` operands here, as a calibration profile records it:
 // "bf16 native", "bf16 widened packed-avx2-fma", "fp32 onednn", "fp32 packed-portable", ...
 std::string matmul_identity(DType dtype);
+
+// Whether matmuls with operands of `dtype` (bf16 when any operand is) run on the packed GEMM:
+// widened BF16, or the packed FP32 engine.
+bool packed_gemm_runs(DType dtype);
 
 // The dtype whose matmul actually runs for operands of `dtype`: FP32 when BF16 is widened.
 // MFU's denominator is that matmul's peak.
