@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "launch/config.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
@@ -85,7 +86,8 @@ TEST(Config, ContradictionsNameBothKeys) {
 }
 
 TEST(Config, FileErrorsNameTheFile) {
-  const std::string path = ::testing::TempDir() + "/typo.toml";
+  const testing::ScopedTempDir tmp;
+  const std::string path = tmp.path("typo.toml");
   std::ofstream(path) << "[optimizer]\nlearning_rate = 0.1\n";
   const std::string msg = error_of(path, {});
   EXPECT_NE(msg.find(path), std::string::npos) << msg;

@@ -5,6 +5,7 @@
 #include "core/data/builtin_corpus.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/tokenizer.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
@@ -63,10 +64,11 @@ TEST(Dataset, BadFilesAreInputErrorsNamingTheFile) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/x.txt"), std::string::npos);
   }
-  const std::string empty = ::testing::TempDir() + "/empty.txt";
+  const testing::ScopedTempDir tmp;
+  const std::string empty = tmp.path("empty.txt");
   std::ofstream(empty).close();
   EXPECT_THROW(Dataset::from_file(empty, 0.1, 8), InputError);
-  const std::string tiny = ::testing::TempDir() + "/short.txt";
+  const std::string tiny = tmp.path("short.txt");
   std::ofstream(tiny) << "abc";
   try {
     Dataset::from_file(tiny, 0.0, 8);

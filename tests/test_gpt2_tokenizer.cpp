@@ -9,6 +9,7 @@
 #include "core/data/token_stream.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
@@ -78,8 +79,8 @@ TEST(Gpt2Tokenizer, ReproducesTheSharedTokenFiles) {
 }
 
 TEST(Gpt2Tokenizer, MissingOrBadVocabularyNamesTheFile) {
-  const std::string dir = ::testing::TempDir() + "/bad_vocab";
-  std::filesystem::remove_all(dir);  // a fresh directory, not an earlier run's
+  const testing::ScopedTempDir tmp;
+  const std::string dir = tmp.path("bad_vocab");
   std::filesystem::create_directories(dir);
   try {
     Gpt2Tokenizer::load(dir);

@@ -188,7 +188,8 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
   if (W >= 2) chain.push_back({2, {"sharding.shard_degree=1", "sharding.replicate_degree=2"}});
   if (W >= 3) chain.push_back({3, {"sharding.shard_degree=3"}});
   const std::string dir =
-      (std::filesystem::temp_directory_path() / "shardtrain-mesh-chain").string();
+      (std::filesystem::temp_directory_path() / ("shardtrain-mesh-chain-" + std::to_string(W)))
+          .string();
   if (rank == 0) std::filesystem::remove_all(dir);
   world().barrier()->wait();
   const int64_t per_link = 3, total = per_link * int64_t(chain.size());

@@ -9,16 +9,17 @@
 #include "core/data/dataset.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
 
 namespace fs = std::filesystem;
 
+// One directory for this binary's token-file tests, removed when the binary exits.
 std::string temp_path(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "token_files";
-  fs::create_directories(dir);
-  return (dir / name).string();
+  static const testing::ScopedTempDir dir;
+  return dir.path(name);
 }
 
 void write_bytes(const std::string& path, const std::vector<int32_t>& ints,
