@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,6 +14,9 @@
 #include "collectives/fake_process_group.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "collectives/mpi_runtime.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+#include "core/ops/packed_gemm.hpp"
 
 namespace st {
 
@@ -22,7 +26,18 @@ bool under_mpirun() {
   return false;
 }
 
+void apply_kernel_choice_from_environment() {
+  const char* value = std::getenv("SHARDTRAIN_KERNELS");
+  const std::string choice = value ? value : "";
+  if (choice.empty() || choice == "auto") return;
+  if (choice != "portable")
+    fail_input("SHARDTRAIN_KERNELS = '{}' must be auto or portable", choice);
+  set_packed_gemm_portable(true);
+  set_bf16_kernel(Bf16Kernel::portable);
+}
+
 RankContext start_ranks() {
+  apply_kernel_choice_from_environment();
   RankContext ctx;
   if (under_mpirun()) {
     mpi_init(nullptr, nullptr);

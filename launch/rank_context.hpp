@@ -20,8 +20,15 @@ struct RankContext {
   int size() const { return group->size(); }
 };
 
-// Initializes MPI under mpirun (world group), else a one-rank in-process group.
+// Initializes MPI under mpirun (world group), else a one-rank in-process group. Applies
+// SHARDTRAIN_KERNELS first.
 RankContext start_ranks();
+
+// SHARDTRAIN_KERNELS=portable forces the portable CPU kernels (the packed GEMM's portable
+// micro-kernel, the portable BF16 conversion) in place of AVX2/AVX-512 ones, so that the whole
+// suite can run on the paths a CPU without them would take; unset or `auto`: chosen by CPU.
+// Anything else is an InputError naming the variable.
+void apply_kernel_choice_from_environment();
 
 // Sets this rank's OpenMP threads: `threads`, or (0) the cores divided among the ranks on this
 // node, so ranks sharing a machine do not oversubscribe it. Returns the count.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "collectives/mpi_runtime.hpp"
+#include "launch/rank_context.hpp"
 
 namespace {
 // On ranks other than 0: print only failed assertions, with the rank.
@@ -21,6 +22,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   st::mpi_init(&argc, &argv);
+  st::apply_kernel_choice_from_environment();  // SHARDTRAIN_KERNELS=portable
   ::testing::InitGoogleTest(&argc, argv);
   int expected = -1;
   for (int i = 1; i < argc; ++i)
