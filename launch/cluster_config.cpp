@@ -203,13 +203,11 @@ LoadedCluster load_cluster(const std::string& source) {
   std::error_code ec;
   const auto& bundled = bundled_cluster_files();
   std::string dir;
-  bool from_bundle = false;
   if (fs::is_regular_file(source, ec)) {
     out.spec = parse_cluster(read_text_file(source), source);
     dir = fs::path(source).parent_path().string();
   } else if (auto it = bundled.find(source + ".toml"); it != bundled.end()) {
     out.spec = parse_cluster(it->second, "bundled cluster '" + source + "'");
-    from_bundle = true;
     out.bundled = true;
   } else {
     fail_input("--cluster: '{}' is neither a readable file nor a bundled cluster ({})", source,
@@ -217,7 +215,7 @@ LoadedCluster load_cluster(const std::string& source) {
   }
   if (out.spec.profile.empty()) return out;
   const fs::path path = dir.empty() ? fs::path(out.spec.profile) : fs::path(dir) / out.spec.profile;
-  if (!from_bundle || fs::is_regular_file(path, ec)) {
+  if (!out.bundled || fs::is_regular_file(path, ec)) {
     if (!fs::is_regular_file(path, ec))
       fail_input(
           "{}: compute.profile '{}' is not a readable file (make one with `shardtrain "

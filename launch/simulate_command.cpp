@@ -262,7 +262,7 @@ void use_profile_measured_here(LoadedCluster& cluster, const std::string& source
                                const Config& config) {
   if (!cluster.profile) return;
   const std::string matmul = matmul_identity(config.precision.param_dtype);
-  std::string why = profile_mismatch(*cluster.profile, matmul);
+  const std::string why = profile_mismatch(*cluster.profile, matmul);
   if (why.empty()) return;
   const std::string cached = cached_profile_path(cluster.spec.name, matmul);
   if (cluster.bundled) {
@@ -281,8 +281,8 @@ void use_profile_measured_here(LoadedCluster& cluster, const std::string& source
   fail_input(
       "--cluster {}: {} was measured on another machine or matmul path ({}; profile vs here), so "
       "its compute times do not hold here. Calibrate this machine (a few minutes): shardtrain "
-      "simulate calibrate --config {} --tcp{} --out {}{}",
-      source, cluster.profile_source, why, "tiny", dtype_override,
+      "simulate calibrate --config tiny --tcp{} --out {}{}",
+      source, cluster.profile_source, why, dtype_override,
       cluster.bundled ? cached : "MY.profile.json",
       cluster.bundled ? " (then --cluster " + source + " uses it)"
                       : ", and point the cluster's compute.profile at it");
