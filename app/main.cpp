@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "bench/calibrate.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "launch/commands.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
@@ -63,6 +65,7 @@ void add_train(CLI::App& app, Options& o, std::vector<Command>& table) {
   add_common(train, o.train);
   // A hidden test hook: checkpoint writes sleep after each unit so a test can kill a save.
   train->add_option("--test-slow-checkpoint-ms", o.train.test_slow_checkpoint_ms)->group("");
+  train->add_option("--test-hang-at-step", o.train.test_hang_at_step)->group("");
   table.push_back({train, [&o] { return st::run_train(o.train); }});
 }
 
@@ -196,6 +199,7 @@ std::string unknown_command_message(const std::string& word, const CLI::App& app
 int run(const Command& command) {
   try {
     const int rc = command.run();
+    st::flush_standard_output();
     st::mpi_finalize();
     return rc;
   } catch (const st::ExitQuietly& quiet) {
@@ -263,6 +267,9 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported with the file, instead
+  // of killing the process before it can say so or remove its temporaries.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"shardtrain: FSDP-style sharded training on CPUs"};
   app.require_subcommand(1);
   Options options;
@@ -283,8 +290,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "shardtrain: error: {} (see shardtrain {}--help)\n", e.what(),
+               argc > 1 && argv[1][0] != '-' ? std::string(argv[1]) + " " : std::string());
+    return 2;
   }
   for (const Command& command : table)
     if (command.cli->parsed()) return run(command);

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "core/staged_output.hpp"
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
@@ -184,6 +185,7 @@ int run_calibrate(const CalibrateOptions& o) {
     std::error_code ec;
     fs::create_directories(dir, ec);  // e.g. the per-machine cache `simulate` names
   }
+  StagedOutput(o.out, "simulate calibrate --out").check_writable();  // before minutes of work
   if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
   const Config config = load_config(o.common.config, o.common.overrides);
   const fs::path exe = fs::read_symlink("/proc/self/exe");
@@ -285,10 +287,8 @@ int run_calibrate(const CalibrateOptions& o) {
       }
   }
   fs::remove_all(scratch);
-  check_file_writable(o.out);
-  const std::string partial = o.out + ".partial";  // renamed into place: never half a profile
-  write_text_file(partial, profile_to_json(p));
-  fs::rename(partial, o.out);
+  StagedOutput out(o.out, "simulate calibrate --out");  // never half a profile
+  write_output_text(out, profile_to_json(p));
   fmt::print(
       "calibrate: wrote {} ({} compute samples, links: {})\n", o.out, p.compute.size(),
       fmt::join(

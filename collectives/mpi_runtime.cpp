@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -16,6 +17,7 @@
 
 #include "collectives/pending_work.hpp"
 #include "core/error.hpp"
+#include "core/liveness.hpp"
 
 namespace st {
 namespace {
@@ -118,10 +120,25 @@ void check_mpi(int rc, std::string_view operation) {
        std::string_view(text, size_t(length)));
 }
 
+namespace {
+std::atomic<void (*)()> g_abort_notifier{nullptr};
+}
+
+void set_abort_notifier(void (*notify)()) {
+  g_abort_notifier.store(notify);
+}
+
 void abort_job(const std::string& message, int code) {
+  if (auto notify = g_abort_notifier.load()) notify();
   std::fflush(stdout);
   std::fprintf(stderr, "shardtrain: rank %d: %s\n", mpi_world_rank(), message.c_str());
   std::fflush(stderr);
+  if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void abort_job_quietly(int code) {
+  std::fflush(stdout);
   if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
@@ -234,6 +251,7 @@ void CommThread::stop_all() {
 
 std::shared_ptr<Work> CommThread::submit(std::string description, double timeout_s,
                                          std::function<void()> fn) {
+  liveness::note_progress();
   auto work = std::make_shared<PendingWork>(std::move(description));
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -31,6 +31,11 @@ bool mpi_thread_multiple();
 void check_mpi(int rc, std::string_view operation);
 // Prints "shardtrain: rank R: message" to stderr and ends every rank with MPI_Abort.
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
+// Called by abort_job just before MPI_Abort (the heartbeat tells the other ranks, so that they
+// do not add messages of their own while being ended). One at a time; nullptr clears it.
+void set_abort_notifier(void (*notify)());
+// The same without a message: another rank has said it.
+[[noreturn]] void abort_job_quietly(int code);
 
 // A communication thread: runs the operations submitted to it one at a time, in order, with a
 // watchdog. Each process group has its own (so a slow operation of one group never delays

@@ -3,10 +3,12 @@
 #include "core/trace.hpp"
 
 #include "core/error.hpp"
+#include "core/liveness.hpp"
 
 namespace st {
 
 void Work::wait() {
+  const liveness::WaitingScope waiting;  // on the other ranks, as far as the heartbeat can tell
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return done_; });
   if (error_) {

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace st {
 
@@ -17,6 +18,33 @@ class InputError : public Error {
  public:
   using Error::Error;
 };
+
+// A failure every rank reaches from the same all-reduced values (a non-finite global norm or
+// loss): rank 0 alone reports it, so the user reads it once.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <class... Args>
+[[noreturn]] void fail_agreed(fmt::format_string<Args...> format, Args&&... args) {
+  throw AgreedError(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// `text` as a message may quote it: control and non-ASCII bytes as \xNN, at most `max` bytes
+// (then "..."), so a binary file's line never reaches the terminal raw.
+inline std::string printable(std::string_view text, size_t max = 80) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f)
+      out += char(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
 
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

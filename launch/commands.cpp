@@ -3,14 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
+#include "collectives/heartbeat.hpp"
 #include "core/file_io.hpp"
+#include "core/liveness.hpp"
 #include "core/memory_stats.hpp"
 #include "core/progress.hpp"
+#include "core/staged_output.hpp"
 #include "core/timer.hpp"
 #include "launch/interrupt.hpp"
 #include "launch/session.hpp"
@@ -65,9 +70,12 @@ int64_t resume(Session& s) {
   int64_t start = 0;
   agree_on_startup(*s.ranks.group, [&] {
     std::string from;
-    if (ckpt.resume == "auto")
+    if (ckpt.resume == "auto") {
       from = latest_checkpoint(ckpt.dir);
-    else if (ckpt.resume != "never")
+      if (s.lead())
+        for (const std::string& skipped : skipped_incomplete_checkpoints(ckpt.dir))
+          fmt::print(stderr, "checkpoint | skipped {}\n", skipped);
+    } else if (ckpt.resume != "never")
       from = ckpt.resume;
     if (from.empty()) return;
     Progress progress("checkpoint", 0, s.lead());
@@ -96,9 +104,19 @@ void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t ma
       st.max_peak_rss_mib, format_duration(eta_s));
 }
 
+// One JSON line into metrics.file; a failed write names the file and what was being written.
+void write_metrics_line(OutputFile& metrics, std::string line, const std::string& what) {
+  line += '\n';
+  try {
+    metrics.write(line.data(), line.size());
+  } catch (const Error& e) {
+    fail("metrics.file: {} ({})", e.what(), what);
+  }
+}
+
 // After the last step: the trace file, then the validation loss (also into metrics.file, as
 // {"val_loss": ..., "after_step": N}, for `shardtrain plot`).
-void finish_run(Session& s, TraceSession& trace, bool json, std::ofstream& metrics) {
+void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics) {
   if (trace.enabled()) {
     const int64_t spans = trace.write();
     if (s.lead() && !json)
@@ -107,12 +125,11 @@ void finish_run(Session& s, TraceSession& trace, bool json, std::ofstream& metri
   }
   const double val = s.trainer->evaluate(64);
   if (!s.lead()) return;
-  if (metrics.is_open() && !std::isnan(val) &&
-      !(metrics
-        << nlohmann::json{{"val_loss", val}, {"after_step", s.config.training.max_steps}}.dump()
-        << '\n'
-        << std::flush))
-    fail("metrics.file: writing '{}' failed (is the disk full?)", s.config.metrics.file);
+  if (metrics && !std::isnan(val))
+    write_metrics_line(
+        *metrics,
+        nlohmann::json{{"val_loss", val}, {"after_step", s.config.training.max_steps}}.dump(),
+        "the validation loss");
   if (std::isnan(val)) {  // no whole window in the validation split
     if (json)
       fmt::print("{}\n", nlohmann::json{{"val_loss", nullptr}}.dump());
@@ -133,47 +150,62 @@ void finish_run(Session& s, TraceSession& trace, bool json, std::ofstream& metri
 
 int run_train(const CommonOptions& options) {
   Session s = open_session(options);
+  // Outside the work below: while a failure unwinds it, the heartbeat still carries this rank's
+  // abort notice to the others.
+  std::unique_ptr<Heartbeat> heartbeat;
   return run_after_startup([&] {
-    std::ofstream metrics;
+    std::unique_ptr<OutputFile> metrics;
+    std::optional<DirectoryLock> checkpoint_lock;
+    std::vector<std::string> cleaned;
     agree_on_startup(*s.ranks.group, [&] {
-      if (s.lead() && !s.config.metrics.file.empty()) {
-        metrics.open(s.config.metrics.file, std::ios::trunc);
-        if (!metrics) fail_input("metrics.file: cannot write '{}'", s.config.metrics.file);
-      }
-      // Paths only rank 0 writes, checked now rather than after the first steps.
-      try {
-        if (s.lead() && !s.config.checkpoint.dir.empty())
+      if (s.lead() && !s.config.metrics.file.empty())
+        metrics = open_log_output(s.config.metrics.file, "metrics.file");
+      // Every rank writes its checkpoint files: checked from every rank's side, now rather than
+      // at the first save. Rank 0 then holds the directory for this job, so what an earlier,
+      // killed job left there can go.
+      if (!s.config.checkpoint.dir.empty()) {
+        try {
           ensure_writable_directory(s.config.checkpoint.dir);
-      } catch (const InputError& e) {
-        fail_input("checkpoint.dir: {}", e.what());
+        } catch (const InputError& e) {
+          fail_input("checkpoint.dir: {}", e.what());
+        }
+        if (s.lead()) {
+          checkpoint_lock.emplace(s.config.checkpoint.dir, "checkpoint.dir");
+          cleaned = clean_interrupted_saves(s.config.checkpoint.dir);
+        }
       }
-      try {
-        if (s.lead() && !s.config.metrics.trace.empty())
-          check_file_writable(s.config.metrics.trace);
-      } catch (const InputError& e) {
-        fail_input("metrics.trace: {}", e.what());
-      }
+      if (s.lead() && !s.config.metrics.trace.empty())
+        StagedOutput(s.config.metrics.trace, "metrics.trace").check_writable();
     });
     if (!options.json) print_summary(s);
+    for (const std::string& line : cleaned)
+      fmt::print(options.json ? stderr : stdout, "checkpoint | {}\n", line);
     s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
     const auto& ckpt = s.config.checkpoint;
     const int64_t start = resume(s), max_steps = s.config.training.max_steps;
+    if (start >= max_steps && s.lead())
+      fmt::print(stderr,
+                 "train: nothing to train: the checkpoint resumed is after step {} and "
+                 "training.max_steps = {}; raise training.max_steps to train on\n",
+                 start, max_steps);
     TraceSession trace(*s.ranks.group, s.config.metrics.trace, s.config.metrics.trace_steps);
     Timer run_clock;
     // With --json, stdout carries only JSON; the progress line goes to stderr.
     Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
     install_interrupt_handlers(s.lead(), s.ranks.mpi);
+    heartbeat = std::make_unique<Heartbeat>(*s.ranks.group, s.config.training.stall_timeout);
     std::string newest = latest_checkpoint(ckpt.dir);
     for (int64_t step = start; step < max_steps; ++step) {
       if (s.lead()) note_training_state(step, max_steps, newest);
+      liveness::set_step(step);
+      if (step + 1 == options.test_hang_at_step)
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       trace.end_step(step);
       if (s.lead()) {
         const nlohmann::json line = step_json(s, st);
-        if (metrics.is_open() && !(metrics << line.dump() << '\n' << std::flush))
-          fail("metrics.file: writing '{}' failed at step {} (is the disk full?)",
-               s.config.metrics.file, step + 1);
+        if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", step + 1));
         if (options.json) {
           fmt::print("{}\n", line.dump());
           step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
@@ -182,14 +214,17 @@ int run_train(const CommonOptions& options) {
           print_step_line(st, line, max_steps,
                           run_clock.seconds() / done * double(max_steps - step - 1));
         }
-        std::fflush(stdout);
+        flush_standard_output();
       }
       if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 &&
           step + 1 < max_steps)
         newest = save(s, step + 1);
     }
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
-    finish_run(s, trace, options.json, metrics);
+    finish_run(s, trace, options.json, metrics.get());
+    // Together, so no rank's beat stops while another still judges it.
+    s.ranks.group->barrier()->wait();
+    heartbeat.reset();
     return 0;
   });
 }

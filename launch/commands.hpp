@@ -10,6 +10,9 @@ struct CommonOptions {
   std::vector<std::string> overrides;
   bool json = false;
   int test_slow_checkpoint_ms = 0;  // train's hidden test hook (see ShardedTrainer)
+  // train's hidden test hook: the main thread blocks forever before this step (1-based), as
+  // in a hung file read, while its heartbeat goes on (see collectives/heartbeat.hpp).
+  int64_t test_hang_at_step = 0;
 };
 
 int run_train(const CommonOptions& options);
@@ -35,7 +38,7 @@ struct SampleOptions {
   std::string vocab;  // GPT-2's encoder.json + vocab.bpe: encode the prompt, decode the sample
   int64_t tokens = 200;
   double temperature = 1.0;
-  uint64_t seed = 1;
+  int64_t seed = 1;  // checked: >= 0
 };
 int run_sample(const SampleOptions& options);
 

@@ -137,6 +137,7 @@ const std::map<std::string, KeySpec>& registry() {
       {"training.seed", int_key(&Config::training, &Training::seed)},
       {"training.grad_clip", num_key(&Config::training, &Training::grad_clip)},
       {"training.threads", int_key(&Config::training, &Training::threads)},
+      {"training.stall_timeout", num_key(&Config::training, &Training::stall_timeout)},
       {"training.init_from", str_key(&Config::training, &Training::init_from)},
       {"optimizer.name",
        enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name)},
@@ -215,7 +216,12 @@ Value value_from_toml(const toml::node& node, const std::string& key, Kind kind,
   }
   std::ostringstream type;
   type << node.type();
-  wrong_type(where, key, kind, "a " + type.str());
+  const std::string name = type.str();  // toml++'s: array, table, integer, ...
+  wrong_type(
+      where, key, kind,
+      (std::string("aeiou").find(name.empty() ? 'x' : name[0]) == std::string::npos ? "a "
+                                                                                    : "an ") +
+          name);
 }
 
 Value value_from_text(const std::string& text, const std::string& key, Kind kind) {
@@ -389,6 +395,11 @@ void validate_training(const Config& c, int world_size) {
   in_range(c.training.threads, 0, 1024, "training.threads",
            "OpenMP threads per rank; 0: cores / ranks on the node");
   if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
+  if (!(c.training.stall_timeout >= 0 && c.training.stall_timeout <= 86400))
+    fail_input(
+        "training.stall_timeout = {} must be in [0, 86400] seconds (how long a rank may be "
+        "silent or stuck before the job ends; 0 turns the check off)",
+        c.training.stall_timeout);
 }
 
 void validate_optimizer(const Config& c) {

@@ -28,6 +28,7 @@ struct Config {
     double grad_clip = 1.0;
     int64_t threads = 0;  // 0: cores / ranks on this node
     std::string init_from;
+    double stall_timeout = 30;  // s a rank may be silent or stuck before the job ends; 0: off
   } training;
   OptimizerConfig optimizer;
   struct {

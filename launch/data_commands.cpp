@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "core/data/gpt2_tokenizer.hpp"
 #include "core/data/token_stream.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/staged_output.hpp"
 #include "launch/commands.hpp"
 
 namespace st {
@@ -25,8 +27,17 @@ int run_tokenize(const TokenizeOptions& o) {
   if (o.val_tokens < 0) fail_input("tokenize: --val-tokens {} must not be negative", o.val_tokens);
   if ((o.val_tokens > 0) != !o.val_out.empty())
     fail_input("tokenize: --val-tokens N and --val-out FILE go together");
-  check_file_writable(o.out);
-  if (!o.val_out.empty()) check_file_writable(o.val_out);
+  // Both outputs are checked before any work and appear together, or neither does.
+  StagedOutput out(o.out, "tokenize --out");
+  out.check_writable();
+  std::optional<StagedOutput> val_out;
+  if (!o.val_out.empty()) {
+    val_out.emplace(o.val_out, "tokenize --val-out");
+    if (!out.through() && !val_out->through() &&
+        std::filesystem::weakly_canonical(o.out) == std::filesystem::weakly_canonical(o.val_out))
+      fail_input("tokenize: --out and --val-out name the same file '{}'", o.out);
+    val_out->check_writable();
+  }
   const std::string text = read_text_file(o.in);
   std::vector<int32_t> ids;
   if (o.encoding == "bytes") {
@@ -35,12 +46,17 @@ int run_tokenize(const TokenizeOptions& o) {
     const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(o.vocab);
     ids = o.sections ? encode_sections(tokenizer, text) : tokenizer.encode(text);
   }
+  if (ids.empty()) fail_input("tokenize: '{}' holds no text: nothing to tokenize", o.in);
   if (o.val_tokens >= int64_t(ids.size()))
     fail_input("tokenize: --val-tokens {} leaves no training tokens ('{}' gives {})", o.val_tokens,
                o.in, ids.size());
   const auto split = ids.begin() + o.val_tokens;
-  if (o.val_tokens > 0) write_llmc_tokens(o.val_out, std::vector<int32_t>(ids.begin(), split));
-  write_llmc_tokens(o.out, std::vector<int32_t>(split, ids.end()));
+  if (val_out) write_llmc_tokens(*val_out, std::vector<int32_t>(ids.begin(), split));
+  write_llmc_tokens(out, std::vector<int32_t>(split, ids.end()));
+  if (val_out)
+    commit_together({&*val_out, &out});
+  else
+    out.commit();
   fmt::print("tokenize: {} bytes -> {} tokens ({}){}\n", text.size(), ids.size(), o.encoding,
              o.val_tokens > 0 ? fmt::format(": {} in {}, {} in {}", o.val_tokens, o.val_out,
                                             ids.size() - size_t(o.val_tokens), o.out)

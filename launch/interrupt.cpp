@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "core/liveness.hpp"
+
 namespace st {
 namespace {
 
@@ -23,7 +25,10 @@ void write_line(int slot, const std::string& text) {
 }
 
 extern "C" void on_interrupt(int sig) {
-  if (g_speaks) {
+  // Under mpirun a SIGTERM may be mpirun ending the job for another rank that failed and said
+  // why; its notice (sent through the heartbeat before its MPI_Abort) is here by then, and this
+  // rank stays silent rather than print a contradictory line.
+  if (g_speaks && !liveness::peer_failed()) {
     const char* prefix =
         sig == SIGINT ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
     const char* line = g_lines[g_current.load()];

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "collectives/agreement.hpp"
 #include "core/data/dataset.hpp"
@@ -13,6 +14,7 @@
 #include "core/file_io.hpp"
 #include "core/model/gpt.hpp"
 #include "core/rng.hpp"
+#include "core/staged_output.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/evaluate.hpp"
@@ -86,7 +88,14 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
     for (const ShardSpan& s : m.fsdp->spans()) master.spans.push_back(s.master);
     load_checkpoint(info, *m.fsdp, {master});
   } else {
-    load_safetensors(weights, *m.fsdp);
+    try {
+      load_safetensors(weights, *m.fsdp);
+    } catch (const InputError& e) {
+      // The shape came from config.json: either file may be the wrong one.
+      fail_input("--weights '{}' does not fit the model '{}' beside it describes ({}): {}", weights,
+                 (fs::path(weights).parent_path() / "config.json").string(), m.model->describe(),
+                 e.what());
+    }
   }
 }
 
@@ -111,15 +120,24 @@ int run_export(const ExportOptions& o) {
   return run_after_startup([&] {
     if (o.out.empty()) fail_input("export: --out FILE is required");
     const DType dtype = parse_float_dtype(o.dtype, "--dtype");
+    // The weights and the config.json beside them appear together, or neither does.
+    std::optional<StagedOutput> weights, config_json;
     agree_on_startup(*m.ranks.group, [&] {
       if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
-      load_model(m, o.checkpoint, "", DType::f32, Config{});
       const fs::path parent = fs::absolute(o.out).parent_path();
       std::error_code ec;
       if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
-      if (ec) fail_input("--out: cannot create '{}': {}", parent.string(), ec.message());
+      if (ec) fail_input("export --out: cannot create '{}': {}", parent.string(), ec.message());
+      weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
+      if (m.ranks.rank() == 0) {
+        weights->check_writable();
+        config_json.emplace((parent / "config.json").string(), "export's config.json");
+        config_json->check_writable();
+      }
+      load_model(m, o.checkpoint, "", DType::f32, Config{});
     });
-    save_safetensors(o.out, *m.fsdp, dtype, {{"format", "pt"}, {"producer", "shardtrain"}});
+    save_safetensors(weights->write_path(), *m.fsdp, dtype,
+                     {{"format", "pt"}, {"producer", "shardtrain"}});
     if (m.ranks.rank() == 0) {
       // Hugging Face's GPT2LMHeadModel configuration (byte vocabulary, tied lm_head).
       const nlohmann::ordered_json config = {
@@ -138,10 +156,14 @@ int run_export(const ExportOptions& o) {
           {"attn_pdrop", 0.0},
           {"tie_word_embeddings", true},
           {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
-      const std::string config_path = (fs::absolute(o.out).parent_path() / "config.json").string();
-      write_text_file(config_path, config.dump(2) + "\n");
-      fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_path);
+      const std::string text = config.dump(2) + "\n";
+      config_json->file().write(text.data(), text.size());
+      config_json->file().sync_and_close();
+      commit_together({&*weights, &*config_json});
+      fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_json->path());
     }
+    // The other ranks leave (and drop their view of the temporary) once rank 0 has committed.
+    m.ranks.group->barrier()->wait();
     return 0;
   });
 }
@@ -218,6 +240,7 @@ int run_sample(const SampleOptions& o) {
         fail_input("sample: --tokens = {} must be in [0, {}]", o.tokens, kMaxSampleTokens);
       if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
         fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
+      if (o.seed < 0) fail_input("sample: --seed = {} must not be negative", o.seed);
       if (o.prompt.empty() == o.prompt_tokens.empty())
         fail_input("sample: give exactly one of --prompt TEXT and --prompt-tokens ID,ID,...");
       load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
@@ -279,7 +302,7 @@ int run_sample(const SampleOptions& o) {
         double total = 0;
         for (int64_t v = 0; v < V; ++v)
           total += p[size_t(v)] = std::exp((logits[v] - top) / o.temperature);
-        const auto bits = random_block(o.seed, 7, uint64_t(i));
+        const auto bits = random_block(uint64_t(o.seed), 7, uint64_t(i));
         double u = uniform_open0(bits[0]) * total;
         next = int32_t(V - 1);
         for (int64_t v = 0; v < V; ++v)
@@ -291,7 +314,7 @@ int run_sample(const SampleOptions& o) {
       text.push_back(next);
       if (lead) {
         fmt::print("{}", show(&text.back(), 1));
-        std::fflush(stdout);
+        flush_standard_output();
       }
     }
     m.fsdp->reshard_all();

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/staged_output.hpp"
 
 namespace st {
 namespace {
@@ -45,7 +46,8 @@ void render_plot(const std::vector<PlotPanel>& panels, const std::string& xlabel
                  const std::string& out) {
   const std::string ext = fs::path(out).extension().string();
   if (ext != ".png" && ext != ".svg") fail_input("plot: --out '{}' must end in .png or .svg", out);
-  check_file_writable(out);
+  StagedOutput staged(out, "plot --out");
+  staged.check_writable();
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
     fail_input("plot: gnuplot is not installed (apt-get install gnuplot-nox)");
   TempDir dir;
@@ -89,8 +91,17 @@ void render_plot(const std::vector<PlotPanel>& panels, const std::string& xlabel
   if (rc != 0 || !fs::exists(tmp_out))
     fail("plot: gnuplot failed (exit {}): {}", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
          read_text_file(log));
-  fs::copy_file(tmp_out, out + ".tmp", fs::copy_options::overwrite_existing);
-  fs::rename(out + ".tmp", out);
+  // gnuplot exits 0 even when its write failed (a full disk, a file-size limit): only an image
+  // that ends as its format does is committed.
+  const std::string image = read_text_file(tmp_out);
+  const bool whole = ext == ".png" ? image.size() >= 12 && image.ends_with("IEND\xae\x42\x60\x82")
+                                   : image.find("</svg>") != std::string::npos;
+  if (!whole)
+    fail(
+        "plot: gnuplot wrote an incomplete {} image of {} bytes (a full disk or a file-size "
+        "limit?); '{}' is left as it was",
+        ext.substr(1), image.size(), out);
+  write_output_text(staged, image);
 }
 
 int run_plot(const std::vector<std::string>& files, const std::string& out) {

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -71,6 +72,15 @@ int run_after_startup(const std::function<int()>& fn) {
     return fn();
   } catch (const ExitQuietly&) {
     throw;  // every rank agreed on it
+  } catch (const AgreedError& e) {
+    // Every rank failed alike: rank 0 speaks and ends the job; the others wait to be ended by
+    // it (or end it themselves, silently, should it not come).
+    if (mpi_is_initialized() && mpi_world_size() > 1) {
+      if (mpi_world_rank() == 0) abort_job(std::string("failed: ") + e.what(), 1);
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      abort_job_quietly(1);
+    }
+    throw;
   } catch (const InputError& e) {
     if (mpi_is_initialized() && mpi_world_size() > 1)
       abort_job(std::string("error: ") + e.what(), 2);

@@ -204,6 +204,12 @@ void print_summary(Session& s) {
         "reduce-scatter {:.1f} MiB per step and keep none\n",
         scatter_mib, scatter_mib, scatter_mib * double(m));
   print_mesh(s);
+  if (s.ranks.size() > 1)
+    fmt::print(
+        "stall check: {} (training.stall_timeout; a rank silent or stuck outside the collectives "
+        "that long ends the job, named)\n",
+        c.training.stall_timeout > 0 ? fmt::format("{:g} s", c.training.stall_timeout)
+                                     : std::string("off"));
   const MemoryBudget b = t.budget();
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(

@@ -44,7 +44,7 @@ StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t l
                                  fmt::format("step {}", optimizer_->steps_taken() + 1));
   r.loss = riders[0] / double(loss_terms);
   if (!std::isfinite(r.loss))
-    fail("step {}: the loss ({}) is not finite", optimizer_->steps_taken() + 1, r.loss);
+    fail_agreed("step {}: the loss ({}) is not finite", optimizer_->steps_taken() + 1, r.loss);
   optimizer_->step(lr, clip_factor(r.grad_norm, policy_.grad_clip));
   return r;
 }

@@ -152,7 +152,7 @@ void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
                                  replicated ? std::span<double>() : std::span<double>(riders),
                                  fmt::format("step {}", step + 1));
   s.loss = riders[0] / double(s.tokens);
-  if (!std::isfinite(s.loss)) fail("step {}: the loss ({}) is not finite", step + 1, s.loss);
+  if (!std::isfinite(s.loss)) fail_agreed("step {}: the loss ({}) is not finite", step + 1, s.loss);
   // Clipping happens inside the optimizer's pass (no separate pass over the gradients).
   optimizer_->step(s.lr, clip_factor(s.grad_norm, config_.training.grad_clip));
   s.optimizer_ms = clock.ms();
@@ -351,6 +351,20 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
   const nlohmann::json want = checkpoint_meta(info.step);
   // The architecture and the optimizer must be the ones saved; name the first difference.
   check_saved_sections(path, info.meta, checkpoint_meta(info.step), {"model", "optimizer"});
+  // The data order and the initial weights are functions of the seed, the data position of
+  // the step and the batch: either changed, samples would repeat or be skipped in silence.
+  for (const char* key : {"seed", "global_batch"}) {
+    const nlohmann::json& saved = info.meta.at("training");  // an object: check_position
+    const nlohmann::json now = want["training"][key];
+    if (!saved.contains(key) || saved[key] != now)
+      fail_input(
+          "checkpoint '{}' was saved with training.{} = {}, this run has {}: resuming would "
+          "repeat or skip training samples. Resume with training.{} = {}, or start a new run "
+          "from its weights (shardtrain export --checkpoint {} --out W.safetensors, then "
+          "checkpoint.resume=never training.init_from=W.safetensors)",
+          path, key, saved.contains(key) ? saved[key].dump() : "nothing", now.dump(), key,
+          saved.contains(key) ? saved[key].dump() : "its value", path);
+  }
   check_checkpoint_layout(info, *fsdp_);
 }
 

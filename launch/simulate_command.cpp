@@ -302,11 +302,22 @@ int run_simulate(const SimulateOptions& o) {
   SimOptions options;
   options.max_ring_steps = o.max_ring_steps;
   std::vector<Prediction> rows;
+  // Rows a mesh cannot run at a rank count (FSDP cannot split a unit that finely) are named
+  // with the reason; the rows that can run are still predicted. Nothing runnable: exit 2.
+  std::vector<std::string> skipped;
   for (int n : ranks) {
     if (n < 1) fail_input("--ranks: {} must be at least 1", n);
-    for (const auto& [name, mesh] : meshes_for(config, o.meshes, n, cluster.spec.ranks_per_node))
-      rows.push_back(predict(config, cluster, n, name, mesh, options));
+    for (const auto& [name, mesh] : meshes_for(config, o.meshes, n, cluster.spec.ranks_per_node)) {
+      try {
+        rows.push_back(predict(config, cluster, n, name, mesh, options));
+      } catch (const InputError& e) {
+        skipped.push_back(
+            fmt::format("{} ranks, {} {}x{}: {}", n, name, mesh.shard, mesh.replicate, e.what()));
+      }
+    }
   }
+  if (rows.empty() && !skipped.empty())
+    fail_input("simulate: no mesh can run: {}", fmt::join(skipped, "; "));
   if (o.common.json) {
     for (const Prediction& p : rows) {
       const SimResult& s = p.sim;
@@ -334,6 +345,8 @@ int run_simulate(const SimulateOptions& o) {
   } else {
     print_table(rows, config, cluster);
   }
+  for (const std::string& line : skipped)
+    fmt::print(o.common.json ? stderr : stdout, "not simulated: {}\n", line);
   if (!o.plot.empty()) plot(rows, o.plot);
   return 0;
 }

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "core/file_io.hpp"
+#include "core/staged_output.hpp"
 
 namespace st {
 
@@ -112,9 +112,8 @@ int64_t TraceSession::write() {
       ++spans;
     }
   }
-  const std::string tmp = path_ + ".tmp";
-  write_text_file(tmp, trace.dump());
-  std::filesystem::rename(tmp, path_);
+  StagedOutput file(path_, "metrics.trace");
+  write_output_text(file, trace.dump());
   return spans;
 }
 

@@ -21,7 +21,8 @@ double global_grad_norm(const std::vector<OptimParam>& params, ProcessGroup& gro
   }
   std::copy(v, v + n, riders.begin());
   const double norm = std::sqrt(v[n]);
-  if (!std::isfinite(norm)) fail("{}: the global gradient norm is not finite ({})", context, norm);
+  if (!std::isfinite(norm))
+    fail_agreed("{}: the global gradient norm is not finite ({})", context, norm);
   return norm;
 }
 

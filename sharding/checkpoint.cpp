@@ -166,9 +166,14 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
               options.keep);
   } catch (...) {
     // A full disk or a failed write: the partial checkpoint goes, so it does not keep the disk
-    // full until the next run; the previous checkpoints are untouched.
+    // full until the next run; the previous checkpoints are untouched. Each rank removes its
+    // own files and rank 0 the directory (removing it under the other ranks would fail their
+    // writes with a second, misleading error); what a killed rank leaves, the next run's
+    // start-up removes (clean_interrupted_saves).
     std::error_code ec;
-    fs::remove_all(tmp_dir, ec);
+    for (const ShardedState& s : states)
+      fs::remove(tmp_dir / checkpoint_file_name(s.name, rank), ec);
+    if (rank == 0) fs::remove_all(tmp_dir, ec);
     throw;
   }
   group.barrier()->wait();
@@ -184,6 +189,50 @@ std::vector<std::string> complete_checkpoints(const std::string& root) {
       complete.push_back(e.path().string());
   std::sort(complete.begin(), complete.end());
   return complete;
+}
+
+std::vector<std::string> clean_interrupted_saves(const std::string& root) {
+  std::vector<std::string> done;
+  if (root.empty() || !fs::is_directory(root)) return done;
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    const bool tmp = name.ends_with(".tmp"), old = name.ends_with(".old");
+    if (e.is_directory() && name.rfind(".step-", 0) == 0 && (tmp || old)) found.push_back(e.path());
+  }
+  std::sort(found.begin(), found.end());
+  for (const fs::path& p : found) {
+    const std::string name = p.filename().string();
+    const std::string step = name.substr(1, name.size() - 5);  // ".step-N.tmp" -> "step-N"
+    if (name.ends_with(".old") && fs::exists(p / kComplete) &&
+        !fs::exists(fs::path(root) / step / kComplete)) {
+      fs::remove_all(fs::path(root) / step);
+      fs::rename(p, fs::path(root) / step);
+      done.push_back(fmt::format("restored {} (its replacement was interrupted)", step));
+      continue;
+    }
+    std::error_code ec;
+    const auto removed = fs::remove_all(p, ec);
+    if (ec) fail("cannot remove '{}', left by an interrupted save: {}", p.string(), ec.message());
+    done.push_back(fmt::format("removed {} ({} files of an interrupted save of {})", name,
+                               removed ? removed - 1 : 0, step));
+  }
+  return done;
+}
+
+std::vector<std::string> skipped_incomplete_checkpoints(const std::string& root) {
+  std::vector<std::string> skipped;
+  if (root.empty() || !fs::is_directory(root)) return skipped;
+  const std::string newest = latest_checkpoint(root);
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && !fs::exists(e.path() / kComplete) &&
+        e.path().string() > newest)
+      skipped.push_back(
+          fmt::format("{} (no {} marker: its save did not finish)", e.path().string(), kComplete));
+  }
+  std::sort(skipped.begin(), skipped.end());
+  return skipped;
 }
 
 std::string latest_checkpoint(const std::string& root) {

@@ -36,6 +36,15 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
                             FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
                             const SaveOptions& options);
 
+// What interrupted saves left under `root` (a job killed mid-save): each `.step-N.tmp` is removed;
+// a `.step-N.old` (a checkpoint being replaced) is put back when its replacement is incomplete,
+// else removed. Call only while no other job can be saving there (DirectoryLock). Returns one
+// line per thing done, for the user.
+std::vector<std::string> clean_interrupted_saves(const std::string& root);
+// `step-N` directories under `root` without a COMPLETE marker, newer than the newest complete
+// checkpoint (those a resume skips), with why.
+std::vector<std::string> skipped_incomplete_checkpoints(const std::string& root);
+
 // Where save_checkpoint puts the checkpoint of `step` under `root`.
 std::string checkpoint_path(const std::string& root, int64_t step);
 // The complete checkpoints directly under `root`, oldest first (none: empty).

@@ -77,37 +77,29 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   const int64_t data_start = 8 + int64_t(text.size());
-  const std::string tmp = path + ".tmp";
-  try {
-    if (group.rank() == 0) {
-      OutputFile out(tmp);
-      const uint64_t n = text.size();
-      out.write(&n, 8);
-      out.write(text.data(), text.size());
-      out.sync_and_close();
-      fs::resize_file(tmp, uint64_t(data_start + data_bytes));
-    }
-    group.barrier()->wait();
-    // Each rank writes its own elements of every parameter (real rows only).
-    OutputFile out(tmp, OutputFile::Mode::existing);
-    std::vector<char> buf;
-    for (const ShardSpan& span : fsdp.spans()) {
-      const size_t index = span.param;
-      const int64_t first = span.param_offset;
-      const int64_t n = std::min(span.master.numel(), specs[index].real_numel() - first);
-      if (n <= 0) continue;
-      buf.resize(size_t(n) * esize);
-      cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
-      out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
-    }
+  if (group.rank() == 0) {
+    OutputFile out(path);
+    const uint64_t n = text.size();
+    out.write(&n, 8);
+    out.write(text.data(), text.size());
+    // The whole file's blocks now: a disk too small fails here, before any rank writes.
+    out.reserve(data_start + data_bytes);
     out.sync_and_close();
-  } catch (...) {
-    std::error_code ec;  // no partial file is left behind
-    fs::remove(tmp, ec);
-    throw;
   }
   group.barrier()->wait();
-  if (group.rank() == 0) fs::rename(tmp, path);
+  // Each rank writes its own elements of every parameter (real rows only).
+  OutputFile out(path, OutputFile::Mode::existing);
+  std::vector<char> buf;
+  for (const ShardSpan& span : fsdp.spans()) {
+    const size_t index = span.param;
+    const int64_t first = span.param_offset;
+    const int64_t n = std::min(span.master.numel(), specs[index].real_numel() - first);
+    if (n <= 0) continue;
+    buf.resize(size_t(n) * esize);
+    cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
+    out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
+  }
+  out.sync_and_close();
   group.barrier()->wait();
 }
 
@@ -172,14 +164,29 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
     starts.emplace_back(layout.begin[size_t(it - specs.begin())], size_t(it - specs.begin()));
   }
   std::sort(starts.begin(), starts.end());
-  for (size_t k = 1; k < starts.size(); ++k) {
-    const size_t prev = starts[k - 1].second;
-    const int64_t prev_end =
-        starts[k - 1].first + specs[prev].real_numel() * int64_t(dtype_size(layout.dtypes[prev]));
-    if (starts[k].first < prev_end)
-      fail_input("'{}': tensors '{}' and '{}' overlap in the file", path, specs[prev].name,
-                 specs[starts[k].second].name);
+  auto end_of = [&](size_t k) {
+    const size_t i = starts[k].second;
+    return starts[k].first + specs[i].real_numel() * int64_t(dtype_size(layout.dtypes[i]));
+  };
+  for (size_t k = 1; k < starts.size(); ++k)
+    if (starts[k].first < end_of(k - 1))
+      fail_input("'{}': tensors '{}' and '{}' overlap in the file", path,
+                 specs[starts[k - 1].second].name, specs[starts[k].second].name);
+  // The format indexes its whole byte buffer: no gap between tensors, nothing after the last.
+  int64_t covered = 0;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    if (starts[k].first != covered)
+      fail_input(
+          "'{}': {} bytes before tensor '{}' belong to no tensor (the data must be "
+          "tensors back to back)",
+          path, starts[k].first - covered, specs[starts[k].second].name);
+    covered = end_of(k);
   }
+  if (covered != data_bytes)
+    fail_input(
+        "'{}' has {} bytes after its last tensor (its tensors end at data byte {} of {}): "
+        "a damaged or appended-to file",
+        path, data_bytes - covered, covered, data_bytes);
   return layout;
 }
 

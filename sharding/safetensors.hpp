@@ -39,8 +39,8 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
                                            const std::vector<ParamSpec>& specs);
 
 // Collective. Writes every parameter of `fsdp`'s model from the FP32 master shards, as F32 or
-// BF16 (`dtype`), to `path` (through `path`.tmp, renamed when complete). `metadata` goes into
-// the header's __metadata__ (string values).
+// BF16 (`dtype`), into the file `path` itself: a command stages it (StagedOutput) and commits it
+// after this returns on every rank. `metadata` goes into the header's __metadata__ (strings).
 void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
                       const std::vector<std::pair<std::string, std::string>>& metadata);
 

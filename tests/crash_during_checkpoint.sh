@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # crash_during_checkpoint.sh SHARDRUN SHARDTRAIN: kills a 2-rank training run with SIGKILL
 # while it writes its second checkpoint (a test hook slows the writer down), then shows that the
-# first checkpoint is intact and training resumes from it to the end.
+# first checkpoint is intact, the killed save's temporary directory is removed (and said so) when
+# the next run starts, and training resumes from the first checkpoint to the end.
 set -u
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-crash-XXXXXX)
@@ -27,6 +28,12 @@ out=$("$shardrun" -n 2 "$st" train "${common[@]}" 2>&1)
 rc=$?
 if [ $rc != 0 ] || ! printf '%s' "$out" | grep -q "resumed from $dir/step-00000003 after step 3"; then
   printf 'resume after the crash failed (exit %s):\n%s\n' "$rc" "$out"; exit 1
+fi
+if ! printf '%s' "$out" | grep -q "checkpoint | removed .step-00000006.tmp (.* files of an interrupted save of step-00000006)"; then
+  printf 'the killed save'"'"'s temporary was not removed by name:\n%s\n' "$out"; exit 1
+fi
+if ls -A "$dir" | grep -q '^\.step-'; then
+  echo "temporaries left behind: $(ls -A "$dir")"; exit 1
 fi
 if ! printf '%s' "$out" | grep -Eq "step +6/6"; then
   printf 'the resumed run did not reach step 6:\n%s\n' "$out"; exit 1

@@ -364,7 +364,8 @@ TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {
 }
 
 // A file is trusted only when it describes this model exactly: tensors the model does not have
-// (a 2-layer file loaded into 1 layer) and overlapping byte ranges are errors naming them.
+// (a 2-layer file loaded into 1 layer), overlapping byte ranges and bytes after the last tensor
+// are errors naming them.
 TEST(Safetensors, ExtraTensorsAndOverlapsAreErrorsNamingThem) {
   const std::string dir = shared_dir("export-extra");
   ShardedTrainer t(test_config(dir), data(), world());
@@ -399,8 +400,13 @@ TEST(Safetensors, ExtraTensorsAndOverlapsAreErrorsNamingThem) {
     text.append(n - text.size(), ' ');
     write_text_file(overlapped, bytes.substr(0, 8) + text + bytes.substr(8 + n));
   }
+  // Eight bytes appended after the last tensor: the buffer is no longer wholly indexed.
+  const std::string appended = dir + "/appended.safetensors";
+  if (world().rank() == 0) write_text_file(appended, read_text_file(file) + std::string(8, '\0'));
   world().barrier()->wait();
   EXPECT_NE(load_error(overlapped, {}).find("overlap in the file"), std::string::npos);
+  const std::string message = load_error(appended, {});
+  EXPECT_NE(message.find("has 8 bytes after its last tensor"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -179,7 +179,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& dir) {
     if (space == std::string::npos || space == 0 || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string::npos)
       fail_input("'{}' line {}: a merge is two symbols separated by one space, got '{}'",
-                 merges_path, line_no, line);
+                 merges_path, line_no, printable(line));
     impl->merge_rank.emplace(line, rank++);
   }
   if (rank == 0) fail_input("'{}' holds no merges", merges_path);

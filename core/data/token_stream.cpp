@@ -98,8 +98,17 @@ int32_t read_le_i32(const unsigned char* p) {
 
 TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
                                    int64_t size, TokenFormat format, int64_t vocab_size) {
-  if (format == TokenFormat::automatic)
-    format = size >= 4 && read_le_i32(bytes) == kLlmcMagic ? TokenFormat::llmc : TokenFormat::u16;
+  // A file without llm.c's magic read as raw ids in auto mode: if ids then fail, the magic (the
+  // format) is the likelier fault, and the message says so.
+  const bool guessed_raw =
+      format == TokenFormat::automatic && !(size >= 4 && read_le_i32(bytes) == kLlmcMagic);
+  if (format == TokenFormat::automatic) format = guessed_raw ? TokenFormat::u16 : TokenFormat::llmc;
+  const std::string guess =
+      guessed_raw ? fmt::format(
+                        " (it does not start with llm.c's magic {}, so data.token_format = auto "
+                        "read it as raw uint16 ids: a damaged llm.c header, or not a token file?)",
+                        kLlmcMagic)
+                  : std::string();
   TokenFileLayout layout;
   if (format == TokenFormat::llmc) {
     const int64_t header = kLlmcHeaderInts * 4;
@@ -125,8 +134,9 @@ TokenFileLayout inspect_token_file(const std::string& path, const unsigned char*
     layout = {header, count};
   } else {
     if (size % 2 != 0)
-      fail_input("token file '{}' has an odd size ({} bytes); raw uint16 tokens take 2 bytes each",
-                 path, size);
+      fail_input(
+          "token file '{}' has an odd size ({} bytes); raw uint16 tokens take 2 bytes each{}", path,
+          size, guess);
     layout = {0, size / 2};
   }
   if (layout.count == 0) fail_input("token file '{}' holds no tokens", path);
@@ -139,9 +149,9 @@ TokenFileLayout inspect_token_file(const std::string& path, const unsigned char*
       first_bad = i;
   if (first_bad < layout.count)
     fail_input(
-        "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}",
+        "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}{}",
         path, first_bad, layout.header_bytes + 2 * first_bad,
-        tokens[2 * first_bad] | tokens[2 * first_bad + 1] << 8, vocab_size);
+        tokens[2 * first_bad] | tokens[2 * first_bad + 1] << 8, vocab_size, guess);
   return layout;
 }
 
@@ -225,7 +235,7 @@ std::vector<int32_t> TokenStream::to_vector() const {
   return v;
 }
 
-void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens) {
+void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens) {
   if (tokens.size() > size_t(INT32_MAX))
     fail_input("{} tokens do not fit one llm.c token file (at most {})", tokens.size(), INT32_MAX);
   std::vector<int32_t> header(size_t(kLlmcHeaderInts), 0);
@@ -238,18 +248,16 @@ void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& toke
       fail_input("token {} is id {}, which does not fit llm.c's uint16 tokens", i, tokens[i]);
     data[i] = uint16_t(tokens[i]);
   }
-  const std::string tmp = path + ".tmp";
-  try {
-    OutputFile out(tmp);
-    out.write(header.data(), header.size() * 4);
-    out.write(data.data(), data.size() * 2);
-    out.sync_and_close();
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  OutputFile& out = output.file();
+  out.write(header.data(), header.size() * 4);
+  out.write(data.data(), data.size() * 2);
+  out.sync_and_close();
+}
+
+void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens) {
+  StagedOutput output(path, "token file");
+  write_llmc_tokens(output, tokens);
+  output.commit();
 }
 
 std::vector<std::string> expand_token_paths(const std::string& pattern, const std::string& key) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/staged_output.hpp"
+
 namespace st {
 
 // llm.c's token file: 256 little-endian int32 (magic, version, token count, zeros), then
@@ -56,8 +58,10 @@ struct TokenFileLayout {
 TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
                                    int64_t size, TokenFormat format, int64_t vocab_size);
 
-// Writes `tokens` as an llm.c token file (every id must fit 16 bits), replacing `path`
-// atomically: a failure leaves nothing behind.
+// Writes `tokens` as an llm.c token file (every id must fit 16 bits) into `output`, whose
+// commit is left to the caller (a command's outputs appear together).
+void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens);
+// The same into `path`, committed: a failure leaves nothing behind.
 void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens);
 
 // Expands a path or a glob pattern to its files, sorted; an InputError naming `key` when

@@ -1,0 +1,58 @@
+#include "core/liveness.hpp"
+
+#include <atomic>
+#include <chrono>
+
+namespace st::liveness {
+namespace {
+std::atomic<uint64_t> g_progress{0};
+std::atomic<int64_t> g_step{-1};
+std::atomic<int> g_waiting_depth{0};
+std::atomic<double> g_waiting_since{0};
+}  // namespace
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void note_progress() {
+  g_progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+void set_step(int64_t step) {
+  g_step.store(step, std::memory_order_relaxed);
+  note_progress();
+}
+
+WaitingScope::WaitingScope() {
+  if (g_waiting_depth.fetch_add(1) == 0) g_waiting_since.store(now_s());
+}
+
+WaitingScope::~WaitingScope() {
+  g_waiting_depth.fetch_sub(1);
+  note_progress();  // the wait ended: the rank moves on
+}
+
+namespace {
+std::atomic<bool> g_peer_failed{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+}  // namespace
+
+void note_peer_failed() {
+  g_peer_failed.store(true);
+}
+
+bool peer_failed() {
+  return g_peer_failed.load();
+}
+
+Snapshot snapshot() {
+  Snapshot s;
+  s.progress = g_progress.load(std::memory_order_relaxed);
+  s.step = g_step.load(std::memory_order_relaxed);
+  s.waiting = g_waiting_depth.load() > 0;
+  s.waiting_since_s = g_waiting_since.load();
+  return s;
+}
+
+}  // namespace st::liveness

@@ -1,0 +1,125 @@
+#include "core/staged_output.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace st {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The temporary beside `target`: hidden, named after it, the same for every rank (several
+// ranks fill one safetensors file), so a crashed earlier attempt's is simply overwritten.
+std::string temporary_beside(const fs::path& target) {
+  return (target.parent_path() / fmt::format(".{}.shardtrain-tmp", target.filename().string()))
+      .string();
+}
+
+}  // namespace
+
+StagedOutput::StagedOutput(std::string path, std::string what, Targets targets)
+    : path_(std::move(path)), what_(std::move(what)) {
+  if (path_.empty()) fail_input("{}: the output path is empty", what_);
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail_input("{}: cannot use '{}': {}", what_, path_, std::strerror(errno));
+    if (fs::path(path_).filename().empty())
+      fail_input("{}: '{}' names a directory; give the path of a file", what_, path_);
+    target_ = fs::absolute(path_).string();
+    write_path_ = temporary_beside(target_);
+    return;
+  }
+  if (S_ISREG(st.st_mode)) {
+    // Through a symlink, the file it points at is replaced and the link kept.
+    target_ = fs::canonical(path_).string();
+    write_path_ = temporary_beside(target_);
+    return;
+  }
+  const bool streamable = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
+  if (streamable && targets == Targets::any) {
+    through_ = true;
+    write_path_ = path_;
+    try {
+      file_ = std::make_unique<OutputFile>(path_, OutputFile::Mode::through);
+    } catch (const Error& e) {
+      fail_input("{}: {}", what_, e.what());
+    }
+    return;
+  }
+  fail_input("{}: '{}' is {}; {}", what_, path_, file_type_name(st.st_mode),
+             streamable ? "this output is written at offsets by every rank, so it needs a path "
+                          "to a regular file (or a new one)"
+                        : "give the path of a regular file (or a new one)");
+}
+
+StagedOutput::~StagedOutput() {
+  file_.reset();
+  if (!through_ && !committed_ && !write_path_.empty()) ::unlink(write_path_.c_str());
+}
+
+OutputFile& StagedOutput::file() {
+  if (!file_) file_ = std::make_unique<OutputFile>(write_path_);
+  return *file_;
+}
+
+void StagedOutput::check_writable() const {
+  if (through_) return;
+  struct stat st {};
+  if (::lstat(write_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail_input("{}: cannot write '{}': its temporary '{}' exists and is {}", what_, path_,
+               write_path_, file_type_name(st.st_mode));
+  const int fd = ::open(write_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail_input("{}: cannot write '{}' (its directory must exist and take new files): {}", what_,
+               path_, std::strerror(errno));
+  ::close(fd);
+  ::unlink(write_path_.c_str());
+}
+
+void StagedOutput::commit() {
+  if (through_ || committed_) return;
+  if (::rename(write_path_.c_str(), target_.c_str()) != 0)
+    fail("{}: renaming '{}' to '{}': {}", what_, write_path_, target_, std::strerror(errno));
+  committed_ = true;
+  sync_directory(fs::path(target_).parent_path().string());
+}
+
+std::unique_ptr<OutputFile> open_log_output(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+    try {
+      return std::make_unique<OutputFile>(path);
+    } catch (const Error& e) {
+      fail_input("{}: {}", what, e.what());
+    }
+  }
+  if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+    fail_input("{}: '{}' is {}; give the path of a regular file (or a new one)", what, path,
+               file_type_name(st.st_mode));
+  try {
+    return std::make_unique<OutputFile>(path, OutputFile::Mode::through);
+  } catch (const InputError& e) {
+    fail_input("{}: {}", what, e.what());
+  }
+}
+
+void write_output_text(StagedOutput& output, const std::string& text) {
+  output.file().write(text.data(), text.size());
+  output.file().sync_and_close();
+  output.commit();
+}
+
+void commit_together(std::initializer_list<StagedOutput*> outputs) {
+  for (StagedOutput* o : outputs) o->commit();
+}
+
+}  // namespace st

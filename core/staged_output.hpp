@@ -1,0 +1,62 @@
+#pragma once
+// A file a command writes for the user (an export, a token file, a trace, a plot): it appears
+// whole, or not at all, and never destroys what its path pointed at.
+//
+// What the path names decides how it is written, once, when the output is created:
+// - nothing yet, or a regular file (through a symlink too): written to a temporary beside it
+//   and renamed over it by commit(), so a failure leaves the old file (or nothing);
+// - a character device or a FIFO (/dev/null, /dev/stdout, a named pipe): written through, as a
+//   stream; a FIFO nobody reads is refused rather than waited on;
+// - a directory, a socket or a block device: refused.
+// Refusals are InputErrors naming the output and the path.
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "core/file_io.hpp"
+
+namespace st {
+
+class StagedOutput {
+ public:
+  enum class Targets { any, regular_only };
+  // `what` names the output in messages (a flag or a config key, "--out", "metrics.trace").
+  // regular_only: outputs that several ranks fill at offsets (safetensors) cannot stream.
+  StagedOutput(std::string path, std::string what, Targets targets = Targets::any);
+  ~StagedOutput();  // an uncommitted temporary is removed
+  StagedOutput(const StagedOutput&) = delete;
+  StagedOutput& operator=(const StagedOutput&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Where the bytes go now: the temporary, or the device or FIFO itself.
+  const std::string& write_path() const { return write_path_; }
+  bool through() const { return through_; }
+  // The file to write: the temporary (created on first use), or the device or FIFO (opened
+  // when this was made, so a FIFO nobody reads is refused before any work).
+  OutputFile& file();
+  // An InputError naming the output when its temporary cannot be created beside the target
+  // (a missing or read-only directory). Leaves nothing behind.
+  void check_writable() const;
+  // Renames the temporary over the target (durably); nothing to do when written through.
+  void commit();
+
+ private:
+  std::string path_, what_;
+  std::string target_;      // the regular file replaced: the path, or where its symlink points
+  std::string write_path_;  // the temporary beside target_, or the device or FIFO
+  bool through_ = false, committed_ = false;
+  std::unique_ptr<OutputFile> file_;
+};
+
+// A log written as it grows, read while it does (metrics.file): a regular file is created or
+// truncated, a character device or FIFO written through (a FIFO nobody reads refused), anything
+// else refused; InputErrors naming `what`.
+std::unique_ptr<OutputFile> open_log_output(const std::string& path, const std::string& what);
+
+// Writes `text` to `output` and commits it.
+void write_output_text(StagedOutput& output, const std::string& text);
+
+// Commits each output, after all were written: a command's outputs appear together.
+void commit_together(std::initializer_list<StagedOutput*> outputs);
+
+}  // namespace st

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# launcher_death.sh SHARDRUN SHARDTRAIN [--nodes 2]: SIGKILL of shardrun while its job trains
+# ends the job within seconds (no rank runs on to completion), and the next shardrun removes
+# what the killed one left (its emulated hosts' folder under /tmp, stale shared memory).
+set -u
+shardrun=$1 st=$2
+shift 2
+dir=$(mktemp -d /tmp/shardtrain-launcher-XXXXXX)
+marker="metrics.file=$dir/m.jsonl"  # names this job's processes
+trap 'pkill -9 -f "$marker" 2> /dev/null; rm -rf "$dir"' EXIT
+fail() { printf '%s\n' "$*"; exit 1; }
+"$shardrun" -n 2 "$@" "$st" train precision.param_dtype=fp32 model.n_layer=1 \
+  training.max_steps=100000 "$marker" > "$dir/log" 2>&1 &
+launcher=$!
+for _ in $(seq 300); do
+  [ -s "$dir/m.jsonl" ] && break
+  sleep 0.1
+done
+[ -s "$dir/m.jsonl" ] || fail "the job never trained: $(cat "$dir/log")"
+hosts_before=$(ls -d /tmp/shardrun-hosts-* 2> /dev/null | sort)
+kill -9 $launcher
+wait $launcher 2> /dev/null
+for _ in $(seq 150); do
+  pgrep -f "$marker" > /dev/null || break
+  sleep 0.1
+done
+if pgrep -f "$marker" > /dev/null; then
+  fail "the job outlived its launcher by 15 s: $(pgrep -af "$marker")"
+fi
+if [ "$*" = "--nodes 2" ]; then
+  left=$(comm -12 <(printf '%s\n' "$hosts_before") <(ls -d /tmp/shardrun-hosts-* 2> /dev/null | sort))
+  [ -n "$left" ] || fail "the killed launcher left no hosts folder; the test tests nothing"
+  "$shardrun" -n 2 --nodes 2 true || fail "the next shardrun failed"
+  for d in $left; do
+    [ -e "$d" ] && fail "the next shardrun did not remove the stale '$d'"
+  done
+fi
+echo "the job ended with its launcher"

@@ -1,0 +1,134 @@
+// Outputs a command writes for the user (core/staged_output), the checkpoint directory's lock
+// and the clean-up of interrupted saves: what each does to what a path already names.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/file_io.hpp"
+#include "core/staged_output.hpp"
+#include "sharding/checkpoint.hpp"
+#include "temp_dir.hpp"
+
+namespace st {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(StagedOutput, AppearsOnlyWhenCommittedAndLeavesNoTemporary) {
+  testing::ScopedTempDir tmp;
+  write_text_file(tmp.path("out.txt"), "old");
+  {
+    StagedOutput out(tmp.path("out.txt"), "--out");
+    out.file().write("new", 3);
+    EXPECT_EQ(read_text_file(tmp.path("out.txt")), "old");  // not yet
+  }  // dropped without commit: a failed command
+  EXPECT_EQ(read_text_file(tmp.path("out.txt")), "old");
+  EXPECT_EQ(names_in(tmp.dir()), std::vector<std::string>{"out.txt"});
+  StagedOutput out(tmp.path("out.txt"), "--out");
+  write_output_text(out, "new");
+  EXPECT_EQ(read_text_file(tmp.path("out.txt")), "new");
+  EXPECT_EQ(names_in(tmp.dir()), std::vector<std::string>{"out.txt"});
+}
+
+TEST(StagedOutput, ASymlinkKeepsPointingAtTheFileItNames) {
+  testing::ScopedTempDir tmp;
+  write_text_file(tmp.path("real.txt"), "old");
+  fs::create_symlink("real.txt", tmp.path("link.txt"));
+  StagedOutput out(tmp.path("link.txt"), "--out");
+  write_output_text(out, "new");
+  EXPECT_TRUE(fs::is_symlink(tmp.path("link.txt")));
+  EXPECT_EQ(read_text_file(tmp.path("real.txt")), "new");
+}
+
+TEST(StagedOutput, DevicesAreWrittenThroughDirectoriesAndReaderlessFifosRefused) {
+  testing::ScopedTempDir tmp;
+  {
+    StagedOutput null("/dev/null", "--out");
+    EXPECT_TRUE(null.through());
+    write_output_text(null, "discarded");
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_THROW(StagedOutput("/dev/null", "--out", StagedOutput::Targets::regular_only), InputError);
+  EXPECT_THROW(StagedOutput(tmp.dir(), "--out"), InputError);
+  ASSERT_EQ(::mkfifo(tmp.path("fifo").c_str(), 0644), 0);
+  try {
+    StagedOutput fifo(tmp.path("fifo"), "metrics.trace");
+    FAIL() << "a FIFO nobody reads was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.trace: '" + tmp.path("fifo") +
+                                         "' is a FIFO that nobody reads"),
+              std::string::npos)
+        << e.what();
+  }
+  StagedOutput missing_dir(tmp.path("no/such/dir/out.txt"), "--out");
+  EXPECT_THROW(missing_dir.check_writable(), InputError);
+}
+
+TEST(StagedOutput, OutputsCommittedTogetherAppearTogether) {
+  testing::ScopedTempDir tmp;
+  {
+    StagedOutput a(tmp.path("a.bin"), "a"), b(tmp.path("b.bin"), "b");
+    a.file().write("a", 1);
+    a.file().sync_and_close();
+    // b's write fails here (the command throws): neither appears.
+  }
+  EXPECT_TRUE(names_in(tmp.dir()).empty());
+  StagedOutput a(tmp.path("a.bin"), "a"), b(tmp.path("b.bin"), "b");
+  a.file().write("a", 1);
+  a.file().sync_and_close();
+  b.file().write("b", 1);
+  b.file().sync_and_close();
+  commit_together({&a, &b});
+  EXPECT_EQ(names_in(tmp.dir()), (std::vector<std::string>{"a.bin", "b.bin"}));
+}
+
+TEST(DirectoryLock, ASecondHolderIsRefusedWithTheFirstNamed) {
+  testing::ScopedTempDir tmp;
+  DirectoryLock first(tmp.dir(), "checkpoint.dir");
+  try {
+    DirectoryLock second(tmp.dir(), "checkpoint.dir");
+    FAIL() << "two locks on one directory";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("is in use by another job (pid " + std::to_string(::getpid())),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(InterruptedSaves, TemporariesGoAndAnInterruptedReplacementIsUndone) {
+  testing::ScopedTempDir tmp;
+  auto make = [&](const std::string& name, bool complete) {
+    fs::create_directories(tmp.path(name));
+    write_text_file(tmp.path(name + "/rank-0.bin"), "x");
+    if (complete) write_text_file(tmp.path(name + "/COMPLETE"), "complete\n");
+  };
+  make("step-00000002", true);
+  make(".step-00000002.old", true);  // replaced whole: goes
+  make(".step-00000004.old", true);  // its replacement was cut short: comes back
+  make("step-00000004", false);
+  make(".step-00000006.tmp", false);
+  make("step-00000008", false);  // incomplete and newest: skipped by a resume, named
+  const std::vector<std::string> done = clean_interrupted_saves(tmp.dir());
+  EXPECT_EQ(done.size(), 3u);
+  EXPECT_EQ(names_in(tmp.dir()),
+            (std::vector<std::string>{"step-00000002", "step-00000004", "step-00000008"}));
+  EXPECT_TRUE(fs::exists(tmp.path("step-00000004/COMPLETE")));
+  EXPECT_EQ(latest_checkpoint(tmp.dir()), tmp.path("step-00000004"));
+  const std::vector<std::string> skipped = skipped_incomplete_checkpoints(tmp.dir());
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step-00000008 (no COMPLETE marker"), std::string::npos) << skipped[0];
+}
+
+}  // namespace
+}  // namespace st
