@@ -9,6 +9,7 @@
 #include "core/ops/attention.hpp"
 #include "core/ops/cross_entropy.hpp"
 #include "core/ops/embedding.hpp"
+#include "core/ops/fastmath.hpp"
 #include "core/ops/gelu.hpp"
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
@@ -219,6 +220,18 @@ TEST(Grad, Embedding) {
   embedding_backward(dwte.data(), dwpe.data(), r.data(), tokens.data(), B, T, C);
   expect_gradient("embedding d_wte", wte, dwte, loss);
   expect_gradient("embedding d_wpe", wpe, dwpe, loss);
+}
+
+// The vectorizable exp against libm's, and at the edges: a NaN stays NaN (a non-finite loss
+// must be reported as such; its conversion to an exponent is never undefined), infinities clamp.
+TEST(FastMath, ExpMatchesLibmAndKeepsNaN) {
+  for (float x = -80.0f; x < 80.0f; x += 0.37f)
+    EXPECT_NEAR(fast_exp(x) / std::exp(x), 1.0f, 3e-7f) << x;
+  EXPECT_TRUE(std::isnan(fast_exp(std::nanf(""))));
+  EXPECT_TRUE(std::isnan(fast_exp(-std::nanf(""))));
+  EXPECT_GT(fast_exp(INFINITY), 1e38f);
+  EXPECT_LT(fast_exp(-INFINITY), 1e-37f);
+  EXPECT_TRUE(std::isnan(fast_tanh(std::nanf(""))));
 }
 
 }  // namespace
