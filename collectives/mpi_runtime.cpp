@@ -128,8 +128,15 @@ void set_abort_notifier(void (*notify)()) {
   g_abort_notifier.store(notify);
 }
 
-void abort_job(const std::string& message, int code) {
+void announce_abort_to_peers() {
+  static std::atomic<bool> announced{false};
+  if (announced.exchange(true)) return;
   if (auto notify = g_abort_notifier.load()) notify();
+}
+
+void abort_job(const std::string& message, int code) {
+  if (liveness::peer_failed()) abort_job_quietly(code);
+  announce_abort_to_peers();
   std::fflush(stdout);
   std::fprintf(stderr, "shardtrain: rank %d: %s\n", mpi_world_rank(), message.c_str());
   std::fflush(stderr);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collectives/agreement.hpp"
+#include "collectives/mpi_runtime.hpp"
 #include "core/file_io.hpp"
 
 namespace st {
@@ -166,14 +167,18 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
               options.keep);
   } catch (...) {
     // A full disk or a failed write: the partial checkpoint goes, so it does not keep the disk
-    // full until the next run; the previous checkpoints are untouched. Each rank removes its
-    // own files and rank 0 the directory (removing it under the other ranks would fail their
-    // writes with a second, misleading error); what a killed rank leaves, the next run's
-    // start-up removes (clean_interrupted_saves).
+    // full until the next run; the previous checkpoints are untouched. The other ranks hear
+    // first that this one ends the job, so the writes this removal breaks under them add no
+    // second message; what a killed rank leaves, the next start-up removes
+    // (clean_interrupted_saves).
+    // Renamed first, so that no rank still writing can create a file in it by its old path
+    // while it is being emptied (remove_all alone races with such creations).
+    announce_abort_to_peers();
+    const fs::path doomed =
+        fs::path(root) / fmt::format(".{}.rank-{}-failed.tmp", step_dir_name(step), rank);
     std::error_code ec;
-    for (const ShardedState& s : states)
-      fs::remove(tmp_dir / checkpoint_file_name(s.name, rank), ec);
-    if (rank == 0) fs::remove_all(tmp_dir, ec);
+    fs::rename(tmp_dir, doomed, ec);
+    fs::remove_all(doomed, ec);
     throw;
   }
   group.barrier()->wait();
@@ -203,7 +208,7 @@ std::vector<std::string> clean_interrupted_saves(const std::string& root) {
   std::sort(found.begin(), found.end());
   for (const fs::path& p : found) {
     const std::string name = p.filename().string();
-    const std::string step = name.substr(1, name.size() - 5);  // ".step-N.tmp" -> "step-N"
+    const std::string step = name.substr(1, name.find('.', 1) - 1);  // ".step-N.tmp" -> "step-N"
     if (name.ends_with(".old") && fs::exists(p / kComplete) &&
         !fs::exists(fs::path(root) / step / kComplete)) {
       fs::remove_all(fs::path(root) / step);
