@@ -197,7 +197,8 @@ const char* file_type_name(unsigned mode) {
 
 std::string read_text_file(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+  const bool known = ::stat(path.c_str(), &st) == 0;  // else InputFile names the error
+  if (known && S_ISFIFO(st.st_mode)) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail_input("cannot open '{}': {}", path, std::strerror(errno));
     std::string text;
@@ -216,7 +217,7 @@ std::string read_text_file(const std::string& path) {
     ::close(fd);
     return text;
   }
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+  if (known && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     fail_input("'{}' is {}, not a file that can be read whole", path, file_type_name(st.st_mode));
   InputFile f(path);
   std::string text(size_t(f.size()), '\0');

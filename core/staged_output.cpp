@@ -17,6 +17,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A character device or FIFO opened to be written through; its errors name `what`.
+std::unique_ptr<OutputFile> open_through(const std::string& path, const std::string& what) {
+  try {
+    return std::make_unique<OutputFile>(path, OutputFile::Mode::through);
+  } catch (const Error& e) {
+    fail_input("{}: {}", what, e.what());
+  }
+}
+
 // The temporary beside `target`: hidden, named after it, the same for every rank (several
 // ranks fill one safetensors file), so a crashed earlier attempt's is simply overwritten.
 std::string temporary_beside(const fs::path& target) {
@@ -48,11 +57,7 @@ StagedOutput::StagedOutput(std::string path, std::string what, Targets targets)
   if (streamable && targets == Targets::any) {
     through_ = true;
     write_path_ = path_;
-    try {
-      file_ = std::make_unique<OutputFile>(path_, OutputFile::Mode::through);
-    } catch (const Error& e) {
-      fail_input("{}: {}", what_, e.what());
-    }
+    file_ = open_through(path_, what_);
     return;
   }
   fail_input("{}: '{}' is {}; {}", what_, path_, file_type_name(st.st_mode),
@@ -105,11 +110,7 @@ std::unique_ptr<OutputFile> open_log_output(const std::string& path, const std::
   if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
     fail_input("{}: '{}' is {}; give the path of a regular file (or a new one)", what, path,
                file_type_name(st.st_mode));
-  try {
-    return std::make_unique<OutputFile>(path, OutputFile::Mode::through);
-  } catch (const InputError& e) {
-    fail_input("{}: {}", what, e.what());
-  }
+  return open_through(path, what);
 }
 
 void write_output_text(StagedOutput& output, const std::string& text) {

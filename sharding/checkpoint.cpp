@@ -169,10 +169,9 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     // A full disk or a failed write: the partial checkpoint goes, so it does not keep the disk
     // full until the next run; the previous checkpoints are untouched. The other ranks hear
     // first that this one ends the job, so the writes this removal breaks under them add no
-    // second message; what a killed rank leaves, the next start-up removes
-    // (clean_interrupted_saves).
-    // Renamed first, so that no rank still writing can create a file in it by its old path
-    // while it is being emptied (remove_all alone races with such creations).
+    // second message. The directory is renamed before it is emptied: remove_all alone races
+    // with a rank still creating files in it by its old path. What a killed rank leaves, the
+    // next start-up removes (clean_interrupted_saves).
     announce_abort_to_peers();
     const fs::path doomed =
         fs::path(root) / fmt::format(".{}.rank-{}-failed.tmp", step_dir_name(step), rank);
