@@ -110,7 +110,7 @@ struct Heartbeat::State {
       Beat in{};
       while (::recv(fd, &in, sizeof in, MSG_DONTWAIT) == ssize_t(sizeof in)) {
         if (in.token != token) continue;
-        if (in.waiting == kAborting) liveness::note_peer_failed();
+        if (in.waiting == kAborting) liveness::note_peer_failed(in.rank);
         if (in.rank != prev) continue;
         const double now = liveness::now_s();
         if (!beat.heard || in.progress != beat.state.progress) beat.progress_at_s = now;

@@ -122,7 +122,9 @@ void check_mpi(int rc, std::string_view operation) {
 
 namespace {
 std::atomic<void (*)()> g_abort_notifier{nullptr};
-}
+constexpr int kAnnouncedAbortGraceS = 5;
+std::atomic<bool> g_first_to_fail{false};  // announced before hearing of another's failure
+}  // namespace
 
 void set_abort_notifier(void (*notify)()) {
   g_abort_notifier.store(notify);
@@ -131,12 +133,21 @@ void set_abort_notifier(void (*notify)()) {
 void announce_abort_to_peers() {
   static std::atomic<bool> announced{false};
   if (announced.exchange(true)) return;
+  // A rank that heard another's notice first fails because of it: that one speaks.
+  if (liveness::peer_failed()) return;
+  g_first_to_fail.store(true);
   if (auto notify = g_abort_notifier.load()) notify();
 }
 
 void abort_job(const std::string& message, int code) {
-  if (liveness::peer_failed()) abort_job_quietly(code);
   announce_abort_to_peers();
+  if (!g_first_to_fail.load() || liveness::peer_failed_below(mpi_world_rank())) {
+    // The rank that announced its abort is about to print why and call MPI_Abort. Aborting
+    // first here would let mpirun kill it before its message is out (cli.disk_full saw no
+    // message at all), so give it time; end the job quietly only if it never does.
+    std::this_thread::sleep_for(std::chrono::seconds(kAnnouncedAbortGraceS));
+    abort_job_quietly(code);
+  }
   std::fflush(stdout);
   std::fprintf(stderr, "shardtrain: rank %d: %s\n", mpi_world_rank(), message.c_str());
   std::fflush(stderr);

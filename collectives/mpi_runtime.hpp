@@ -30,14 +30,18 @@ bool mpi_thread_multiple();
 // Throws an Error carrying MPI_Error_string, the operation and the world rank.
 void check_mpi(int rc, std::string_view operation);
 // Prints "shardtrain: rank R: message" to stderr and ends every rank with MPI_Abort; silently
-// when another rank has announced that it ends the job (its message is the one to read).
+// when another rank announced first that it ends the job (its message is the one to read), or
+// a lower rank did at the same time: then this rank waits a few seconds for that rank's abort
+// and ends the job itself only after.
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 // Called by abort_job just before MPI_Abort (the heartbeat tells the other ranks, so that they
 // do not add messages of their own while being ended). One at a time; nullptr clears it.
 void set_abort_notifier(void (*notify)());
 // Tells the other ranks (through the notifier) that this rank is about to end the job with its
-// own message; once per process. abort_job does it first; a rank may do it earlier, before
-// clean-up that would make the others fail in turn (removing a shared temporary directory).
+// own message; once per process, and not at all once another rank has announced (this rank's
+// failure is then taken to follow from that one). abort_job does it first; a rank may do it
+// earlier, before clean-up that would make the others fail in turn (removing a shared
+// temporary directory).
 void announce_abort_to_peers();
 // The same without a message: another rank has said it.
 [[noreturn]] void abort_job_quietly(int code);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 
 namespace st::liveness {
 namespace {
@@ -34,16 +35,23 @@ WaitingScope::~WaitingScope() {
 }
 
 namespace {
-std::atomic<bool> g_peer_failed{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+constexpr int kNoRank = std::numeric_limits<int>::max();
+std::atomic<int> g_lowest_failed_peer{kNoRank};
+static_assert(std::atomic<int>::is_always_lock_free);
 }  // namespace
 
-void note_peer_failed() {
-  g_peer_failed.store(true);
+void note_peer_failed(int rank) {
+  int seen = g_lowest_failed_peer.load();
+  while (rank < seen && !g_lowest_failed_peer.compare_exchange_weak(seen, rank)) {
+  }
 }
 
 bool peer_failed() {
-  return g_peer_failed.load();
+  return g_lowest_failed_peer.load() != kNoRank;
+}
+
+bool peer_failed_below(int rank) {
+  return g_lowest_failed_peer.load() < rank;
 }
 
 Snapshot snapshot() {

@@ -28,10 +28,13 @@ struct Snapshot {
 };
 Snapshot snapshot();
 
-// Set when another rank announced that it is ending the job with its own message: this rank's
-// SIGTERM (from mpirun, carrying out that abort) is then no news to print.
-void note_peer_failed();
+// Set when another rank (`rank`) announced that it is ending the job with its own message:
+// this rank's SIGTERM (from mpirun, carrying out that abort) is then no news to print, and
+// neither is a failure of its own that the other one caused. When several ranks fail at once
+// (all of them writing to one full disk), the lowest of them speaks.
+void note_peer_failed(int rank);
 bool peer_failed();  // async-signal-safe
-double now_s();      // the steady clock the snapshot uses
+bool peer_failed_below(int rank);
+double now_s();  // the steady clock the snapshot uses
 
 }  // namespace st::liveness

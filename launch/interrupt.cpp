@@ -28,14 +28,16 @@ extern "C" void on_interrupt(int sig) {
   // Under mpirun a SIGTERM may be mpirun ending the job for another rank that failed and said
   // why; its notice (sent through the heartbeat before its MPI_Abort) is here by then, and this
   // rank stays silent rather than print a contradictory line.
+  // launch/shardrun passes Ctrl-C on as SIGUSR1 and SIGTERM as SIGUSR2 (see the header).
+  const bool interrupted = sig == SIGINT || sig == SIGUSR1;
   if (g_speaks && !liveness::peer_failed()) {
     const char* prefix =
-        sig == SIGINT ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
+        interrupted ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
     const char* line = g_lines[g_current.load()];
     (void)!::write(STDERR_FILENO, prefix, std::strlen(prefix));
     (void)!::write(STDERR_FILENO, line, std::strlen(line));
   }
-  ::_exit(128 + sig);
+  ::_exit(128 + (interrupted ? SIGINT : SIGTERM));
 }
 
 }  // namespace
@@ -47,6 +49,8 @@ void install_interrupt_handlers(bool speaks, bool under_mpirun) {
   action.sa_handler = on_interrupt;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);
   if (under_mpirun) action.sa_handler = SIG_IGN;
   sigaction(SIGINT, &action, nullptr);
 }

@@ -8,9 +8,11 @@
 namespace st {
 
 // Installs the handlers; `speaks`: this process prints the line (rank 0). Under mpirun the
-// ranks leave SIGINT to mpirun (launch/shardrun turns Ctrl-C into a SIGTERM that mpirun
-// forwards to every rank while it keeps their output); a rank dying of SIGINT by itself would
-// make mpirun drop the line.
+// ranks leave SIGINT to mpirun. launch/shardrun turns Ctrl-C into SIGUSR1 and SIGTERM into
+// SIGUSR2, which mpirun forwards to every rank without killing any: each rank ends by itself,
+// so mpirun reads its output to the end (when mpirun kills the ranks, with SIGTERM and a
+// SIGKILL one second later, rank 0's line can be lost). SIGTERM itself (mpirun's own kill, a
+// scheduler's) is handled too.
 void install_interrupt_handlers(bool speaks, bool under_mpirun);
 // The state the line reports: training is in step `step` (0-based) of `max_steps`, and the
 // newest complete checkpoint is `checkpoint` ("" for none).

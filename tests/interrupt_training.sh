@@ -7,7 +7,10 @@ set -u
 shardrun=$1 st=$2 sig=$3
 dir=$(mktemp -d /tmp/shardtrain-interrupt-XXXXXX)
 trap 'pkill -9 -f "checkpoint.dir=$dir" 2>/dev/null; rm -rf "$dir" "$dir.log"' EXIT
-setsid "$shardrun" -n 2 "$st" train model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 \
+# Job control puts the run in a process group of its own with SIGINT at its default, as a
+# terminal's foreground job is (a plain background job of a script starts with SIGINT ignored).
+set -m
+"$shardrun" -n 2 "$st" train model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 \
   training.seq_len=32 training.global_batch=4 training.max_steps=100000 "checkpoint.dir=$dir" \
   checkpoint.every=3 > "$dir.log" 2>&1 &
 pid=$!
