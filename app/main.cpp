@@ -1,4 +1,5 @@
-// shardtrain: one program; subcommands train, eval, sample, export and bench. This file is the
+// shardtrain: one program; subcommands train, eval, sample, export, tokenize, plot, bench,
+// simulate and config. This file is the
 // command table: it parses the command line and dispatches to launch/ and bench/.
 // Exit codes: 0 success, 2 bad input (config, data, checkpoint, command line), 1 any other failure.
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/version.hpp"
 #include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
 #include "bench/bench_mesh.hpp"
@@ -20,6 +22,7 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "launch/commands.hpp"
+#include "launch/config.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
 #include "launch/rank_context.hpp"
@@ -51,6 +54,8 @@ struct Options {
   std::string plot_out;
   st::SimulateOptions simulate;
   st::CalibrateOptions calibrate;
+  st::CommonOptions config;
+  bool config_list = false, config_markdown = false;
 };
 
 void add_common(CLI::App* command, st::CommonOptions& options) {
@@ -221,6 +226,30 @@ int run(const Command& command) {
   }
 }
 
+// config: every key (--list, the reference docs/config.md is made from), or the values a
+// --config file and overrides resolve to.
+void add_config(CLI::App& app, Options& o, std::vector<Command>& table) {
+  CLI::App* config = app.add_subcommand(
+      "config", "list every config key, or print the values a config and overrides resolve to");
+  config->add_option("--config", o.config.config,
+                     "TOML config file, or a bundled config name (tiny, small)");
+  config->add_flag("--list", o.config_list, "every key: type, default, allowed values, meaning");
+  config->add_flag("--markdown", o.config_markdown, "with --list: the Markdown page");
+  config->add_option("overrides", o.config.overrides, "section.key=value overrides");
+  table.push_back({config, [&o] {
+                     if (o.config_markdown && !o.config_list)
+                       st::fail_input("config: --markdown goes with --list");
+                     if (o.config_list) {
+                       fmt::print("{}", st::config_reference(o.config_markdown));
+                       return 0;
+                     }
+                     for (const std::string& line :
+                          st::describe_config(st::load_config(o.config.config, o.config.overrides)))
+                       fmt::print("{}\n", line);
+                     return 0;
+                   }});
+}
+
 void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* sim = app.add_subcommand(
       "simulate", "predict step time, memory and scaling of a config on a cluster (SimGrid)");
@@ -278,6 +307,10 @@ int main(int argc, char** argv) {
   add_bench(app, options, table);
   add_model_commands(app, options, table);
   add_simulate(app, options, table);
+  add_config(app, options, table);
+  app.set_version_flag(
+      "--version", [] { return st::version_text(); },
+      "the version, commit, compiler, oneDNN, MPI and CPU of this build");
   if (argc > 1 && argv[1][0] != '-') {
     const std::string word = argv[1];
     bool known = false;

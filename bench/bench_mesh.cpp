@@ -7,6 +7,7 @@
 
 #include "bench/subprocess.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "core/progress.hpp"
 
 namespace st {
@@ -43,7 +44,7 @@ int run_bench_mesh(const MeshBenchOptions& o) {
         "bench mesh: --ranks must split evenly over --nodes >= 2; --steps >= 1, --warmup >= 0, "
         "--micro-batches >= 1");
   const std::string shardrun = find_shardrun().string();
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string exe = this_executable();
   const auto meshes = mesh_runs(o.ranks, o.nodes);
   Progress progress("bench mesh", long(o.gbit.size() * meshes.size()));
   long done = 0;

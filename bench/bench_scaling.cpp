@@ -9,6 +9,7 @@
 
 #include "bench/subprocess.hpp"
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "core/progress.hpp"
 
 namespace st {
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 
 int run_bench_scaling(const ScalingOptions& o) {
   const fs::path shardrun = find_shardrun();
-  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const std::string exe = this_executable();
   std::string step_args = fmt::format(" bench step --json --config {} --steps {} --warmup {}",
                                       quote(o.config), o.steps, o.warmup);
   for (const auto& kv : o.overrides) {

@@ -29,25 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Every JSON object line `command` prints on stdout.
-std::vector<json> json_lines(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) fail("cannot run '{}'", command);
-  std::array<char, 8192> line{};
-  std::vector<json> out;
-  std::string text;
-  while (std::fgets(line.data(), int(line.size()), pipe.get())) {
-    text += line.data();
-    if (line[0] == '{') {
-      json j = json::parse(line.data(), nullptr, false);
-      if (!j.is_discarded()) out.push_back(std::move(j));
-    }
-  }
-  const int status = pclose(pipe.release());
-  if (status != 0 || out.empty()) fail("'{}' failed (status {}):\n{}", command, status, text);
-  return out;
-}
-
 struct Span {
   std::string name;
   double begin, end;  // s
@@ -179,40 +160,20 @@ LinkFit fit_link(const std::vector<json>& rows, const std::string& algorithm, in
 
 }  // namespace
 
-int run_calibrate(const CalibrateOptions& o) {
-  if (o.out.empty()) fail_input("simulate calibrate: --out FILE.json is required");
-  if (const fs::path dir = fs::path(o.out).parent_path(); !dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);  // e.g. the per-machine cache `simulate` names
-  }
-  StagedOutput(o.out, "simulate calibrate --out").check_writable();  // before minutes of work
-  if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
-  const Config config = load_config(o.common.config, o.common.overrides);
-  const fs::path exe = fs::read_symlink("/proc/self/exe");
-  const std::string shardrun = find_shardrun().string();
-  const fs::path scratch =
-      fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());
-  fs::create_directories(scratch);
-  CalibrationProfile p;
-  p.machine =
-      fmt::format("{} cores, {}", std::thread::hardware_concurrency(), cpu_features().summary());
-  p.model = {config.model.n_layer,
-             config.model.n_embd,
-             config.model.n_head,
-             config.model.padded_vocab(),
-             config.training.seq_len,
-             activation_checkpointing_name(config.sharding.activation_checkpointing),
-             std::string(dtype_name(config.precision.param_dtype))};
-  apply_matmul_settings(config);
-  const std::unique_ptr<Model> model = make_model(config);
-  p.cpu = cpu_features().brand;
-  p.cpu_features = cpu_features().summary();
-  p.matmul = matmul_identity(config.precision.param_dtype);
-  double elements = 0;
-  for (const ParamSpec& s : model->param_specs()) elements += double(s.numel());
+namespace {
 
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  p.cores = cores;
+// Where calibrate's subprocesses come from: this binary and launch/shardrun.
+struct Programs {
+  std::string exe, shardrun;
+};
+
+// A compute sample per --ranks and --rows that fit the batch: `bench step` with a trace, cut
+// into the parts of a micro-batch; `elements` is the model's parameter count.
+void measure_compute(const CalibrateOptions& o, const Config& config, const Programs& run,
+                     const fs::path& scratch, double elements, CalibrationProfile& p) {
+  const fs::path exe = run.exe;
+  const std::string& shardrun = run.shardrun;
+  const int cores = p.cores;
   for (int ranks : o.ranks) {
     if (ranks < 1) fail_input("simulate calibrate: --ranks {} must be >= 1", ranks);
     const int threads = std::max(1, cores / ranks);  // the runtime's rule for training.threads
@@ -227,7 +188,7 @@ int run_calibrate(const CalibrateOptions& o) {
           overrides_text(o.common.overrides), rows * ranks, threads, quote(trace.string()));
       fmt::print(stderr, "calibrate: compute at {} rows x {} thread(s), {} rank(s) at once\n", rows,
                  threads, ranks);
-      const json bench = json_lines(command).back();
+      const json bench = run_for_json(command);
       const std::vector<Span> spans = compute_spans(trace.string());
       std::vector<ComputeSample> steps;
       for (const Span& s : spans)
@@ -248,10 +209,12 @@ int run_calibrate(const CalibrateOptions& o) {
             std::max(p.matmul_peak[threads], bench.at("peak_gflops").get<double>() * 1e9);
     }
   }
-  if (p.compute.empty())
-    fail_input("simulate calibrate: no --rows fit training.global_batch = {}",
-               config.training.global_batch);
+}
 
+// The α-β fits of the collectives (or a profile's, --links-from) and memcpy's bandwidth.
+void measure_links(const CalibrateOptions& o, const Programs& run, CalibrationProfile& p) {
+  const fs::path exe = run.exe;
+  const std::string& shardrun = run.shardrun;
   // Collectives over shared memory (the window and a ring), then TCP between emulated hosts,
   // each at 2 ranks and at 4 (oversubscribed here: their α is the scheduler's, not the link's).
   const std::string bench_collectives =
@@ -263,7 +226,7 @@ int run_calibrate(const CalibrateOptions& o) {
   }
   for (int ranks : o.links_from.empty() ? o.link_ranks : std::vector<int>{}) {
     fmt::print(stderr, "calibrate: collectives over shared memory, {} ranks\n", ranks);
-    const std::vector<json> shm = json_lines(
+    const std::vector<json> shm = run_for_json_lines(
         fmt::format("{} -n {} {} 2>/dev/null", quote(shardrun), ranks, bench_collectives));
     p.links["shm"].push_back(fit_link(shm, "shm", ranks));
     p.links["ring-shm"].push_back(fit_link(shm, "ring", ranks));
@@ -280,27 +243,72 @@ int run_calibrate(const CalibrateOptions& o) {
       for (int ranks : o.link_ranks) {
         const std::string name = cap > 0 ? fmt::format("tcp-{:g}gbit", cap) : "tcp";
         fmt::print(stderr, "calibrate: collectives over {}, {} ranks on 2 hosts\n", name, ranks);
-        const std::vector<json> tcp = json_lines(fmt::format(
+        const std::vector<json> tcp = run_for_json_lines(fmt::format(
             "{} -n {} --nodes 2 {} {} 2>/dev/null", quote(shardrun), ranks,
             cap > 0 ? fmt::format("--link-gbit {:g}", cap) : std::string(), bench_collectives));
         p.links[name].push_back(fit_link(tcp, "ring", ranks));
       }
   }
-  fs::remove_all(scratch);
+}
+
+// "shm@2 α=..us β=..ns/B, ...": the fits calibrate wrote.
+std::string link_summary(const CalibrationProfile& p) {
+  std::vector<std::string> names;
+  for (const auto& [name, fits] : p.links)
+    for (const LinkFit& fit : fits)
+      names.push_back(fmt::format("{}@{} α={:.1f}us β={:.3f}ns/B", name, fit.ranks,
+                                  fit.all_gather.alpha * 1e6, fit.all_gather.beta * 1e9));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o) {
+  if (o.out.empty()) fail_input("simulate calibrate: --out FILE.json is required");
+  if (const fs::path dir = fs::path(o.out).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);  // e.g. the per-machine cache `simulate` names
+  }
+  StagedOutput(o.out, "simulate calibrate --out").check_writable();  // before minutes of work
+  if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
+  const Config config = load_config(o.common.config, o.common.overrides);
+  const Programs run{this_executable(), find_shardrun().string()};
+  const fs::path scratch =
+      fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());
+  fs::create_directories(scratch);
+  // The traces go with the process, however it ends here.
+  const std::unique_ptr<const fs::path, void (*)(const fs::path*)> remove_scratch(
+      &scratch, [](const fs::path* dir) {
+        std::error_code ec;
+        fs::remove_all(*dir, ec);
+      });
+  CalibrationProfile p;
+  p.machine =
+      fmt::format("{} cores, {}", std::thread::hardware_concurrency(), cpu_features().summary());
+  p.model = {config.model.n_layer,
+             config.model.n_embd,
+             config.model.n_head,
+             config.model.padded_vocab(),
+             config.training.seq_len,
+             activation_checkpointing_name(config.sharding.activation_checkpointing),
+             std::string(dtype_name(config.precision.param_dtype))};
+  apply_matmul_settings(config);
+  const std::unique_ptr<Model> model = make_model(config);
+  p.cpu = cpu_features().brand;
+  p.cpu_features = cpu_features().summary();
+  p.matmul = matmul_identity(config.precision.param_dtype);
+  p.cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  double elements = 0;
+  for (const ParamSpec& s : model->param_specs()) elements += double(s.numel());
+  measure_compute(o, config, run, scratch, elements, p);
+  if (p.compute.empty())
+    fail_input("simulate calibrate: no --rows fit training.global_batch = {}",
+               config.training.global_batch);
+  measure_links(o, run, p);
   StagedOutput out(o.out, "simulate calibrate --out");  // never half a profile
   write_output_text(out, profile_to_json(p));
-  fmt::print(
-      "calibrate: wrote {} ({} compute samples, links: {})\n", o.out, p.compute.size(),
-      fmt::join(
-          [&] {
-            std::vector<std::string> names;
-            for (const auto& [name, fits] : p.links)
-              for (const LinkFit& fit : fits)
-                names.push_back(fmt::format("{}@{} α={:.1f}us β={:.3f}ns/B", name, fit.ranks,
-                                            fit.all_gather.alpha * 1e6, fit.all_gather.beta * 1e9));
-            return names;
-          }(),
-          ", "));
+  fmt::print("calibrate: wrote {} ({} compute samples, links: {})\n", o.out, p.compute.size(),
+             link_summary(p));
   return 0;
 }
 

@@ -3,8 +3,10 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 
 namespace st {
 
@@ -12,7 +14,7 @@ namespace fs = std::filesystem;
 
 // launch/shardrun beside this binary's source tree (build/bin/shardtrain -> launch/shardrun).
 fs::path find_shardrun() {
-  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const fs::path exe = this_executable();
   // Installed: beside the binary. A build folder inside the source tree: launch/ above it.
   if (fs::exists(exe.parent_path() / "shardrun")) return exe.parent_path() / "shardrun";
   for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
@@ -37,21 +39,25 @@ std::string quote(const std::string& s) {
   return out;
 }
 
-// Runs `command` and returns the last line of its stdout that parses as a JSON object.
-nlohmann::json run_for_json(const std::string& command) {
+std::vector<nlohmann::json> run_for_json_lines(const std::string& command) {
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   if (!pipe) fail("cannot run '{}'", command);
-  std::array<char, 4096> line{};
-  nlohmann::json last;
+  std::array<char, 8192> line{};
+  std::vector<nlohmann::json> objects;
   std::string output;
   while (std::fgets(line.data(), int(line.size()), pipe.get())) {
     output += line.data();
-    if (line[0] == '{') last = nlohmann::json::parse(line.data(), nullptr, false);
+    if (line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line.data(), nullptr, false);
+    if (!j.is_discarded()) objects.push_back(std::move(j));
   }
   const int status = pclose(pipe.release());
-  if (status != 0 || last.is_discarded() || last.is_null())
-    fail("'{}' failed (status {}):\n{}", command, status, output);
-  return last;
+  if (status != 0 || objects.empty()) fail("'{}' failed (status {}):\n{}", command, status, output);
+  return objects;
+}
+
+nlohmann::json run_for_json(const std::string& command) {
+  return run_for_json_lines(command).back();
 }
 
 }  // namespace st

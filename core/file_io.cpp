@@ -231,4 +231,11 @@ void write_text_file(const std::string& path, const std::string& text) {
   f.sync_and_close();
 }
 
+std::string this_executable() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) fail("cannot find this program's own path (/proc/self/exe): {}", ec.message());
+  return exe.string();
+}
+
 }  // namespace st

@@ -77,6 +77,8 @@ void sync_directory(const std::string& path);
 // A regular file's bytes, or a FIFO's until its writer closes it; anything else (a device such
 // as /dev/zero, a directory) is an InputError saying what the path is.
 std::string read_text_file(const std::string& path);
+// The path of this process's executable (/proc/self/exe): programs beside it are found from it.
+std::string this_executable();
 // "a directory", "a character device", ... for a stat mode, as messages name paths.
 const char* file_type_name(unsigned mode);
 // Writes `text` to `path` and fsyncs it.

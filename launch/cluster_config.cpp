@@ -104,16 +104,14 @@ std::string known_keys() {
 
 }  // namespace
 
-ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
-  toml::table root;
-  try {
-    root = toml::parse(text, where);
-  } catch (const toml::parse_error& e) {
-    fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
-               e.description());
-  }
-  ClusterSpec c;
-  std::map<std::string, std::string> strings;
+namespace {
+
+using ClusterStrings = std::map<std::string, std::string>;
+
+// Every key of the file into `c` (numbers, checked) or `strings` (the text keys); an unknown
+// key names the closest known one.
+void read_cluster_keys(const toml::table& root, const std::string& where, ClusterSpec& c,
+                       ClusterStrings& strings) {
   std::function<void(const toml::table&, const std::string&)> walk =
       [&](const toml::table& t, const std::string& prefix) {
         for (const auto& [name, node] : t) {
@@ -151,6 +149,10 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
         }
       };
   walk(root, "");
+}
+
+// The text keys, and the combinations of keys a cluster needs (a profile or rates, links).
+void apply_cluster_strings(ClusterStrings& strings, const std::string& where, ClusterSpec& c) {
   c.name = strings.count("name") ? strings["name"] : where;
   c.profile = strings.count("compute.profile") ? strings["compute.profile"] : "";
   if (c.profile.empty() && !(c.matmul_flops > 0 && c.memory_bandwidth > 0))
@@ -187,6 +189,22 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
   if (c.fabric == FabricKind::non_blocking && c.oversubscription != 1)
     fail_input("{}: 'fabric.oversubscription' = {} needs fabric.kind = \"fat_tree\"", where,
                c.oversubscription);
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
+  toml::table root;
+  try {
+    root = toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
+               e.description());
+  }
+  ClusterSpec c;
+  ClusterStrings strings;
+  read_cluster_keys(root, where, c, strings);
+  apply_cluster_strings(strings, where, c);
   return c;
 }
 

@@ -6,12 +6,15 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string_view>
+#include <utility>
 #include <variant>
 
 #include "core/data/tokenizer.hpp"
@@ -44,6 +47,14 @@ struct KeySpec {
   Kind kind;
   std::function<void(Config&, const Value&, const std::string& key)> set;
   std::function<std::string(const Config&)> show;
+};
+
+// A key as the reference documents it (`shardtrain config --list`, docs/config.md): the
+// values validate_config accepts and a one-line meaning.
+struct KeyEntry {
+  KeySpec spec;
+  const char* allowed;
+  const char* meaning;
 };
 
 // Every number a key takes is finite: NaN or infinity is never a meaningful setting.
@@ -116,79 +127,186 @@ using Sharding = decltype(Config::sharding);
 using Checkpoint = decltype(Config::checkpoint);
 using Metrics = decltype(Config::metrics);
 
-const std::map<std::string, KeySpec>& registry() {
-  static const std::map<std::string, KeySpec> keys = {
-      {"model.n_layer", int_key(&Config::model, &Model::n_layer)},
-      {"model.n_embd", int_key(&Config::model, &Model::n_embd)},
-      {"model.n_head", int_key(&Config::model, &Model::n_head)},
-      {"model.block_size", int_key(&Config::model, &Model::block_size)},
-      {"model.vocab_size", int_key(&Config::model, &Model::vocab_size)},
-      {"model.padded_vocab_size", int_key(&Config::model, &Model::padded_vocab_size)},
-      {"data.path", str_key(&Config::data, &Data::path)},
-      {"data.val_fraction", num_key(&Config::data, &Data::val_fraction)},
-      {"data.tokens", str_key(&Config::data, &Data::tokens)},
-      {"data.val_tokens", str_key(&Config::data, &Data::val_tokens)},
+const std::map<std::string, KeyEntry>& registry() {
+  static const std::map<std::string, KeyEntry> keys = {
+      {"model.n_layer",
+       {int_key(&Config::model, &Model::n_layer), "1 – 65536", "transformer blocks"}},
+      {"model.n_embd",
+       {int_key(&Config::model, &Model::n_embd), "1 – 131072, divisible by `model.n_head`",
+        "channels C"}},
+      {"model.n_head", {int_key(&Config::model, &Model::n_head), "1 – 131072", "attention heads"}},
+      {"model.block_size",
+       {int_key(&Config::model, &Model::block_size), "1 – 1048576",
+        "context length (rows of `wpe`)"}},
+      {"model.vocab_size",
+       {int_key(&Config::model, &Model::vocab_size), "1 – 16777216",
+        "vocabulary (GPT-2's is 50,257); byte data (`data.path`, the built-in corpus) needs at "
+        "least 256"}},
+      {"model.padded_vocab_size",
+       {int_key(&Config::model, &Model::padded_vocab_size), "0, or `model.vocab_size` – 16777216",
+        "rows of `wte` and columns of the logits; 0: `vocab_size` rounded up to a multiple of 128 "
+        "(50,257 → 50,304); padding never reaches the loss, a sample or an export"}},
+      {"data.path",
+       {str_key(&Config::data, &Data::path), "a file path",
+        "a text file whose bytes are the tokens; empty (and no `data.tokens`): the built-in "
+        "generated corpus"}},
+      {"data.val_fraction",
+       {num_key(&Config::data, &Data::val_fraction), "0 ≤ x < 1",
+        "the last fraction of the data is the validation split"}},
+      {"data.tokens",
+       {str_key(&Config::data, &Data::tokens), "a path or glob",
+        "token file(s) (`shards/train_*.bin`, sorted, read as one stream), memory-mapped"}},
+      {"data.val_tokens",
+       {str_key(&Config::data, &Data::val_tokens), "a path or glob",
+        "validation token file(s); empty: the last `data.val_fraction` of `data.tokens`"}},
       {"data.token_format",
-       enum_key(&Config::data, &Data::token_format, parse_token_format, token_format_name)},
-      {"training.max_steps", int_key(&Config::training, &Training::max_steps)},
-      {"training.global_batch", int_key(&Config::training, &Training::global_batch)},
-      {"training.micro_batches", int_key(&Config::training, &Training::micro_batches)},
-      {"training.seq_len", int_key(&Config::training, &Training::seq_len)},
-      {"training.seed", int_key(&Config::training, &Training::seed)},
-      {"training.grad_clip", num_key(&Config::training, &Training::grad_clip)},
-      {"training.threads", int_key(&Config::training, &Training::threads)},
-      {"training.stall_timeout", num_key(&Config::training, &Training::stall_timeout)},
-      {"training.init_from", str_key(&Config::training, &Training::init_from)},
+       {enum_key(&Config::data, &Data::token_format, parse_token_format, token_format_name),
+        "auto, llmc, u16",
+        "`llmc` (llm.c's header + uint16), `u16` (raw little-endian uint16), `auto` (llmc when the "
+        "file starts with llm.c's magic)"}},
+      {"training.max_steps",
+       {int_key(&Config::training, &Training::max_steps), "≥ 0", "optimizer steps"}},
+      {"training.global_batch",
+       {int_key(&Config::training, &Training::global_batch),
+        "1 – 16777216, a multiple of ranks × `micro_batches`",
+        "sequences per step, all ranks together"}},
+      {"training.micro_batches",
+       {int_key(&Config::training, &Training::micro_batches), "1 – 16777216",
+        "gradient-accumulation micro-batches per step"}},
+      {"training.seq_len",
+       {int_key(&Config::training, &Training::seq_len), "1 – `model.block_size`",
+        "tokens per sequence"}},
+      {"training.seed",
+       {int_key(&Config::training, &Training::seed), "≥ 0", "initial weights and data order"}},
+      {"training.grad_clip",
+       {num_key(&Config::training, &Training::grad_clip), "≥ 0",
+        "clip by the global gradient norm; 0 disables"}},
+      {"training.threads",
+       {int_key(&Config::training, &Training::threads), "0 – 1024",
+        "OpenMP threads per rank; 0: cores / ranks on the node"}},
+      {"training.stall_timeout",
+       {num_key(&Config::training, &Training::stall_timeout), "0 – 86400 (seconds)",
+        "a rank that sends no heartbeat, or stays outside every collective without progress while "
+        "the others wait, this long ends the job, named with its step; 0: off (the collectives' "
+        "300 s watchdog remains)"}},
+      {"training.init_from",
+       {str_key(&Config::training, &Training::init_from), "a safetensors path",
+        "start from these weights (shapes checked by name) instead of the seed's"}},
       {"optimizer.name",
-       enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name)},
-      {"optimizer.lr", num_key(&Config::schedule, &Schedule::lr)},
-      {"optimizer.beta1", float_key(&Config::optimizer, &OptimizerConfig::beta1)},
-      {"optimizer.beta2", float_key(&Config::optimizer, &OptimizerConfig::beta2)},
-      {"optimizer.eps", float_key(&Config::optimizer, &OptimizerConfig::eps)},
-      {"optimizer.weight_decay", float_key(&Config::optimizer, &OptimizerConfig::weight_decay)},
-      {"optimizer.warmup_steps", int_key(&Config::schedule, &Schedule::warmup_steps)},
-      {"optimizer.min_lr", num_key(&Config::schedule, &Schedule::min_lr)},
-      {"precision.param_dtype", dtype_key(&Config::precision, &Precision::param_dtype)},
-      {"precision.reduce_dtype", dtype_key(&Config::precision, &Precision::reduce_dtype)},
-      {"precision.output_dtype", dtype_key(&Config::precision, &Precision::output_dtype)},
-      {"precision.bf16_matmul", enum_key(&Config::precision, &Precision::bf16_matmul,
-                                         parse_bf16_matmul_path, bf16_matmul_path_name)},
-      {"precision.fp32_matmul", enum_key(&Config::precision, &Precision::fp32_matmul,
-                                         parse_fp32_matmul_engine, fp32_matmul_engine_name)},
+       {enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name),
+        "adamw, sgd", "AdamW, or SGD with momentum `beta1`"}},
+      {"optimizer.lr", {num_key(&Config::schedule, &Schedule::lr), "> 0", "peak learning rate"}},
+      {"optimizer.beta1",
+       {float_key(&Config::optimizer, &OptimizerConfig::beta1), "0 ≤ x < 1",
+        "first-moment decay (SGD: momentum)"}},
+      {"optimizer.beta2",
+       {float_key(&Config::optimizer, &OptimizerConfig::beta2), "0 ≤ x < 1",
+        "second-moment decay"}},
+      {"optimizer.eps",
+       {float_key(&Config::optimizer, &OptimizerConfig::eps), "> 0", "AdamW's epsilon"}},
+      {"optimizer.weight_decay",
+       {float_key(&Config::optimizer, &OptimizerConfig::weight_decay), "≥ 0",
+        "decoupled weight decay, on the matmul weights only (not biases, norms, embeddings)"}},
+      {"optimizer.warmup_steps",
+       {int_key(&Config::schedule, &Schedule::warmup_steps), "≥ 0",
+        "linear warm-up, then cosine decay to `min_lr` at `max_steps`"}},
+      {"optimizer.min_lr",
+       {num_key(&Config::schedule, &Schedule::min_lr), "0 – `optimizer.lr`",
+        "floor of the cosine decay"}},
+      {"precision.param_dtype",
+       {dtype_key(&Config::precision, &Precision::param_dtype), "bf16, fp32",
+        "dtype parameters are gathered in and matmuls compute in"}},
+      {"precision.reduce_dtype",
+       {dtype_key(&Config::precision, &Precision::reduce_dtype), "fp32",
+        "gradient dtype of the reduce-scatter (bf16 is refused)"}},
+      {"precision.output_dtype",
+       {dtype_key(&Config::precision, &Precision::output_dtype), "fp32", "logits dtype"}},
+      {"precision.bf16_matmul",
+       {enum_key(&Config::precision, &Precision::bf16_matmul, parse_bf16_matmul_path,
+                 bf16_matmul_path_name),
+        "auto, native, widened",
+        "how BF16 matmuls run: `native` oneDNN BF16 (needs AVX512-core, else exit 2), `widened` "
+        "BF16 inputs widened to FP32 in shardtrain's packed GEMM with FP32 accumulation, `auto` "
+        "native with AVX512-BF16 or AMX, widened elsewhere"}},
+      {"precision.fp32_matmul",
+       {enum_key(&Config::precision, &Precision::fp32_matmul, parse_fp32_matmul_engine,
+                 fp32_matmul_engine_name),
+        "auto, onednn, packed",
+        "the FP32 matmul: oneDNN's, shardtrain's packed GEMM, or `auto` (packed on AVX2 + FMA CPUs "
+        "without AVX-512, oneDNN elsewhere)"}},
       {"sharding.reshard_after_forward",
-       bool_key(&Config::sharding, &Sharding::reshard_after_forward)},
-      {"sharding.prefetch", int_key(&Config::sharding, &Sharding::prefetch)},
+       {bool_key(&Config::sharding, &Sharding::reshard_after_forward), "true, false",
+        "free each block's gathered parameters after its forward (ZeRO-3); false keeps them for "
+        "its backward (ZeRO-2)"}},
+      {"sharding.prefetch",
+       {int_key(&Config::sharding, &Sharding::prefetch), "0 – 8",
+        "units whose all-gather is in flight ahead of the one computing"}},
       {"sharding.accumulation",
-       enum_key(&Config::sharding, &Sharding::accumulation, parse_accumulation, accumulation_name)},
-      {"sharding.collective_algorithm", enum_key(&Config::sharding, &Sharding::collective_algorithm,
-                                                 parse_algorithm, algorithm_name)},
-      {"sharding.shard_degree", int_key(&Config::sharding, &Sharding::shard_degree)},
-      {"sharding.replicate_degree", int_key(&Config::sharding, &Sharding::replicate_degree)},
+       {enum_key(&Config::sharding, &Sharding::accumulation, parse_accumulation, accumulation_name),
+        "reduce_each, reduce_last",
+        "with micro-batches: reduce-scatter every micro-batch (least memory) or keep unsharded "
+        "FP32 gradients and reduce-scatter once (least communication)"}},
+      {"sharding.collective_algorithm",
+       {enum_key(&Config::sharding, &Sharding::collective_algorithm, parse_algorithm,
+                 algorithm_name),
+        "auto, mpi, ring, shm", "the all-gather and reduce-scatter implementation"}},
+      {"sharding.shard_degree",
+       {int_key(&Config::sharding, &Sharding::shard_degree), "≥ 1, or -1 (the rest)",
+        "ranks that shard one copy of the parameters (consecutive ranks, ideally one node)"}},
+      {"sharding.replicate_degree",
+       {int_key(&Config::sharding, &Sharding::replicate_degree), "≥ 1, or -1 (the rest)",
+        "copies that all-reduce their gradient shards; shard × replicate = world size (1: FSDP, "
+        "world: DDP, between: HSDP)"}},
       {"sharding.replica_sync",
-       enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name)},
-      {"sharding.ranks_per_node", int_key(&Config::sharding, &Sharding::ranks_per_node)},
+       {enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name),
+        "each, last",
+        "with micro-batches and replicas: all-reduce across replicas after every micro-batch, or "
+        "once after the last"}},
+      {"sharding.ranks_per_node",
+       {int_key(&Config::sharding, &Sharding::ranks_per_node), "≥ 0, dividing the world size",
+        "0: detect nodes (ranks sharing memory); K: ranks r / K share a node"}},
       {"sharding.allow_cross_node_shard",
-       bool_key(&Config::sharding, &Sharding::allow_cross_node_shard)},
+       {bool_key(&Config::sharding, &Sharding::allow_cross_node_shard), "true, false",
+        "allow shard groups that straddle nodes while `replicate_degree` > 1"}},
       {"sharding.activation_checkpointing",
-       enum_key(&Config::sharding, &Sharding::activation_checkpointing,
-                parse_activation_checkpointing, activation_checkpointing_name)},
-      {"checkpoint.dir", str_key(&Config::checkpoint, &Checkpoint::dir)},
-      {"checkpoint.every", int_key(&Config::checkpoint, &Checkpoint::every)},
-      {"checkpoint.keep", int_key(&Config::checkpoint, &Checkpoint::keep)},
-      {"checkpoint.resume", str_key(&Config::checkpoint, &Checkpoint::resume)},
-      {"metrics.file", str_key(&Config::metrics, &Metrics::file)},
-      {"metrics.trace", str_key(&Config::metrics, &Metrics::trace)},
-      {"metrics.trace_steps", str_key(&Config::metrics, &Metrics::trace_steps)},
+       {enum_key(&Config::sharding, &Sharding::activation_checkpointing,
+                 parse_activation_checkpointing, activation_checkpointing_name),
+        "none, selective, full",
+        "what a micro-batch keeps for its backward: everything; matmul outputs and the residual "
+        "stream; or each block's input only"}},
+      {"checkpoint.dir",
+       {str_key(&Config::checkpoint, &Checkpoint::dir), "a directory path",
+        "where checkpoints go (`DIR/step-NNNNNNNN`); empty: none"}},
+      {"checkpoint.every",
+       {int_key(&Config::checkpoint, &Checkpoint::every), "≥ 0",
+        "save every this many steps (0: only at the end); the last step saves whenever `dir` is "
+        "set"}},
+      {"checkpoint.keep",
+       {int_key(&Config::checkpoint, &Checkpoint::keep), "≥ 1",
+        "complete checkpoints kept; older ones go after a save completes"}},
+      {"checkpoint.resume",
+       {str_key(&Config::checkpoint, &Checkpoint::resume), "auto, never, or a path",
+        "`auto`: the newest complete checkpoint in `dir`, if any; `never`; or a checkpoint "
+        "directory"}},
+      {"metrics.file",
+       {str_key(&Config::metrics, &Metrics::file), "a file path",
+        "JSON lines, one object per step"}},
+      {"metrics.trace",
+       {str_key(&Config::metrics, &Metrics::trace), "a file path",
+        "a merged Chrome trace-event timeline of every rank"}},
+      {"metrics.trace_steps",
+       {str_key(&Config::metrics, &Metrics::trace_steps), "FIRST..LAST",
+        "1-based steps to trace; empty: every step"}},
   };
   return keys;
 }
 
 const KeySpec& find_key(const std::string& key, const std::string& where) {
   auto it = registry().find(key);
-  if (it != registry().end()) return it->second;
+  if (it != registry().end()) return it->second.spec;
   const std::string suggestion = closest_key(key);
   fail_input("{}: unknown config key '{}'{}", where, key,
-             suggestion.empty() ? std::string("; see the README for every key")
+             suggestion.empty() ? std::string("; `shardtrain config --list` lists every key")
                                 : fmt::format("; did you mean '{}'?", suggestion));
 }
 
@@ -281,6 +399,86 @@ std::vector<std::string> config_keys() {
   std::vector<std::string> keys;
   for (const auto& [k, _] : registry()) keys.push_back(k);
   return keys;
+}
+
+namespace {
+
+// Sections in the order a config file uses them.
+constexpr std::array<std::string_view, 8> kSectionOrder = {
+    "model", "data", "training", "optimizer", "precision", "sharding", "checkpoint", "metrics"};
+
+const char* kind_word(Kind k) {
+  switch (k) {
+    case Kind::integer:
+      return "integer";
+    case Kind::number:
+      return "number";
+    case Kind::string:
+      return "string";
+    case Kind::boolean:
+      return "boolean";
+  }
+  return "?";
+}
+
+std::string_view section_of(std::string_view key) {
+  return key.substr(0, key.find('.'));
+}
+
+// Every key, a section's keys after the previous section's; a key whose section is missing
+// from kSectionOrder is an error here rather than a key the reference leaves out.
+std::vector<std::pair<std::string_view, const KeyEntry*>> keys_in_section_order() {
+  std::vector<std::pair<std::string_view, const KeyEntry*>> keys;
+  for (std::string_view section : kSectionOrder)
+    for (const auto& [key, entry] : registry())
+      if (section_of(key) == section) keys.emplace_back(key, &entry);
+  if (keys.size() != registry().size())
+    fail("config reference: a key's section is not in kSectionOrder (launch/config.cpp)");
+  return keys;
+}
+
+std::string markdown_reference(const Config& defaults) {
+  std::string page =
+      "# Config reference\n\n"
+      "After reading this page you can set any key of a run: in a TOML file (`[section]` then "
+      "`key = value`, passed with `--config FILE`) or on the command line as "
+      "`section.key=value`, which wins over the file. The default is the default job's value "
+      "(the bundled `tiny` config). A value outside its range, a key that does not exist or a "
+      "value of the wrong type is exit 2 with one message naming the key; keys that contradict "
+      "each other (`seq_len` beyond `block_size`, a `global_batch` that ranks x "
+      "`micro_batches` cannot divide, `reduce_dtype` less precise than `param_dtype`) are "
+      "refused naming both. `shardtrain config --config FILE [overrides]` prints the values a "
+      "run would use.\n\n"
+      "This page is generated by `shardtrain config --list --markdown > docs/config.md`; the "
+      "test `cli.config_reference_is_current` fails when it differs from the code.\n";
+  std::string_view section;
+  for (const auto& [key, entry] : keys_in_section_order()) {
+    if (section_of(key) != section) {
+      section = section_of(key);
+      page += fmt::format(
+          "\n## [{}]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n",
+          section);
+    }
+    page += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", key, kind_word(entry->spec.kind),
+                        entry->spec.show(defaults), entry->allowed, entry->meaning);
+  }
+  return page;
+}
+
+std::string text_reference(const Config& defaults) {
+  std::string text;
+  for (const auto& [key, entry] : keys_in_section_order())
+    text += fmt::format("{:<36} {:<8} default {:<10} allowed: {}\n{:<36} {}\n", key,
+                        kind_word(entry->spec.kind), entry->spec.show(defaults), entry->allowed, "",
+                        entry->meaning);
+  return text;
+}
+
+}  // namespace
+
+std::string config_reference(bool markdown) {
+  const Config defaults = load_config("", {});
+  return markdown ? markdown_reference(defaults) : text_reference(defaults);
 }
 
 std::string closest_key(const std::string& key) {
@@ -493,7 +691,8 @@ MeshShape mesh_shape(const Config& c, int world_size) {
 
 std::vector<std::string> describe_config(const Config& config) {
   std::vector<std::string> lines;
-  for (const auto& [key, spec] : registry()) lines.push_back(key + " = " + spec.show(config));
+  for (const auto& [key, entry] : registry())
+    lines.push_back(key + " = " + entry.spec.show(config));
   return lines;
 }
 

@@ -94,6 +94,9 @@ std::vector<std::string> describe_config(const Config& config);
 
 // All valid keys ("section.key"), and the closest one to `key` (empty when none is close).
 std::vector<std::string> config_keys();
+// The reference of every key (section, type, the default job's value, allowed values, meaning):
+// aligned text, or the Markdown page committed as docs/config.md (tests compare the two).
+std::string config_reference(bool markdown);
 std::string closest_key(const std::string& key);
 
 }  // namespace st

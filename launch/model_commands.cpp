@@ -68,12 +68,12 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
           parse_float_dtype(dtype.get<std::string>(), "checkpoint precision.param_dtype");
     } else {
       if (!fs::is_regular_file(weights)) fail_input("--weights: '{}' is not a file", weights);
-      const fs::path config_json = fs::path(weights).parent_path() / "config.json";
+      const std::string config_json = config_json_beside(weights);
       if (!fs::exists(config_json))
-        fail_input("'{}' is needed beside '{}' (the model's shape)", config_json.string(), weights);
-      const std::string where = fmt::format("'{}'", config_json.string());
-      m.config = model_config_from_json(
-          parse_json_object(read_text_file(config_json.string()), where), where);
+        fail_input("'{}' is needed beside '{}' (the model's shape)", config_json, weights);
+      const std::string where = fmt::format("'{}'", config_json);
+      m.config =
+          model_config_from_json(parse_json_object(read_text_file(config_json), where), where);
       m.file_dtype = safetensors_dtype(weights);
     }
   });
@@ -93,8 +93,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
     } catch (const InputError& e) {
       // The shape came from config.json: either file may be the wrong one.
       fail_input("--weights '{}' does not fit the model '{}' beside it describes ({}): {}", weights,
-                 (fs::path(weights).parent_path() / "config.json").string(), m.model->describe(),
-                 e.what());
+                 config_json_beside(weights), m.model->describe(), e.what());
     }
   }
 }
@@ -131,7 +130,8 @@ int run_export(const ExportOptions& o) {
       weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
       if (m.ranks.rank() == 0) {
         weights->check_writable();
-        config_json.emplace((parent / "config.json").string(), "export's config.json");
+        config_json.emplace(config_json_beside(fs::absolute(o.out).string()),
+                            "export's config.json");
         config_json->check_writable();
       }
       load_model(m, o.checkpoint, "", DType::f32, Config{});
@@ -229,6 +229,58 @@ int run_eval(const EvalOptions& o) {
   });
 }
 
+namespace {
+
+void check_sample_options(const SampleOptions& o) {
+  if (o.tokens < 0 || o.tokens > kMaxSampleTokens)
+    fail_input("sample: --tokens = {} must be in [0, {}]", o.tokens, kMaxSampleTokens);
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
+  if (o.seed < 0) fail_input("sample: --seed = {} must not be negative", o.seed);
+  if (o.prompt.empty() == o.prompt_tokens.empty())
+    fail_input("sample: give exactly one of --prompt TEXT and --prompt-tokens ID,ID,...");
+}
+
+// The prompt as token ids of a vocabulary of V: --prompt-tokens checked, --prompt encoded by
+// GPT-2's tokenizer when given, else as bytes (a byte vocabulary only).
+std::vector<int32_t> prompt_ids(const SampleOptions& o, int64_t V,
+                                const std::optional<Gpt2Tokenizer>& tokenizer) {
+  std::vector<int32_t> ids;
+  if (!o.prompt_tokens.empty()) {
+    for (size_t i = 0; i < o.prompt_tokens.size(); ++i) {
+      if (o.prompt_tokens[i] < 0 || o.prompt_tokens[i] >= V)
+        fail_input("sample: --prompt-tokens: id {} (position {}) is outside the vocabulary [0, {})",
+                   o.prompt_tokens[i], i, V);
+      ids.push_back(int32_t(o.prompt_tokens[i]));
+    }
+    return ids;
+  }
+  if (tokenizer) return tokenizer->encode(o.prompt);
+  if (V > kByteVocabSize)
+    fail_input(
+        "sample: the model's vocabulary has {} tokens, not bytes: --prompt needs --vocab DIR "
+        "(GPT-2's encoder.json and vocab.bpe), or give --prompt-tokens",
+        V);
+  return encode_bytes(o.prompt);
+}
+
+// Token `i` drawn from the first V logits: the largest at temperature 0, else a draw that is a
+// function of (seed, i) only, so every rank draws the same. `p` is scratch of V doubles.
+int32_t draw_token(const float* logits, int64_t V, double temperature, int64_t seed, int64_t i,
+                   std::vector<double>& p) {
+  if (temperature == 0) return int32_t(std::max_element(logits, logits + V) - logits);
+  const float top = *std::max_element(logits, logits + V);
+  double total = 0;
+  for (int64_t v = 0; v < V; ++v) total += p[size_t(v)] = std::exp((logits[v] - top) / temperature);
+  const auto bits = random_block(uint64_t(seed), 7, uint64_t(i));
+  double u = uniform_open0(bits[0]) * total;
+  for (int64_t v = 0; v < V; ++v)
+    if ((u -= p[size_t(v)]) <= 0) return int32_t(v);
+  return int32_t(V - 1);
+}
+
+}  // namespace
+
 int run_sample(const SampleOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
@@ -236,13 +288,7 @@ int run_sample(const SampleOptions& o) {
     std::optional<Gpt2Tokenizer> tokenizer;
     std::vector<int32_t> text;  // the prompt's ids, then every token drawn
     agree_on_startup(*m.ranks.group, [&] {
-      if (o.tokens < 0 || o.tokens > kMaxSampleTokens)
-        fail_input("sample: --tokens = {} must be in [0, {}]", o.tokens, kMaxSampleTokens);
-      if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-        fail_input("sample: --temperature must be a finite number >= 0, got {}", o.temperature);
-      if (o.seed < 0) fail_input("sample: --seed = {} must not be negative", o.seed);
-      if (o.prompt.empty() == o.prompt_tokens.empty())
-        fail_input("sample: give exactly one of --prompt TEXT and --prompt-tokens ID,ID,...");
+      check_sample_options(o);
       load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
       const int64_t V = m.config.vocab_size;
       if (!o.vocab.empty()) {
@@ -251,25 +297,7 @@ int run_sample(const SampleOptions& o) {
           fail_input("sample: --vocab '{}' has {} tokens but the model's vocabulary is {}", o.vocab,
                      tokenizer->vocab_size(), V);
       }
-      if (!o.prompt_tokens.empty()) {
-        for (size_t i = 0; i < o.prompt_tokens.size(); ++i) {
-          if (o.prompt_tokens[i] < 0 || o.prompt_tokens[i] >= V)
-            fail_input(
-                "sample: --prompt-tokens: id {} (position {}) is outside the vocabulary "
-                "[0, {})",
-                o.prompt_tokens[i], i, V);
-          text.push_back(int32_t(o.prompt_tokens[i]));
-        }
-      } else if (tokenizer) {
-        text = tokenizer->encode(o.prompt);
-      } else if (V > kByteVocabSize) {
-        fail_input(
-            "sample: the model's vocabulary has {} tokens, not bytes: --prompt needs --vocab DIR "
-            "(GPT-2's encoder.json and vocab.bpe), or give --prompt-tokens",
-            V);
-      } else {
-        text = encode_bytes(o.prompt);
-      }
+      text = prompt_ids(o, V, tokenizer);
     });
     const bool lead = m.ranks.rank() == 0;
     const int64_t V = m.config.vocab_size;
@@ -286,7 +314,7 @@ int run_sample(const SampleOptions& o) {
     std::vector<double> p(static_cast<size_t>(V));
     for (int64_t i = 0; i < o.tokens; ++i) {
       // Every rank runs the same forward (parameters are gathered together) and draws the same
-      // token: the draw is a function of (seed, position).
+      // token.
       const int64_t T = std::min<int64_t>(int64_t(text.size()), m.config.block_size);
       Batch b{Tensor::empty("sample.inputs", {1, T}, DType::i32),
               Tensor::zeros("sample.targets", {1, T}, DType::i32)};
@@ -294,24 +322,7 @@ int run_sample(const SampleOptions& o) {
       m.model->forward_loss(b, *m.fsdp);
       // Row T - 1 of the logits; only the first V (real) columns are drawn from.
       const float* logits = m.model->last_logits() + (T - 1) * m.config.padded_vocab();
-      int32_t next = 0;
-      if (o.temperature == 0) {
-        next = int32_t(std::max_element(logits, logits + V) - logits);
-      } else {
-        const float top = *std::max_element(logits, logits + V);
-        double total = 0;
-        for (int64_t v = 0; v < V; ++v)
-          total += p[size_t(v)] = std::exp((logits[v] - top) / o.temperature);
-        const auto bits = random_block(uint64_t(o.seed), 7, uint64_t(i));
-        double u = uniform_open0(bits[0]) * total;
-        next = int32_t(V - 1);
-        for (int64_t v = 0; v < V; ++v)
-          if ((u -= p[size_t(v)]) <= 0) {
-            next = int32_t(v);
-            break;
-          }
-      }
-      text.push_back(next);
+      text.push_back(draw_token(logits, V, o.temperature, o.seed, i, p));
       if (lead) {
         fmt::print("{}", show(&text.back(), 1));
         flush_standard_output();

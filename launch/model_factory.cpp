@@ -7,16 +7,11 @@
 #include "sharding/json_parse.hpp"
 
 namespace st {
-namespace {
-
 namespace fs = std::filesystem;
 
-// The config.json beside a weights file.
-fs::path config_json_beside(const std::string& weights) {
-  return fs::path(weights).parent_path() / "config.json";
+std::string config_json_beside(const std::string& weights) {
+  return (fs::path(weights).parent_path() / "config.json").string();
 }
-
-}  // namespace
 
 void apply_matmul_settings(const Config& config) {
   set_bf16_matmul_path(config.precision.bf16_matmul);

@@ -25,6 +25,9 @@ void apply_matmul_settings(const Config& config);
 // InputError that starts with `where` otherwise.
 GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
 
+// The config.json beside a weights file (Hugging Face's layout: one folder per model).
+std::string config_json_beside(const std::string& weights);
+
 // When a config.json lies beside the safetensors file `weights`, it must describe `model`
 // (a file from a different model would otherwise load whatever tensors happen to match).
 void check_weights_config(const std::string& weights, const GPTConfig& model);

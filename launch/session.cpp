@@ -144,11 +144,12 @@ void print_mesh(Session& s) {
 
 }  // namespace
 
-void print_summary(Session& s) {
-  if (!s.lead()) return;
+namespace {
+
+// The CPU, ranks and threads, oneDNN and the matmul paths, the matmul peak, oversubscription.
+void print_machine_summary(const Session& s) {
   const Config& c = s.config;
   const CpuFeatures& cpu = cpu_features();
-  ShardedTrainer& t = *s.trainer;
   fmt::print("shardtrain | cpu: {} | {} rank{} ({}) x {} thread{}\n", cpu.summary(), s.ranks.size(),
              s.ranks.size() == 1 ? "" : "s", s.ranks.mpi ? "mpirun" : "in-process, no mpirun",
              s.threads, s.threads == 1 ? "" : "s");
@@ -168,6 +169,12 @@ void print_summary(Session& s) {
         "compete (set training.threads = 0 to split the cores)\n",
         s.threads, s.threads == 1 ? "" : "s", s.ranks.ranks_on_node,
         s.ranks.ranks_on_node == 1 ? "" : "s", s.threads * s.ranks.ranks_on_node, cores);
+}
+
+// The model, the data, the units and what each gradient-accumulation mode costs.
+void print_model_summary(Session& s) {
+  const Config& c = s.config;
+  ShardedTrainer& t = *s.trainer;
   int64_t params = 0;
   for (const auto& spec : t.model().param_specs()) params += spec.numel();
   fmt::print("model: {} | {} parameters | precision: param {} reduce {} output {}\n",
@@ -203,13 +210,12 @@ void print_summary(Session& s) {
         "micro-batches and reduce-scatters {:.1f} MiB once per step. reduce_each would "
         "reduce-scatter {:.1f} MiB per step and keep none\n",
         scatter_mib, scatter_mib, scatter_mib * double(m));
-  print_mesh(s);
-  if (s.ranks.size() > 1)
-    fmt::print(
-        "stall check: {} (training.stall_timeout; a rank silent or stuck outside the collectives "
-        "that long ends the job, named)\n",
-        c.training.stall_timeout > 0 ? fmt::format("{:g} s", c.training.stall_timeout)
-                                     : std::string("off"));
+}
+
+// The memory budget per rank, activations per checkpointing mode, what is held now.
+void print_memory_summary(Session& s) {
+  const Config& c = s.config;
+  ShardedTrainer& t = *s.trainer;
   const MemoryBudget b = t.budget();
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(
@@ -236,6 +242,23 @@ void print_summary(Session& s) {
   }
   fmt::print("memory per rank (held now): shards {:.1f} MiB, optimizer state {:.1f} MiB\n",
              double(fm.shard_bytes) / kMiB, double(t.optimizer_state_bytes()) / kMiB);
+}
+
+}  // namespace
+
+void print_summary(Session& s) {
+  if (!s.lead()) return;
+  const Config& c = s.config;
+  print_machine_summary(s);
+  print_model_summary(s);
+  print_mesh(s);
+  if (s.ranks.size() > 1)
+    fmt::print(
+        "stall check: {} (training.stall_timeout; a rank silent or stuck outside the collectives "
+        "that long ends the job, named)\n",
+        c.training.stall_timeout > 0 ? fmt::format("{:g} s", c.training.stall_timeout)
+                                     : std::string("off"));
+  print_memory_summary(s);
   std::fflush(stdout);
 }
 

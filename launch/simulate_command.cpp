@@ -72,6 +72,44 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
   return p;
 }
 
+namespace {
+
+// What the replay runs: the units' sizes, the sharding settings, and the measured or modelled
+// compute time of each part of a micro-batch.
+StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitLayout>& units,
+                   const ComputeTimes& times, int threads) {
+  const auto& t = config.training;
+  StepPlan plan;
+  int64_t shard_elements = 0;
+  for (const UnitLayout& u : units) {
+    plan.units.push_back({u.padded_numel, u.shard_numel});
+    shard_elements += u.shard_numel;
+  }
+  plan.param_bytes = int(dtype_size(config.precision.param_dtype));
+  plan.reshard_after_forward = config.sharding.reshard_after_forward;
+  plan.prefetch = int(config.sharding.prefetch);
+  plan.accumulation = config.sharding.accumulation;
+  plan.replica_sync = config.sharding.replica_sync;
+  plan.replicated = mesh.replicate > 1;
+  plan.micro_batches = int(t.micro_batches);
+  plan.threads = threads;
+  plan.root_forward_pre = times.root_forward_pre;
+  plan.root_forward_post = times.root_forward_post;
+  plan.root_backward_pre = times.root_backward_pre;
+  plan.root_backward_post = times.root_backward_post;
+  plan.block_forward.assign(units.size(), 0.0);
+  plan.block_backward.assign(units.size(), 0.0);
+  for (size_t u = 1; u < units.size(); ++u) {
+    plan.block_forward[u] = times.block_forward[u - 1];
+    plan.block_backward[u] = times.block_backward[u - 1];
+  }
+  plan.optimizer = times.optimizer_per_element * double(shard_elements);
+  plan.step_overhead = times.step_overhead;
+  return plan;
+}
+
+}  // namespace
+
 Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ranks,
                    const std::string& mesh_name, MeshShape mesh, const SimOptions& options) {
   Config config = config_in;
@@ -104,32 +142,7 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   shape.threads = spec.threads_per_rank;
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
 
-  StepPlan plan;
-  int64_t shard_elements = 0;
-  for (const UnitLayout& u : units) {
-    plan.units.push_back({u.padded_numel, u.shard_numel});
-    shard_elements += u.shard_numel;
-  }
-  plan.param_bytes = int(dtype_size(config.precision.param_dtype));
-  plan.reshard_after_forward = config.sharding.reshard_after_forward;
-  plan.prefetch = int(config.sharding.prefetch);
-  plan.accumulation = config.sharding.accumulation;
-  plan.replica_sync = config.sharding.replica_sync;
-  plan.replicated = mesh.replicate > 1;
-  plan.micro_batches = int(t.micro_batches);
-  plan.threads = spec.threads_per_rank;
-  plan.root_forward_pre = times.root_forward_pre;
-  plan.root_forward_post = times.root_forward_post;
-  plan.root_backward_pre = times.root_backward_pre;
-  plan.root_backward_post = times.root_backward_post;
-  plan.block_forward.assign(units.size(), 0.0);
-  plan.block_backward.assign(units.size(), 0.0);
-  for (size_t u = 1; u < units.size(); ++u) {
-    plan.block_forward[u] = times.block_forward[u - 1];
-    plan.block_backward[u] = times.block_backward[u - 1];
-  }
-  plan.optimizer = times.optimizer_per_element * double(shard_elements);
-  plan.step_overhead = times.step_overhead;
+  const StepPlan plan = step_plan(config, mesh, units, times, spec.threads_per_rank);
 
   Prediction p;
   p.ranks = ranks;

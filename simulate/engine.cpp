@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "simulate/engine_wire.hpp"
 
 extern char** environ;
@@ -18,9 +19,7 @@ extern char** environ;
 namespace st {
 
 std::string default_engine_path() {
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (exe.parent_path() / "shardtrain-simgrid").string();
+  return (std::filesystem::path(this_executable()).parent_path() / "shardtrain-simgrid").string();
 }
 
 namespace {

@@ -125,6 +125,61 @@ std::string profile_to_json(const CalibrationProfile& p) {
   return j.dump(1) + "\n";
 }
 
+namespace {
+
+// "compute": the measured micro-batches, at least one; each checked field by field.
+void read_compute_samples(const json& j, const std::string& where, CalibrationProfile& p) {
+  if (!j.contains("compute") || !j["compute"].is_array() || j["compute"].empty())
+    fail_input("{}: 'compute' must be a non-empty array of measured micro-batches", where);
+  for (size_t i = 0; i < j["compute"].size(); ++i) {
+    const json& c = j["compute"][i];
+    const std::string cw = fmt::format("{}: compute[{}]", where, i);
+    if (!c.is_object()) fail_input("{} must be an object", cw);
+    ComputeSample s;
+    s.ranks = int(json_int(c.value("ranks", json()), cw + ".ranks", 1, 1 << 20));
+    s.threads = int(json_int(c.value("threads", json()), cw + ".threads", 1, 4096));
+    s.rows = json_int(c.value("rows", json()), cw + ".rows", 1, 1 << 24);
+    s.root_forward_pre = number(c, "root_forward_pre_ms", cw, 0, 1e9) / 1e3;
+    s.root_forward_post = number(c, "root_forward_post_ms", cw, 0, 1e9) / 1e3;
+    s.root_backward_pre = number(c, "root_backward_pre_ms", cw, 0, 1e9) / 1e3;
+    s.root_backward_post = number(c, "root_backward_post_ms", cw, 0, 1e9) / 1e3;
+    s.block_forward = seconds_array(c, "block_forward_ms", cw, size_t(p.model.n_layer));
+    s.block_backward = seconds_array(c, "block_backward_ms", cw, size_t(p.model.n_layer));
+    s.matmul_share = number(c, "matmul_share", cw, 0, 1);
+    s.optimizer_per_element = number(c, "optimizer_ns_per_element", cw, 0, 1e9) / 1e9;
+    s.step_overhead = number(c, "step_overhead_ms", cw, 0, 1e9) / 1e3;
+    if (!(s.total() > 0)) fail_input("{}: the measured compute is zero", cw);
+    p.compute.push_back(std::move(s));
+  }
+}
+
+// "links" (optional): per link class, the α-β fits of each collective at some rank counts.
+void read_link_fits(const json& j, const std::string& where, CalibrationProfile& p) {
+  if (j.contains("links")) {
+    if (!j["links"].is_object()) fail_input("{}: 'links' must be an object", where);
+    for (const auto& [name, fits] : j["links"].items()) {
+      if (!fits.is_array() || fits.empty())
+        fail_input("{}: links.{} must be a non-empty array of fits", where, name);
+      for (size_t i = 0; i < fits.size(); ++i) {
+        const json& fit = fits[i];
+        const std::string lw = fmt::format("{}: links.{}[{}]", where, name, i);
+        if (!fit.is_object() || !fit.contains("all_gather") || !fit.contains("reduce_scatter") ||
+            !fit.contains("ranks"))
+          fail_input("{} must have 'ranks', 'all_gather' and 'reduce_scatter'", lw);
+        LinkFit f{int(json_int(fit["ranks"], lw + ".ranks", 1, 1 << 20)),
+                  alpha_beta_from(fit["all_gather"], lw + ".all_gather"),
+                  alpha_beta_from(fit["reduce_scatter"], lw + ".reduce_scatter"),
+                  {}};
+        if (fit.contains("all_reduce"))
+          f.all_reduce = alpha_beta_from(fit["all_reduce"], lw + ".all_reduce");
+        p.links[name].push_back(f);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 CalibrationProfile profile_from_json(const std::string& text, const std::string& where) {
   const json j = parse_json_object(text, where);
   CalibrationProfile p;
@@ -170,49 +225,8 @@ CalibrationProfile profile_from_json(const std::string& text, const std::string&
       p.matmul_peak[t] = number(peaks, threads, where + ": matmul_peak_gflops", 1e-3, 1e9) * 1e9;
     }
   }
-  if (!j.contains("compute") || !j["compute"].is_array() || j["compute"].empty())
-    fail_input("{}: 'compute' must be a non-empty array of measured micro-batches", where);
-  for (size_t i = 0; i < j["compute"].size(); ++i) {
-    const json& c = j["compute"][i];
-    const std::string cw = fmt::format("{}: compute[{}]", where, i);
-    if (!c.is_object()) fail_input("{} must be an object", cw);
-    ComputeSample s;
-    s.ranks = int(json_int(c.value("ranks", json()), cw + ".ranks", 1, 1 << 20));
-    s.threads = int(json_int(c.value("threads", json()), cw + ".threads", 1, 4096));
-    s.rows = json_int(c.value("rows", json()), cw + ".rows", 1, 1 << 24);
-    s.root_forward_pre = number(c, "root_forward_pre_ms", cw, 0, 1e9) / 1e3;
-    s.root_forward_post = number(c, "root_forward_post_ms", cw, 0, 1e9) / 1e3;
-    s.root_backward_pre = number(c, "root_backward_pre_ms", cw, 0, 1e9) / 1e3;
-    s.root_backward_post = number(c, "root_backward_post_ms", cw, 0, 1e9) / 1e3;
-    s.block_forward = seconds_array(c, "block_forward_ms", cw, size_t(p.model.n_layer));
-    s.block_backward = seconds_array(c, "block_backward_ms", cw, size_t(p.model.n_layer));
-    s.matmul_share = number(c, "matmul_share", cw, 0, 1);
-    s.optimizer_per_element = number(c, "optimizer_ns_per_element", cw, 0, 1e9) / 1e9;
-    s.step_overhead = number(c, "step_overhead_ms", cw, 0, 1e9) / 1e3;
-    if (!(s.total() > 0)) fail_input("{}: the measured compute is zero", cw);
-    p.compute.push_back(std::move(s));
-  }
-  if (j.contains("links")) {
-    if (!j["links"].is_object()) fail_input("{}: 'links' must be an object", where);
-    for (const auto& [name, fits] : j["links"].items()) {
-      if (!fits.is_array() || fits.empty())
-        fail_input("{}: links.{} must be a non-empty array of fits", where, name);
-      for (size_t i = 0; i < fits.size(); ++i) {
-        const json& fit = fits[i];
-        const std::string lw = fmt::format("{}: links.{}[{}]", where, name, i);
-        if (!fit.is_object() || !fit.contains("all_gather") || !fit.contains("reduce_scatter") ||
-            !fit.contains("ranks"))
-          fail_input("{} must have 'ranks', 'all_gather' and 'reduce_scatter'", lw);
-        LinkFit f{int(json_int(fit["ranks"], lw + ".ranks", 1, 1 << 20)),
-                  alpha_beta_from(fit["all_gather"], lw + ".all_gather"),
-                  alpha_beta_from(fit["reduce_scatter"], lw + ".reduce_scatter"),
-                  {}};
-        if (fit.contains("all_reduce"))
-          f.all_reduce = alpha_beta_from(fit["all_reduce"], lw + ".all_reduce");
-        p.links[name].push_back(f);
-      }
-    }
-  }
+  read_compute_samples(j, where, p);
+  read_link_fits(j, where, p);
   return p;
 }
 

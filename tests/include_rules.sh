@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# include_rules.sh SOURCE_DIR: the folder rules of docs/architecture.md hold; each check must
+# find nothing.
+set -u
+cd "$1" || exit 1
+status=0
+check() {
+  local what=$1 found
+  shift
+  found=$("$@" 2> /dev/null)
+  if [ -n "$found" ]; then printf '%s:\n%s\n' "$what" "$found"; status=1; fi
+}
+check "launch/ included below it" grep -rn '#include "launch/' core collectives sharding optim simulate
+check "bench/ included outside app/" grep -rn '#include "bench/' launch core collectives sharding optim simulate
+check "SimGrid outside simgrid_*" sh -c "grep -rln 'simgrid/' simulate | grep -v simgrid_"
+check "sharding/ including optim/" grep -rn '#include "optim/' sharding
+check "environment read below launch/" grep -rn getenv core collectives sharding optim
+check "core/ including a layer above it" grep -rnE '#include "(collectives|sharding|optim|simulate)/' core
+check "collectives/ including a layer above it" grep -rnE '#include "(sharding|optim|simulate)/' collectives
+[ $status = 0 ] && echo "the include rules hold"
+exit $status
