@@ -37,6 +37,12 @@ std::string_view op_kind_name(OpKind kind) {
       return "layernorm";
     case OpKind::gelu:
       return "gelu";
+    case OpKind::rmsnorm:
+      return "rmsnorm";
+    case OpKind::rope:
+      return "rope";
+    case OpKind::swiglu:
+      return "swiglu";
     case OpKind::cross_entropy:
       return "cross_entropy";
     case OpKind::embedding:

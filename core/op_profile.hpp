@@ -15,6 +15,9 @@ enum class OpKind : int {
   attention,  // attention's softmax, masks and layout work around its matmuls
   layernorm,
   gelu,
+  rmsnorm,
+  rope,
+  swiglu,
   cross_entropy,
   embedding,
   bias_grad,        // bias gradients (column sums of an output gradient)

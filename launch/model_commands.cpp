@@ -321,7 +321,7 @@ int run_sample(const SampleOptions& o) {
       std::copy_n(text.end() - T, T, b.inputs.data<int32_t>());
       m.model->forward_loss(b, *m.fsdp);
       // Row T - 1 of the logits; only the first V (real) columns are drawn from.
-      const float* logits = m.model->last_logits() + (T - 1) * m.config.padded_vocab();
+      const float* logits = m.model->last_logits().row(T - 1);
       text.push_back(draw_token(logits, V, o.temperature, o.seed, i, p));
       if (lead) {
         fmt::print("{}", show(&text.back(), 1));

@@ -8,6 +8,7 @@
 #include "tests/grad_check.hpp"
 #include "tests/support/local_params.hpp"
 #include "tests/support/mlp.hpp"
+#include "tests/support/model_checks.hpp"
 
 namespace st {
 namespace {
@@ -16,24 +17,8 @@ GPTConfig tiny_config() {
   return {2, 16, 2, 8, 256};
 }
 
-Batch random_batch(int64_t B, int64_t T, uint64_t seed) {
-  Batch b{Tensor::empty("in", {B, T}, DType::i32), Tensor::empty("tg", {B, T}, DType::i32)};
-  for (int64_t i = 0; i < B * T; ++i) {
-    b.inputs.data<int32_t>()[i] = int32_t(uniform_int_at(seed, 1, uint64_t(i), 256));
-    b.targets.data<int32_t>()[i] = int32_t(uniform_int_at(seed, 2, uint64_t(i), 256));
-  }
-  return b;
-}
-
-// Moves every master away from its init (so layer norms and biases are not trivial).
-void perturb(LocalParams& params, size_t count, float scale) {
-  for (size_t i = 0; i < count; ++i) {
-    Tensor m = params.master(i);
-    auto noise = testing::randn(size_t(m.numel()), 100 + i, scale);
-    for (int64_t j = 0; j < m.numel(); ++j) m.data<float>()[j] += noise[size_t(j)];
-  }
-  params.cast_for_compute();
-}
+using testing::perturb;
+using testing::random_batch;
 
 TEST(GPT, ParameterNamesAndShapesFollowHuggingFace) {
   GPT gpt(GPTConfig{3, 32, 4, 16, 256}, DType::f32);
@@ -78,61 +63,18 @@ TEST(GPT, InitialWeightsFollowTheInitRules) {
 TEST(GPT, GradientsMatchFiniteDifferencesInFP32) {
   GPT gpt(tiny_config(), DType::f32);
   LocalParams params(gpt, 11);
-  const size_t n_params = gpt.param_specs().size();
-  perturb(params, n_params, 0.1f);
-  const Batch batch = random_batch(2, 8, 3);
-  const double tokens = 16;
-  UnitHooks hooks;
-  params.zero_grads();
-  gpt.forward_backward(batch, float(1.0 / tokens), hooks);
-  std::vector<std::vector<float>> analytic;
-  for (size_t i = 0; i < n_params; ++i) {
-    Tensor g = params.grad(i);
-    analytic.emplace_back(g.data<float>(), g.data<float>() + g.numel());
-  }
-  for (size_t i = 0; i < n_params; ++i) {
-    Tensor m = params.master(i);
-    std::vector<float> x(m.data<float>(), m.data<float>() + m.numel());
-    auto loss = [&] {
-      std::copy(x.begin(), x.end(), m.data<float>());
-      return gpt.forward_loss(batch, hooks) / tokens;
-    };
-    // About 12 elements of each parameter; wte only has gradients in the rows used.
-    const size_t stride = std::max<size_t>(1, x.size() / 12);
-    testing::expect_gradient(gpt.param_specs()[i].name, x, analytic[i], loss, 1e-2f, 5e-4, 3e-2,
-                             stride);
-    std::copy(x.begin(), x.end(), m.data<float>());
-  }
+  perturb(params, gpt.param_specs().size(), 0.1f);
+  // wte only has gradients in the rows used.
+  testing::expect_model_gradients(gpt, params, random_batch(2, 8, 3));
 }
 
 TEST(GPT, Bf16PathStaysCloseToFp32Path) {
-  // Same FP32 masters, two compute dtypes. BF16 keeps 8 mantissa bits (relative rounding
-  // 2^-9 = 0.2% per rounding); through ~10 roundings on the way to the loss we allow 1% on the
-  // loss and ask the gradients to point the same way (cosine > 0.99).
   GPTConfig cfg{2, 64, 4, 32, 256};
   GPT g32(cfg, DType::f32), g16(cfg, DType::bf16);
   LocalParams p32(g32, 9), p16(g16, 9);
   perturb(p32, g32.param_specs().size(), 0.05f);
   perturb(p16, g16.param_specs().size(), 0.05f);
-  const Batch batch = random_batch(4, 32, 8);
-  UnitHooks hooks;
-  p32.zero_grads();
-  p16.zero_grads();
-  const double l32 = g32.forward_backward(batch, 1.0f / 128, hooks);
-  const double l16 = g16.forward_backward(batch, 1.0f / 128, hooks);
-  EXPECT_NEAR(l16 / l32, 1.0, 0.01);
-  double dot = 0, n32 = 0, n16 = 0;
-  for (size_t i = 0; i < g32.param_specs().size(); ++i) {
-    const float* a = p32.grad(i).data<float>();
-    const float* b = p16.grad(i).data<float>();
-    for (int64_t j = 0; j < p32.grad(i).numel(); ++j) {
-      dot += double(a[j]) * b[j];
-      n32 += double(a[j]) * a[j];
-      n16 += double(b[j]) * b[j];
-    }
-  }
-  EXPECT_GT(dot / std::sqrt(n32 * n16), 0.99);
-  EXPECT_NEAR(std::sqrt(n16 / n32), 1.0, 0.02);
+  testing::expect_bf16_close_to_fp32(g32, p32, g16, p16, random_batch(4, 32, 8));
 }
 
 TEST(GPT, SequenceLongerThanContextIsRejected) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/model/activation_arena.hpp"
 #include "core/ops/cross_entropy.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
@@ -13,8 +14,8 @@
 
 namespace st {
 
-// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch:
-// tensors carved out of one allocation (llm.c's activation memory), each 64-byte aligned.
+// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch, in
+// one ActivationArena.
 // With activation checkpointing, the per-layer vectors of recomputed kinds hold L views of one
 // shared tensor (BlockModel::per_block).
 struct GPT::Activations {
@@ -40,34 +41,21 @@ struct GPT::Activations {
   Tensor d_big;                       // FP32 [B,T,4C]
   Tensor cast_scratch;                // dtype [B*T, max(4C, V)]
   Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
-  Tensor arena;                       // u8 [bytes]: the one allocation all of the above point into
-  int64_t bytes = 0;                  // its size, alignment padding included
+  ActivationArena arena;              // last: its declaration passes fill the tensors above
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
   Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, ActivationCheckpointing mode_,
               Device device)
-      : B(B_), T(T_), mode(mode_) {
-    // Two passes over one declaration: the first only sums the sizes, the second carves.
-    for (const bool carve : {false, true}) {
-      if (carve) arena = Tensor::empty("gpt.activations", {bytes}, DType::u8, device);
-      bytes = 0;
-      declare(cfg, dt, carve);
-    }
-  }
+      : B(B_),
+        T(T_),
+        mode(mode_),
+        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
 
-  void declare(const GPTConfig& cfg, DType dt, bool carve) {
+  void declare(const GPTConfig& cfg, DType dt, ActivationArena& arena) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, Vp = cfg.padded_vocab();
     att = {B, T, H, C / H};  // query blocks of AttentionShape::block rows
-    auto make = [&](const char* name, Shape s, DType d) {
-      const int64_t at = bytes;
-      int64_t size = 0;
-      if (__builtin_mul_overflow(shape_numel(s), int64_t(dtype_size(d)), &size) ||
-          __builtin_add_overflow(bytes, (size + 63) / 64 * 64, &bytes))
-        fail("GPT activations: '{}' {} takes the total past 64 bits", name, shape_string(s));
-      return carve ? arena.carve(name, std::move(s), d, size_t(at)) : Tensor();
-    };
-    auto f32 = [&](const char* name, Shape s) { return make(name, std::move(s), DType::f32); };
-    auto act = [&](const char* name, Shape s) { return make(name, std::move(s), dt); };
+    auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
+    auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
     x.clear();
     for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     // Each per-layer activation with the kind of step that produces it (BlockTensor).
@@ -161,12 +149,12 @@ GPT::Activations& GPT::activations_for(int64_t B, int64_t T) {
 }
 
 int64_t GPT::activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const {
-  return Activations(config_, dtype_, B, T, mode, Device::meta).bytes;
+  return Activations(config_, dtype_, B, T, mode, Device::meta).arena.bytes();
 }
 
-const float* GPT::last_logits() const {
+LogitsView GPT::last_logits() const {
   if (!acts_) fail("GPT::last_logits called before any forward");
-  return acts_->logits.data<float>();
+  return {acts_->logits.data<float>(), config_.padded_vocab(), config_.vocab_size};
 }
 
 std::string GPT::describe() const {

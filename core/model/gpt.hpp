@@ -49,9 +49,8 @@ class GPT final : public BlockModel {
   std::string describe() const override;
   std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
 
-  // The logits [B*T, padded V] (FP32) of the last forward: row stride padded_vocab(), the first
-  // vocab_size columns real.
-  const float* last_logits() const;
+  // [B*T, padded V] (FP32): row stride padded_vocab(), the first vocab_size columns real.
+  LogitsView last_logits() const override;
 
  private:
   struct Activations;

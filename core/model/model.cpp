@@ -20,6 +20,10 @@ void Model::set_activation_checkpointing(ActivationCheckpointing mode) {
                activation_checkpointing_name(mode), describe());
 }
 
+LogitsView Model::last_logits() const {
+  fail("{} keeps no logits to sample from", describe());
+}
+
 void Model::bind(size_t index, Tensor value, Tensor grad) {
   const auto& specs = param_specs();
   ST_CHECK(index < specs.size(), "parameter index {} out of range", index);

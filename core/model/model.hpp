@@ -40,6 +40,14 @@ struct BoundParam {
   Tensor grad;
 };
 
+// The FP32 logits of a model's last forward: rows `row_stride` floats apart, the first `vocab`
+// columns of each real (the rest pad the vocabulary).
+struct LogitsView {
+  const float* data = nullptr;
+  int64_t row_stride = 0, vocab = 0;
+  const float* row(int64_t i) const { return data + i * row_stride; }
+};
+
 // The interface every trainable model offers to trainers and sharders.
 class Model {
  public:
@@ -68,6 +76,9 @@ class Model {
   // checkpoint manifests (a checkpoint loads only into a model with the same ones).
   virtual std::string describe() const = 0;
   virtual std::vector<std::pair<std::string, int64_t>> hyperparameters() const = 0;
+  // The logits of the last forward, for sampling (a language model keeps them; the default
+  // fails naming the model).
+  virtual LogitsView last_logits() const;
 
   // `grad` may be left undefined for forward-only use (touching it is then an error).
   void bind(size_t index, Tensor value, Tensor grad);

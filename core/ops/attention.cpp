@@ -11,35 +11,43 @@
 namespace st {
 namespace {
 
-// Views over (batch b, head h) pairs: GemmBatch{B, H}.
+// Views over (batch b, kv head g) pairs, GemmBatch{B, KV}, for the query heads h = g·group + j
+// of one j < group: with grouped-query attention one gemm covers the j-th query head of every
+// kv group, so each view below takes j (multi-head attention: group 1, j 0, one gemm).
 struct Views {
   const AttentionShape& s;
-  int64_t C = s.C();
+  int64_t C = s.C(), W = s.qkv_width(), hs = s.head_size, group = s.group();
 
   static const void* at(const void* p, DType d, int64_t elements) {
     return static_cast<const char*>(p) + elements * int64_t(dtype_size(d));
   }
-  GemmBatch batch() const { return {s.B, s.H}; }
-  // Rows [row0, row0 + rows) of q (part 0), k (1) or v (2) of every head, read in place from
-  // a [B, T, 3C] buffer: [rows, hs].
-  MatView qkv(const void* p, DType d, int part, int64_t row0, int64_t rows) const {
-    return {at(p, d, row0 * 3 * C + part * C),
+  GemmBatch batch() const { return {s.B, s.KV()}; }
+  // Rows [row0, row0 + rows) of query head g·group + j, read in place from the packed
+  // [B, T, W] buffer: [rows, hs].
+  MatView q(const void* p, DType d, int64_t j, int64_t row0, int64_t rows) const {
+    return {at(p, d, row0 * W + j * hs), d, rows, hs, W, 1, group * hs, s.T * W};
+  }
+  // The same rows of kv head g's key (part 1) or value (part 2).
+  MatView kv(const void* p, DType d, int part, int64_t row0, int64_t rows) const {
+    const int64_t column = (s.H + (part - 1) * s.KV()) * hs;
+    return {at(p, d, row0 * W + column), d, rows, hs, W, 1, hs, s.T * W};
+  }
+  // Rows [row0, row0 + rows) of query head g·group + j in a [B, T, C] buffer: [rows, hs].
+  MatView heads(const void* p, DType d, int64_t j, int64_t row0, int64_t rows) const {
+    return {at(p, d, row0 * C + j * hs), d, rows, hs, C, 1, group * hs, s.T * C};
+  }
+  // The [rows, cols] block at (row0, col0) of query head g·group + j's [T, T] matrix in
+  // [B, H, T, T].
+  MatView scores(const void* p, DType d, int64_t j, int64_t row0, int64_t col0, int64_t rows,
+                 int64_t cols) const {
+    return {at(p, d, j * s.T * s.T + row0 * s.T + col0),
             d,
             rows,
-            s.head_size,
-            3 * C,
+            cols,
+            s.T,
             1,
-            s.head_size,
-            s.T * 3 * C};
-  }
-  // Rows [row0, row0 + rows) of every head in a [B, T, C] buffer: [rows, hs].
-  MatView heads(const void* p, DType d, int64_t row0, int64_t rows) const {
-    return {at(p, d, row0 * C), d, rows, s.head_size, C, 1, s.head_size, s.T * C};
-  }
-  // The [rows, cols] block at (row0, col0) of every head's [T, T] matrix in [B, H, T, T].
-  MatView scores(const void* p, DType d, int64_t row0, int64_t col0, int64_t rows,
-                 int64_t cols) const {
-    return {at(p, d, row0 * s.T + col0), d, rows, cols, s.T, 1, s.T * s.T, s.H * s.T * s.T};
+            group * s.T * s.T,
+            s.H * s.T * s.T};
   }
 };
 
@@ -67,15 +75,18 @@ void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
                              DType dtype) {
   OpScope scope(OpKind::attention);
   ST_CHECK(s.block >= 1, "attention block {} must be positive", s.block);
+  ST_CHECK(s.KV() >= 1 && s.H % s.KV() == 0, "attention: {} kv heads do not divide {} heads",
+           s.KV(), s.H);
   const Views v{s};
   const int64_t T = s.T, rows_total = s.B * s.H * s.T;
   GemmOptions scaled;
   scaled.alpha = 1.0f / std::sqrt(float(s.head_size));
   // S = alpha·Q·Kᵀ, block by block, keys up to the block's last row.
-  for_each_block(s, [&](int64_t r0, int64_t rows) {
-    gemm(v.batch(), v.qkv(qkv, dtype, 0, r0, rows), v.qkv(qkv, dtype, 1, 0, r0 + rows).t(),
-         v.scores(scratch.scores, DType::f32, r0, 0, rows, r0 + rows), scaled);
-  });
+  for (int64_t j = 0; j < v.group; ++j)
+    for_each_block(s, [&](int64_t r0, int64_t rows) {
+      gemm(v.batch(), v.q(qkv, dtype, j, r0, rows), v.kv(qkv, dtype, 1, 0, r0 + rows).t(),
+           v.scores(scratch.scores, DType::f32, j, r0, 0, rows, r0 + rows), scaled);
+    });
   // Causal softmax with FP32 statistics; zeros above the diagonal up to the block's end.
   dispatch_float(dtype, [&]<class X>(X) {
     X* probs = static_cast<X*>(saved.probs);
@@ -105,10 +116,11 @@ void attention_values_forward(void* out, const void* qkv, const AttentionSaved& 
   OpScope scope(OpKind::attention);
   const Views v{s};
   // Y = P·V, written into each head's columns of out [B, T, C].
-  for_each_block(s, [&](int64_t r0, int64_t rows) {
-    gemm(v.batch(), v.scores(saved.probs, dtype, r0, 0, rows, r0 + rows),
-         v.qkv(qkv, dtype, 2, 0, r0 + rows), v.heads(out, dtype, r0, rows));
-  });
+  for (int64_t j = 0; j < v.group; ++j)
+    for_each_block(s, [&](int64_t r0, int64_t rows) {
+      gemm(v.batch(), v.scores(saved.probs, dtype, j, r0, 0, rows, r0 + rows),
+           v.kv(qkv, dtype, 2, 0, r0 + rows), v.heads(out, dtype, j, r0, rows));
+    });
 }
 
 void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
@@ -123,10 +135,11 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
     d_y = scratch.d_y;
   }
   // dP = dY·Vᵀ (FP32, into the scores scratch), the forward's blocks.
-  for_each_block(s, [&](int64_t r0, int64_t rows) {
-    gemm(v.batch(), v.heads(d_y, dtype, r0, rows), v.qkv(qkv, dtype, 2, 0, r0 + rows).t(),
-         v.scores(scratch.scores, DType::f32, r0, 0, rows, r0 + rows));
-  });
+  for (int64_t j = 0; j < v.group; ++j)
+    for_each_block(s, [&](int64_t r0, int64_t rows) {
+      gemm(v.batch(), v.heads(d_y, dtype, j, r0, rows), v.kv(qkv, dtype, 2, 0, r0 + rows).t(),
+           v.scores(scratch.scores, DType::f32, j, r0, 0, rows, r0 + rows));
+    });
   // Softmax backward: dS = P ⊙ (dP − rowsum(P ⊙ dP)); zeros above the diagonal as in P.
   dispatch_float(dtype, [&]<class X>(X) {
     const X* probs = static_cast<const X*>(saved.probs);
@@ -148,19 +161,25 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
   GemmOptions scaled;
   scaled.alpha = 1.0f / std::sqrt(float(s.head_size));
   // Keys [k0, k0 + n) are seen by query rows [k0, T): dV = Pᵀ·dY and dK = alpha·dSᵀ·Q over
-  // those rows only.
-  for_each_block(s, [&](int64_t k0, int64_t n) {
-    const int64_t seen_by = T - k0;
-    gemm(v.batch(), v.scores(saved.probs, dtype, k0, k0, seen_by, n).t(),
-         v.heads(d_y, dtype, k0, seen_by), v.qkv(d_qkv, DType::f32, 2, k0, n));
-    gemm(v.batch(), v.scores(scratch.d_s, dtype, k0, k0, seen_by, n).t(),
-         v.qkv(qkv, dtype, 0, k0, seen_by), v.qkv(d_qkv, DType::f32, 1, k0, n), scaled);
-  });
+  // those rows only. A kv head's gradient sums its group's query heads: the first writes, the
+  // others add.
+  for (int64_t j = 0; j < v.group; ++j) {
+    GemmOptions plain, scaled_kv = scaled;
+    plain.accumulate = scaled_kv.accumulate = j > 0;
+    for_each_block(s, [&](int64_t k0, int64_t n) {
+      const int64_t seen_by = T - k0;
+      gemm(v.batch(), v.scores(saved.probs, dtype, j, k0, k0, seen_by, n).t(),
+           v.heads(d_y, dtype, j, k0, seen_by), v.kv(d_qkv, DType::f32, 2, k0, n), plain);
+      gemm(v.batch(), v.scores(scratch.d_s, dtype, j, k0, k0, seen_by, n).t(),
+           v.q(qkv, dtype, j, k0, seen_by), v.kv(d_qkv, DType::f32, 1, k0, n), scaled_kv);
+    });
+  }
   // dQ = alpha·dS·K, block by block.
-  for_each_block(s, [&](int64_t r0, int64_t rows) {
-    gemm(v.batch(), v.scores(scratch.d_s, dtype, r0, 0, rows, r0 + rows),
-         v.qkv(qkv, dtype, 1, 0, r0 + rows), v.qkv(d_qkv, DType::f32, 0, r0, rows), scaled);
-  });
+  for (int64_t j = 0; j < v.group; ++j)
+    for_each_block(s, [&](int64_t r0, int64_t rows) {
+      gemm(v.batch(), v.scores(scratch.d_s, dtype, j, r0, 0, rows, r0 + rows),
+           v.kv(qkv, dtype, 1, 0, r0 + rows), v.q(d_qkv, DType::f32, j, r0, rows), scaled);
+    });
 }
 
 }  // namespace st

@@ -20,10 +20,15 @@ void embedding_forward(float* out, const int32_t* tokens, const void* wte, const
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < B * T; ++i) {
       const X* a = te + int64_t(tokens[i]) * C;
-      const X* p = pe + (i % T) * C;
       float* o = out + i * C;
+      if (pe) {
+        const X* p = pe + (i % T) * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) o[c] = to_f32(a[c]) + to_f32(p[c]);
+        for (int64_t c = 0; c < C; ++c) o[c] = to_f32(a[c]) + to_f32(p[c]);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) o[c] = to_f32(a[c]);
+      }
     }
   });
 }
@@ -39,11 +44,10 @@ void embedding_backward(float* d_wte, float* d_wpe, const float* d_out, const in
     for (int64_t i = 0; i < B * T; ++i) {
       const float* g = d_out + i * C;
       float* te = d_wte + int64_t(tokens[i]) * C;
+      for (int64_t c = c0; c < c1; ++c) te[c] += g[c];
+      if (!d_wpe) continue;
       float* pe = d_wpe + (i % T) * C;
-      for (int64_t c = c0; c < c1; ++c) {
-        te[c] += g[c];
-        pe[c] += g[c];
-      }
+      for (int64_t c = c0; c < c1; ++c) pe[c] += g[c];
     }
   }
 }

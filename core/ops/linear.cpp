@@ -106,4 +106,64 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
        MatView::row_major(d_weight, DType::f32, K, N), accumulate);
 }
 
+namespace {
+
+int64_t total_width(std::span<const LinearPart> parts) {
+  int64_t n = 0;
+  for (const LinearPart& p : parts) n += p.N;
+  return n;
+}
+
+// Part p's columns [column, column + N) of a [M, width] buffer.
+MatView columns(const void* data, DType dtype, int64_t M, int64_t width, int64_t column,
+                int64_t N) {
+  return {static_cast<const char*>(data) + column * int64_t(dtype_size(dtype)),
+          dtype,
+          M,
+          N,
+          width,
+          1,
+          M * width,
+          0};
+}
+
+}  // namespace
+
+void fused_linear_forward(void* out, const void* in, std::span<const LinearPart> parts, int64_t M,
+                          int64_t K, DType dtype) {
+  const int64_t width = total_width(parts);
+  const MatView input = MatView::row_major(in, dtype, M, K);
+  int64_t column = 0;
+  for (const LinearPart& p : parts) {
+    gemm(1, input, MatView::row_major(p.weight, dtype, p.N, K).t(),
+         columns(out, dtype, M, width, column, p.N));
+    column += p.N;
+  }
+}
+
+void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch, const void* in,
+                           std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype) {
+  const int64_t width = total_width(parts);
+  const void* g = d_out;
+  if (dtype != DType::f32) {
+    ST_CHECK(d_out_scratch, "fused_linear_backward: BF16 needs a scratch buffer");
+    OpScope scope(OpKind::cast_copy);
+    cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * width));
+    g = d_out_scratch;
+  }
+  GemmOptions accumulate;
+  accumulate.accumulate = true;
+  int64_t column = 0;
+  for (const LinearPart& p : parts) {
+    const MatView grad = columns(g, dtype, M, width, column, p.N);
+    // d_in: the first part writes, the others add.
+    if (d_in)
+      gemm(1, grad, MatView::row_major(p.weight, dtype, p.N, K),
+           MatView::row_major(d_in, DType::f32, M, K), column == 0 ? GemmOptions{} : accumulate);
+    gemm(1, grad.t(), MatView::row_major(in, dtype, M, K),
+         MatView::row_major(p.d_weight, DType::f32, p.N, K), accumulate);
+    column += p.N;
+  }
+}
+
 }  // namespace st

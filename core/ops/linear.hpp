@@ -1,6 +1,8 @@
 #pragma once
-// Linear layer in Hugging Face GPT-2's Conv1D layout: weight is [in, out].
+// Linear layers: GPT-2's Conv1D layout (weight [in, out], with bias), and torch.nn.Linear's
+// layout (weight [out, in], no bias) read through transposed views, which cost nothing.
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.hpp"
 
@@ -22,5 +24,21 @@ void linear_forward(void* out, const void* in, const void* weight, const void* b
 void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
                      void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
                      int64_t N, DType dtype, const void* gelu_input = nullptr);
+
+// nn.Linear layers that read the same input and write side by side into one output, as
+// Llama's q/k/v and gate/up projections do: out[M, ΣN] = [in·W₀ᵀ | in·W₁ᵀ | …], one part
+// being a plain linear layer.
+struct LinearPart {
+  const void* weight;  // [N, K], dtype
+  float* d_weight;     // [N, K], FP32 (backward only)
+  int64_t N;
+};
+// out [M, ΣN] and in [M, K] in dtype.
+void fused_linear_forward(void* out, const void* in, std::span<const LinearPart> parts, int64_t M,
+                          int64_t K, DType dtype);
+// d_in[M,K] = Σ d_outₚ · Wₚ (FP32, overwritten; skipped when null) and d_Wₚ += d_outₚᵀ · in, from
+// d_out [M, ΣN] (FP32). For BF16 the matmuls read d_out rounded into d_out_scratch [M, ΣN].
+void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch, const void* in,
+                           std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype);
 
 }  // namespace st

@@ -1,0 +1,354 @@
+#include "core/model/llama.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/model/activation_arena.hpp"
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/elementwise.hpp"
+#include "core/ops/embedding.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/matmul.hpp"
+#include "core/ops/rmsnorm.hpp"
+#include "core/ops/swiglu.hpp"
+
+namespace st {
+
+// Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch, in
+// one ActivationArena; per-layer vectors of recomputed kinds share one tensor
+// (BlockModel::per_block). W = (H + 2·KV)·hs: q, k and v side by side, q and k rotated.
+struct Llama::Activations {
+  int64_t B, T;
+  ActivationCheckpointing mode;
+  AttentionShape att;
+  RopeTable rope;
+  std::vector<Tensor> x;         // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
+  std::vector<Tensor> x_mid;     // L, after attention, FP32 [B,T,C]
+  std::vector<Tensor> ln1, ln2;  // L, dtype [B,T,C]
+  std::vector<Tensor> rstd1, rstd2;  // L, FP32 [B*T]
+  std::vector<Tensor> qkv;           // L, dtype [B,T,W] (after the rotation)
+  std::vector<Tensor> probs;         // L, dtype [B,H,T,T]
+  std::vector<Tensor> att_y;         // L, dtype [B,T,C]
+  std::vector<Tensor> gate_up;       // L, dtype [B,T,2F]
+  std::vector<Tensor> swiglu;        // L, dtype [B,T,F]
+  Tensor lnf, lnf_rstd;              // dtype [B,T,C]; FP32 [B*T]
+  Tensor logits;                     // FP32 [B*T, Vp] (gradient in place in backward)
+  Tensor losses;                     // FP32 [B*T]
+  // Scratch shared by all layers.
+  Tensor proj_out;                    // dtype [B,T,C]
+  Tensor dx, d_small;                 // FP32 [B,T,C]: the residual stream's gradient, and one more
+  Tensor d_qkv;                       // FP32 [B,T,W]
+  Tensor d_gate_up;                   // FP32 [B,T,2F]
+  Tensor d_swiglu;                    // FP32 [B,T,F]
+  Tensor cast_scratch;                // dtype [B*T, max(W, 2F, Vp)]
+  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
+  ActivationArena arena;              // last: its declaration passes fill the tensors above
+
+  Activations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
+              ActivationCheckpointing mode_, Device device)
+      : B(B_),
+        T(T_),
+        mode(mode_),
+        rope(device == Device::meta ? RopeTable{}
+                                    : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
+        arena("Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
+
+  void declare(const LlamaConfig& cfg, DType dt, ActivationArena& arena) {
+    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, F = cfg.ffn_hidden;
+    const int64_t Vp = cfg.padded_vocab();
+    att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head};
+    const int64_t W = att.qkv_width();
+    auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
+    auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
+    x.clear();
+    for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
+    auto layers = [&](BlockTensor kind, auto make) {
+      return BlockModel::per_block(mode, kind, L, make);
+    };
+    using enum BlockTensor;
+    x_mid = layers(kept, [&] { return f32("x_mid", {B, T, C}); });
+    ln1 = layers(cheap, [&] { return act("input_layernorm.out", {B, T, C}); });
+    ln2 = layers(cheap, [&] { return act("post_attention_layernorm.out", {B, T, C}); });
+    rstd1 = layers(cheap, [&] { return f32("input_layernorm.rstd", {B * T}); });
+    rstd2 = layers(cheap, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
+    qkv = layers(kept, [&] { return act("self_attn.qkv", {B, T, W}); });
+    probs = layers(cheap, [&] { return act("self_attn.probs", {B, H, T, T}); });
+    att_y = layers(kept, [&] { return act("self_attn.y", {B, T, C}); });
+    gate_up = layers(kept, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
+    swiglu = layers(cheap, [&] { return act("mlp.swiglu", {B, T, F}); });
+    lnf = act("norm.out", {B, T, C});
+    lnf_rstd = f32("norm.rstd", {B * T});
+    logits = f32("logits", {B * T, Vp});
+    losses = f32("losses", {B * T});
+    proj_out = act("proj_out", {B, T, C});
+    dx = f32("d_x", {B, T, C});
+    d_small = f32("d_small", {B, T, C});
+    d_qkv = f32("d_qkv", {B, T, W});
+    d_gate_up = f32("d_gate_up", {B, T, 2 * F});
+    d_swiglu = f32("d_swiglu", {B, T, F});
+    cast_scratch = act("grad_cast", {B * T, std::max({W, 2 * F, Vp, C})});
+    att_scores = f32("attn.scores", {B, H, T, T});
+    att_dy = act("attn.d_y", {B, T, C});
+    att_ds = act("attn.d_s", {B, H, T, T});
+  }
+
+  AttentionSaved saved(int64_t l) const { return {probs[l].raw()}; }
+  AttentionScratch scratch() const {
+    return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
+  }
+};
+
+Llama::Llama(const LlamaConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
+  const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
+  if (C % cfg.n_head != 0)
+    fail_input("Llama: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
+  if (cfg.head_size() % 2 != 0)
+    fail_input("Llama: the head size n_embd / n_head = {} must be even (rotary pairs)",
+               cfg.head_size());
+  if (cfg.n_kv_head < 1 || cfg.n_head % cfg.n_kv_head != 0)
+    fail_input("Llama: n_kv_head {} does not divide n_head {}", cfg.n_kv_head, cfg.n_head);
+  if (Vp < V) fail_input("Llama: padded_vocab_size {} is smaller than vocab_size {}", Vp, V);
+  const int64_t hs = cfg.head_size(), Q = cfg.n_head * hs, KV = cfg.n_kv_head * hs;
+  const int64_t F = cfg.ffn_hidden;
+  const float std = 0.02f;
+  // The projections into the residual stream start smaller, as GPT-2's do.
+  const float out_std = 0.02f / std::sqrt(2.0f * float(L));
+  auto add = [&](std::string name, Shape shape, InitKind init, float init_std, bool decay,
+                 int unit) {
+    specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
+    return specs_.size() - 1;
+  };
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, float init_std, int unit) {
+    return add(name, {out, in}, InitKind::normal, init_std, true, unit);
+  };
+  auto norm = [&](const std::string& name, int unit) {
+    return add(name, {C}, InitKind::ones, 0, false, unit);
+  };
+  p_.embed = add("model.embed_tokens.weight", {Vp, C}, InitKind::normal, std, false, 0);
+  specs_[p_.embed].real_rows = V;  // the padding rows stay zero and are never exported
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const int unit = int(l) + 1;
+    BlockParams b{};
+    b.input_norm = norm(p + "input_layernorm.weight", unit);
+    // q, k, v and gate, up are declared next to each other: each group is one fused projection.
+    b.q = linear(p + "self_attn.q_proj.weight", Q, C, std, unit);
+    b.k = linear(p + "self_attn.k_proj.weight", KV, C, std, unit);
+    b.v = linear(p + "self_attn.v_proj.weight", KV, C, std, unit);
+    b.o = linear(p + "self_attn.o_proj.weight", C, Q, out_std, unit);
+    b.post_norm = norm(p + "post_attention_layernorm.weight", unit);
+    b.gate = linear(p + "mlp.gate_proj.weight", F, C, std, unit);
+    b.up = linear(p + "mlp.up_proj.weight", F, C, std, unit);
+    b.down = linear(p + "mlp.down_proj.weight", C, F, out_std, unit);
+    p_.layers.push_back(b);
+  }
+  p_.norm = norm("model.norm.weight", 0);
+  p_.head = p_.embed;
+  if (!cfg.tie_embeddings) {
+    p_.head = linear("lm_head.weight", Vp, C, std, 0);
+    specs_[p_.head].real_rows = V;
+  }
+}
+
+Llama::~Llama() = default;
+
+Llama::Activations& Llama::activations_for(int64_t B, int64_t T) {
+  if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
+    acts_.reset();  // free the old set before allocating the new one
+    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, activation_checkpointing(),
+                                          Device::cpu);
+  }
+  return *acts_;
+}
+
+int64_t Llama::activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const {
+  return Activations(config_, dtype_, B, T, mode, Device::meta).arena.bytes();
+}
+
+LogitsView Llama::last_logits() const {
+  if (!acts_) fail("Llama::last_logits called before any forward");
+  return {acts_->logits.data<float>(), config_.padded_vocab(), config_.vocab_size};
+}
+
+std::string Llama::describe() const {
+  const LlamaConfig& c = config_;
+  return fmt::format("Llama L={} C={} H={} KV={} F={} T={} V={}{}{}", c.n_layer, c.n_embd, c.n_head,
+                     c.n_kv_head, c.ffn_hidden, c.block_size, c.vocab_size,
+                     c.padded_vocab() == c.vocab_size
+                         ? std::string()
+                         : fmt::format(" (padded to {})", c.padded_vocab()),
+                     c.tie_embeddings ? " tied" : "");
+}
+
+std::vector<std::pair<std::string, int64_t>> Llama::hyperparameters() const {
+  const LlamaConfig& c = config_;
+  return {{"n_layer", c.n_layer},
+          {"n_embd", c.n_embd},
+          {"n_head", c.n_head},
+          {"n_kv_head", c.n_kv_head},
+          {"ffn_hidden", c.ffn_hidden},
+          {"block_size", c.block_size},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab()},
+          {"tie_embeddings", c.tie_embeddings ? 1 : 0}};
+}
+
+double Llama::flops_per_token() const {
+  const LlamaConfig& c = config_;
+  const double C = double(c.n_embd), L = double(c.n_layer), V = double(c.vocab_size);
+  const double hs = double(c.head_size()), Q = double(c.n_head) * hs, KV = double(c.n_kv_head) * hs;
+  const double per_block_weights = C * (Q + 2 * KV) + Q * C + 3 * C * double(c.ffn_hidden);
+  // Scores and values over the full context, counted PaLM-style as for GPT.
+  const double attention = 2.0 * double(c.block_size) * Q;
+  // 2 FLOPs per multiply-add; x3 for forward + backward.
+  return 3.0 * 2.0 * (L * (per_block_weights + attention) + V * C);
+}
+
+std::array<int64_t, 3> Llama::largest_matmul(int64_t tokens) const {
+  return {tokens, config_.n_embd, std::max(config_.ffn_hidden, config_.padded_vocab())};
+}
+
+void Llama::check_batch(const Batch& batch) const {
+  if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
+    fail("Llama batch: inputs {} and targets {} must both be [B, T]",
+         shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
+  if (batch.T() > config_.block_size)
+    fail_input("Llama batch: sequence length {} exceeds the context length block_size {}",
+               batch.T(), config_.block_size);
+}
+
+// Steps labelled with the kind of tensor they produce, as in GPT::block_forward.
+void Llama::block_forward(int64_t l, const BlockPass& pass) {
+  Activations& a = *acts_;
+  const LlamaConfig& c = config_;
+  const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
+  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  const BlockParams& p = p_.layers[size_t(l)];
+  using enum BlockTensor;
+  if (pass.runs(cheap))
+    rmsnorm_forward(a.ln1[l].raw(), a.rstd1[l].data<float>(), a.x[l].data<float>(), w(p.input_norm),
+                    M, C, float(c.norm_eps), dtype_);
+  if (pass.runs(kept)) {
+    const LinearPart qkv[] = {{w(p.q), nullptr, Q}, {w(p.k), nullptr, KV}, {w(p.v), nullptr, KV}};
+    fused_linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), qkv, M, C, dtype_);
+    // q's and k's heads lead each row: one rotation covers both.
+    rope_forward(a.qkv[l].raw(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(), a.rope,
+                 dtype_);
+  }
+  if (pass.runs(cheap))
+    attention_probs_forward(a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
+  if (pass.runs(kept)) {
+    attention_values_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.att, dtype_);
+    const LinearPart o[] = {{w(p.o), nullptr, C}};
+    fused_linear_forward(a.proj_out.raw(), a.att_y[l].raw(), o, M, Q, dtype_);
+    residual_add(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.proj_out.raw(), dtype_,
+                 size_t(M * C));
+  }
+  if (pass.runs(cheap))
+    rmsnorm_forward(a.ln2[l].raw(), a.rstd2[l].data<float>(), a.x_mid[l].data<float>(),
+                    w(p.post_norm), M, C, float(c.norm_eps), dtype_);
+  if (pass.runs(kept)) {
+    const LinearPart gate_up[] = {{w(p.gate), nullptr, F}, {w(p.up), nullptr, F}};
+    fused_linear_forward(a.gate_up[l].raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
+  }
+  if (pass.runs(cheap)) swiglu_forward(a.swiglu[l].raw(), a.gate_up[l].raw(), M, F, dtype_);
+  if (pass.runs(output)) {
+    const LinearPart down[] = {{w(p.down), nullptr, C}};
+    fused_linear_forward(a.proj_out.raw(), a.swiglu[l].raw(), down, M, F, dtype_);
+    residual_add(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.proj_out.raw(), dtype_,
+                 size_t(M * C));
+  }
+}
+
+void Llama::block_backward(int64_t l) {
+  Activations& a = *acts_;
+  const LlamaConfig& c = config_;
+  const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
+  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  const BlockParams& p = p_.layers[size_t(l)];
+  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
+  float* d_small = a.d_small.data<float>();
+  void* scratch = a.cast_scratch.raw();
+
+  // x[l+1] = x_mid + down(swiglu(gate_up(rmsnorm(x_mid))))
+  const LinearPart down[] = {{w(p.down), g(p.down), C}};
+  fused_linear_backward(a.d_swiglu.data<float>(), dx, scratch, a.swiglu[l].raw(), down, M, F,
+                        dtype_);
+  swiglu_backward(a.d_gate_up.data<float>(), a.d_swiglu.data<float>(), a.gate_up[l].raw(), M, F,
+                  dtype_);
+  const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
+  fused_linear_backward(d_small, a.d_gate_up.data<float>(), scratch, a.ln2[l].raw(), gate_up, M, C,
+                        dtype_);
+  rmsnorm_backward(dx, g(p.post_norm), d_small, a.x_mid[l].data<float>(), w(p.post_norm),
+                   a.rstd2[l].data<float>(), M, C, dtype_);
+
+  // x_mid = x[l] + o(attention(rope(qkv(rmsnorm(x[l])))))
+  const LinearPart o[] = {{w(p.o), g(p.o), C}};
+  fused_linear_backward(d_small, dx, scratch, a.att_y[l].raw(), o, M, Q, dtype_);
+  attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
+                     dtype_);
+  rope_backward(a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(), a.rope);
+  const LinearPart qkv[] = {{w(p.q), g(p.q), Q}, {w(p.k), g(p.k), KV}, {w(p.v), g(p.v), KV}};
+  fused_linear_backward(d_small, a.d_qkv.data<float>(), scratch, a.ln1[l].raw(), qkv, M, C, dtype_);
+  rmsnorm_backward(dx, g(p.input_norm), d_small, a.x[l].data<float>(), w(p.input_norm),
+                   a.rstd1[l].data<float>(), M, C, dtype_);
+}
+
+double Llama::head_forward(Activations& a, const Batch& batch) {
+  const LlamaConfig& c = config_;
+  const int64_t M = a.B * a.T, C = c.n_embd, Vp = c.padded_vocab();
+  rmsnorm_forward(a.lnf.raw(), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(), w(p_.norm),
+                  M, C, float(c.norm_eps), dtype_);
+  // logits [M, Vp] = norm(x) · headᵀ in FP32; the loss reads the first V columns.
+  gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
+       MatView::row_major(w(p_.head), dtype_, Vp, C).t(),
+       MatView::row_major(a.logits.data<float>(), DType::f32, M, Vp));
+  float* losses = a.losses.data<float>();
+  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M,
+                        c.vocab_size, Vp);
+  double sum = 0;
+  for (int64_t i = 0; i < M; ++i) sum += losses[i];
+  return sum;
+}
+
+void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) {
+  const LlamaConfig& c = config_;
+  const int64_t M = a.B * a.T, C = c.n_embd, Vp = c.padded_vocab();
+  float* d_logits = a.logits.data<float>();  // overwritten in place; padded columns get zero
+  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M,
+                         c.vocab_size, Vp);
+  // logits = lnf · headᵀ: d_lnf = d_logits · head, d_head += d_logitsᵀ · lnf.
+  const LinearPart head[] = {{w(p_.head), g(p_.head), Vp}};
+  fused_linear_backward(a.d_small.data<float>(), d_logits, a.cast_scratch.raw(), a.lnf.raw(), head,
+                        M, C, dtype_);
+  a.dx.zero_();
+  rmsnorm_backward(a.dx.data<float>(), g(p_.norm), a.d_small.data<float>(),
+                   a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), M, C,
+                   dtype_);
+}
+
+double Llama::forward_loss(const Batch& batch, UnitHooks& hooks) {
+  check_batch(batch);
+  Activations& a = activations_for(batch.B(), batch.T());
+  hooks.before_forward(0);
+  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.embed), nullptr, a.B,
+                    a.T, config_.n_embd, config_.vocab_size, dtype_);
+  forward_blocks(hooks);
+  const double loss = head_forward(a, batch);
+  hooks.after_forward(0);
+  return loss;
+}
+
+double Llama::forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) {
+  const double loss = forward_loss(batch, hooks);
+  Activations& a = *acts_;
+  hooks.before_backward(0);
+  head_backward(a, batch, grad_scale);
+  backward_blocks(hooks);
+  embedding_backward(g(p_.embed), nullptr, a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
+                     a.T, config_.n_embd);
+  hooks.after_backward(0);
+  return loss;
+}
+
+}  // namespace st

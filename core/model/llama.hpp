@@ -1,0 +1,92 @@
+#pragma once
+// Llama's architecture as Hugging Face's LlamaForCausalLM computes it, with explicit
+// forward/backward pairs per block: token embedding; L blocks of x + attn(rmsnorm(x)) and
+// x + mlp(rmsnorm(x)); rotary positions on q and k (rotate_half); grouped-query attention;
+// a SwiGLU MLP down(silu(gate(x)) · up(x)); no biases; a final RMSNorm; an output head tied to
+// the embedding or not. Weights are stored as Hugging Face stores them (nn.Linear's [out, in])
+// and read through transposed views, so import and export are identities.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/data/tokenizer.hpp"
+#include "core/model/block_model.hpp"
+#include "core/ops/attention.hpp"
+#include "core/ops/rope.hpp"
+
+namespace st {
+
+struct LlamaConfig {
+  int64_t n_layer = 4;
+  int64_t n_embd = 256;
+  int64_t n_head = 4;
+  int64_t n_kv_head = 2;     // key/value heads, dividing n_head (grouped-query attention)
+  int64_t ffn_hidden = 704;  // the SwiGLU MLP's hidden width
+  int64_t block_size = 256;
+  int64_t vocab_size = kByteVocabSize;
+  int64_t padded_vocab_size = 0;  // as GPTConfig's: 0 rounds vocab_size up to a multiple of 128
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_embeddings = true;
+  static constexpr int64_t kVocabAlignment = 128;
+  int64_t padded_vocab() const {
+    return padded_vocab_size > 0
+               ? padded_vocab_size
+               : (vocab_size + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
+  }
+  int64_t head_size() const { return n_embd / n_head; }
+};
+
+class Llama final : public BlockModel {
+ public:
+  Llama(const LlamaConfig& config, DType compute_dtype);
+  ~Llama() override;
+
+  const LlamaConfig& config() const { return config_; }
+  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
+  int num_units() const override { return int(config_.n_layer) + 1; }
+  DType compute_dtype() const override { return dtype_; }
+
+  double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
+  double forward_loss(const Batch& batch, UnitHooks& hooks) override;
+  double flops_per_token() const override;
+  std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
+  int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
+  std::string describe() const override;
+  std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
+  LogitsView last_logits() const override;
+
+ private:
+  struct Activations;
+  Activations& activations_for(int64_t B, int64_t T);
+
+  // Where each parameter sits in specs_, set once as the specs are declared.
+  struct BlockParams {
+    size_t input_norm, q, k, v, o, post_norm, gate, up, down;
+  };
+  struct ParamIndex {
+    size_t embed = 0;
+    std::vector<BlockParams> layers;
+    size_t norm = 0;
+    size_t head = 0;  // lm_head, or embed when tied
+  };
+  const void* w(size_t index) const { return param(index).value.raw(); }
+  float* g(size_t index) const { return param(index).grad.data<float>(); }
+
+  void check_batch(const Batch& batch) const;
+  int64_t num_blocks() const override { return config_.n_layer; }
+  void block_forward(int64_t layer, const BlockPass& pass) override;
+  void block_backward(int64_t layer) override;
+  double head_forward(Activations& a, const Batch& batch);
+  void head_backward(Activations& a, const Batch& batch, float grad_scale);
+
+  LlamaConfig config_;
+  DType dtype_;
+  std::vector<ParamSpec> specs_;
+  ParamIndex p_;
+  std::unique_ptr<Activations> acts_;
+};
+
+}  // namespace st

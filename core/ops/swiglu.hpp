@@ -1,0 +1,17 @@
+#pragma once
+// SwiGLU, Llama's MLP gate: out = silu(gate) ⊙ up with silu(g) = g · sigmoid(g), computed in
+// FP32. gate and up sit side by side in one [M, 2F] activation (gate in columns [0, F), up in
+// [F, 2F)), as one fused projection writes them.
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace st {
+
+// out[M,F] (dtype) from gate_up[M,2F] (dtype).
+void swiglu_forward(void* out, const void* gate_up, int64_t M, int64_t F, DType dtype);
+// d_gate_up[M,2F] (FP32, overwritten) from d_out[M,F] (FP32) and the forward's gate_up.
+void swiglu_backward(float* d_gate_up, const float* d_out, const void* gate_up, int64_t M,
+                     int64_t F, DType dtype);
+
+}  // namespace st

@@ -1,0 +1,185 @@
+// Llama's ops against independent references: central finite differences of their forwards,
+// and direct double-precision formulas (Hugging Face's rotate_half, expanded kv heads).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/ops/attention.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/rmsnorm.hpp"
+#include "core/ops/rope.hpp"
+#include "core/ops/swiglu.hpp"
+#include "tests/grad_check.hpp"
+
+namespace st {
+namespace {
+
+using testing::dot;
+using testing::expect_gradient;
+using testing::randn;
+constexpr DType f32 = DType::f32;
+
+TEST(LlamaOps, RmsNormMatchesFormulaAndFiniteDifferences) {
+  const int64_t M = 4, C = 9;
+  const float eps = 1e-5f;
+  auto x = randn(size_t(M * C), 1), w = randn(size_t(C), 2), r = randn(size_t(M * C), 3);
+  std::vector<float> out(x.size()), rstd(static_cast<size_t>(M));
+  auto loss = [&] {
+    rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), M, C, eps, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  for (int64_t i = 0; i < M; ++i) {
+    double squares = 0;
+    for (int64_t c = 0; c < C; ++c) squares += double(x[i * C + c]) * x[i * C + c];
+    const double s = 1.0 / std::sqrt(squares / double(C) + eps);
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_NEAR(out[i * C + c], x[i * C + c] * s * w[c], 1e-5) << i << "," << c;
+  }
+  std::vector<float> dx(x.size(), 0.f), dw(w.size(), 0.f);
+  rmsnorm_backward(dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), M, C, f32);
+  expect_gradient("rmsnorm d_x", x, dx, loss, 1e-2f, 3e-3, 3e-2);
+  expect_gradient("rmsnorm d_weight", w, dw, loss);
+}
+
+// Hugging Face's formula in double: q·cos + rotate_half(q)·sin, rotate_half(q) = [−q₂, q₁].
+TEST(LlamaOps, RopeMatchesRotateHalfAndInvertsInBackward) {
+  const int64_t B = 2, T = 5, heads = 3, hs = 8, stride = heads * hs + 4;  // 4 columns untouched
+  const double theta = 10000.0;
+  const RopeTable table = rope_table(T, hs, theta);
+  auto x = randn(size_t(B * T * stride), 1);
+  std::vector<float> y = x;
+  rope_forward(y.data(), B, T, heads, stride, table, f32);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < hs; ++i) {
+          const int64_t half = hs / 2, k = i % half;
+          const double angle = double(t) / std::pow(theta, double(2 * k) / double(hs));
+          const float* head = x.data() + (b * T + t) * stride + h * hs;
+          const double rotated = i < half ? -double(head[i + half]) : double(head[i - half]);
+          EXPECT_NEAR(y[size_t((b * T + t) * stride + h * hs + i)],
+                      head[i] * std::cos(angle) + rotated * std::sin(angle), 1e-5);
+        }
+  for (int64_t row = 0; row < B * T; ++row)  // the columns after the heads are left alone
+    for (int64_t c = heads * hs; c < stride; ++c)
+      EXPECT_EQ(y[size_t(row * stride + c)], x[size_t(row * stride + c)]);
+  auto r = randn(x.size(), 2);
+  std::vector<float> out(x.size());
+  auto loss = [&] {
+    out = x;
+    rope_forward(out.data(), B, T, heads, stride, table, f32);
+    return dot(out.data(), r);
+  };
+  std::vector<float> dx = r;
+  rope_backward(dx.data(), B, T, heads, stride, table);
+  expect_gradient("rope d_x", x, dx, loss, 1e-2f, 1e-3, 1e-3);
+}
+
+TEST(LlamaOps, SwigluMatchesFormulaAndFiniteDifferences) {
+  const int64_t M = 3, F = 7;
+  auto gu = randn(size_t(M * 2 * F), 1, 2.0f), r = randn(size_t(M * F), 2);
+  std::vector<float> out(size_t(M * F));
+  auto loss = [&] {
+    swiglu_forward(out.data(), gu.data(), M, F, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t c = 0; c < F; ++c) {
+      const double g = gu[i * 2 * F + c], u = gu[i * 2 * F + F + c];
+      EXPECT_NEAR(out[i * F + c], g / (1.0 + std::exp(-g)) * u, 1e-5);
+    }
+  std::vector<float> d(gu.size(), NAN);
+  swiglu_backward(d.data(), r.data(), gu.data(), M, F, f32);
+  expect_gradient("swiglu d_gate_up", gu, d, loss, 1e-3f, 1e-3, 1e-2);
+}
+
+// Two nn.Linear layers ([out, in] weights) writing side by side, as q/k/v or gate/up do.
+TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
+  const int64_t M = 5, K = 6, N0 = 4, N1 = 3, W = N0 + N1;
+  auto x = randn(size_t(M * K), 1), w0 = randn(size_t(N0 * K), 2), w1 = randn(size_t(N1 * K), 3);
+  auto r = randn(size_t(M * W), 4);
+  std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f);
+  const LinearPart parts[] = {{w0.data(), dw0.data(), N0}, {w1.data(), dw1.data(), N1}};
+  std::vector<float> out(size_t(M * W));
+  auto loss = [&] {
+    fused_linear_forward(out.data(), x.data(), parts, M, K, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t n = 0; n < W; ++n) {
+      const float* w = n < N0 ? w0.data() + n * K : w1.data() + (n - N0) * K;
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(x[i * K + k]) * w[k];
+      EXPECT_NEAR(out[i * W + n], s, 1e-5) << i << "," << n;
+    }
+  std::vector<float> dx(x.size(), NAN);
+  fused_linear_backward(dx.data(), r.data(), nullptr, x.data(), parts, M, K, f32);
+  expect_gradient("fused linear d_in", x, dx, loss);
+  expect_gradient("fused linear d_weight 0", w0, dw0, loss);
+  expect_gradient("fused linear d_weight 1", w1, dw1, loss);
+}
+
+// Causal attention in double with kv head h / group for query head h, on the packed layout.
+std::vector<double> naive_gqa(const std::vector<float>& qkv, const AttentionShape& s) {
+  const int64_t W = s.qkv_width(), hs = s.head_size, C = s.C();
+  std::vector<double> out(size_t(s.B * s.T * C));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t g = h / s.group();
+      auto at = [&](int64_t t, int64_t column) {
+        return double(qkv[size_t((b * s.T + t) * W + column)]);
+      };
+      for (int64_t t = 0; t < s.T; ++t) {
+        std::vector<double> p(size_t(t + 1));
+        double mx = -1e300, sum = 0;
+        for (int64_t u = 0; u <= t; ++u) {
+          double d = 0;
+          for (int64_t i = 0; i < hs; ++i) d += at(t, h * hs + i) * at(u, C + g * hs + i);
+          p[size_t(u)] = d / std::sqrt(double(hs));
+          mx = std::max(mx, p[size_t(u)]);
+        }
+        for (double& v : p) sum += v = std::exp(v - mx);
+        for (int64_t i = 0; i < hs; ++i) {
+          double y = 0;
+          for (int64_t u = 0; u <= t; ++u)
+            y += p[size_t(u)] / sum * at(u, C + s.KV() * hs + g * hs + i);
+          out[size_t((b * s.T + t) * C + h * hs + i)] = y;
+        }
+      }
+    }
+  return out;
+}
+
+// Grouped-query attention (4 query heads over 2 kv heads, and over 1) at several query-block
+// sizes, against the naive reference and finite differences; the backward sums each shared kv
+// head's gradient over its query heads.
+TEST(LlamaOps, GroupedQueryAttention) {
+  for (const int64_t kv : {int64_t(2), int64_t(1)})
+    for (const int64_t block : {int64_t(6), int64_t(4), int64_t(1)}) {
+      SCOPED_TRACE(fmt::format("kv heads {}, block {}", kv, block));
+      const AttentionShape s{2, 6, 4, 3, block, kv};
+      const int64_t C = s.C(), n_qkv = s.B * s.T * s.qkv_width(), n_tt = s.B * s.H * s.T * s.T;
+      auto qkv = randn(size_t(n_qkv), 1), r = randn(size_t(s.B * s.T * C), 2);
+      std::vector<float> probs(n_tt, NAN), scores(n_tt, NAN), dy(size_t(s.B * s.T * C)),
+          ds(n_tt, NAN), out(size_t(s.B * s.T * C));
+      AttentionSaved saved{probs.data()};
+      AttentionScratch scratch{scores.data(), dy.data(), ds.data()};
+      auto loss = [&] {
+        attention_forward(out.data(), qkv.data(), saved, scratch, s, f32);
+        return dot(out.data(), r);
+      };
+      loss();
+      const std::vector<double> want = naive_gqa(qkv, s);
+      for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-5) << i;
+      std::vector<float> dqkv(n_qkv, NAN);
+      attention_backward(dqkv.data(), r.data(), qkv.data(), saved, scratch, s, f32);
+      expect_gradient("gqa d_qkv", qkv, dqkv, loss);
+    }
+}
+
+}  // namespace
+}  // namespace st
