@@ -118,7 +118,7 @@ KeySpec dtype_key(T Config::*section, DType T::*field) {
   return enum_key(section, field, parse_float_dtype, dtype_name);
 }
 
-using Model = GPTConfig;
+using Model = ModelConfig;
 using Data = decltype(Config::data);
 using Training = decltype(Config::training);
 using Schedule = decltype(Config::schedule);
@@ -129,6 +129,25 @@ using Metrics = decltype(Config::metrics);
 
 const std::map<std::string, KeyEntry>& registry() {
   static const std::map<std::string, KeyEntry> keys = {
+      {"model.family",
+       {str_key(&Config::model, &Model::family), "gpt2, llama",
+        "the architecture: GPT-2, or Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query "
+        "attention)"}},
+      {"model.n_kv_head",
+       {int_key(&Config::model, &Model::n_kv_head), "0, or a divisor of `model.n_head`",
+        "llama only: key/value heads (grouped-query attention); 0: `n_head`"}},
+      {"model.ffn_hidden",
+       {int_key(&Config::model, &Model::ffn_hidden), "0 – 1048576",
+        "llama only: the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of "
+        "64"}},
+      {"model.rope_theta",
+       {num_key(&Config::model, &Model::rope_theta), "> 0",
+        "llama only: the base of the rotary embeddings' frequencies"}},
+      {"model.norm_eps",
+       {num_key(&Config::model, &Model::norm_eps), "0 < x < 1", "llama only: RMSNorm's epsilon"}},
+      {"model.tie_embeddings",
+       {bool_key(&Config::model, &Model::tie_embeddings), "true, false",
+        "llama only: the output head is the token embedding (no `lm_head.weight`)"}},
       {"model.n_layer",
        {int_key(&Config::model, &Model::n_layer), "1 – 65536", "transformer blocks"}},
       {"model.n_embd",
@@ -373,6 +392,13 @@ Value value_from_text(const std::string& text, const std::string& key, Kind kind
   return text;
 }
 
+// A model.* key written by a file or an override: a key of another family is refused later.
+void note_model_key(Config& config, const std::string& key) {
+  auto& given = config.model.model_keys_given;
+  if (key.starts_with("model.") && std::find(given.begin(), given.end(), key) == given.end())
+    given.push_back(key);
+}
+
 void apply_toml(Config& config, const toml::table& root, const std::string& where) {
   for (const auto& [section_name, section_node] : root) {
     const std::string section(section_name.str());
@@ -389,6 +415,7 @@ void apply_toml(Config& config, const toml::table& root, const std::string& wher
       const std::string key = section + "." + std::string(key_name.str());
       const KeySpec& spec = find_key(key, where);
       spec.set(config, value_from_toml(node, key, spec.kind, where), key);
+      note_model_key(config, key);
     }
   }
 }
@@ -531,6 +558,7 @@ Config parse_config(std::string_view text, const std::string& where,
     const std::string key = item.substr(0, eq);
     const KeySpec& spec = find_key(key, "command line");
     spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
+    note_model_key(config, key);
   }
   validate_config(config, 0);  // the world size is not known yet
   return config;
@@ -548,7 +576,8 @@ void in_range(int64_t v, int64_t lo, int64_t hi, const char* key, const char* wh
 
 }  // namespace
 
-void validate_model_config(const GPTConfig& model) {
+void validate_model_config(const ModelConfig& model) {
+  const ModelFamily& family = model_family(model.family);
   // Bounds far beyond any model that trains here, so every size computed from them fits
   // 64 bits; the memory check at start-up then says whether the model fits the machine.
   in_range(model.n_layer, 1, 1 << 16, "model.n_layer", "blocks");
@@ -556,16 +585,21 @@ void validate_model_config(const GPTConfig& model) {
   in_range(model.n_head, 1, 1 << 17, "model.n_head", "attention heads");
   in_range(model.block_size, 1, 1 << 20, "model.block_size", "the context length");
   in_range(model.vocab_size, 1, 1 << 24, "model.vocab_size", "tokens");
-  if (model.n_embd % model.n_head != 0)
-    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", model.n_embd,
-               model.n_head);
   if (model.padded_vocab_size != 0 &&
       (model.padded_vocab_size < model.vocab_size || model.padded_vocab_size > (1 << 24)))
     fail_input(
         "model.padded_vocab_size = {} must be 0 (round model.vocab_size = {} up to a multiple of "
         "{}) or in [{}, {}]",
-        model.padded_vocab_size, model.vocab_size, GPTConfig::kVocabAlignment, model.vocab_size,
+        model.padded_vocab_size, model.vocab_size, ModelConfig::kVocabAlignment, model.vocab_size,
         1 << 24);
+  for (const std::string& key : model.model_keys_given)
+    for (const ModelFamily* other : model_families())
+      if (other != &family &&
+          std::find(other->own_keys.begin(), other->own_keys.end(), key) != other->own_keys.end() &&
+          std::find(family.own_keys.begin(), family.own_keys.end(), key) == family.own_keys.end())
+        fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
+                   other->name, family.name);
+  family.validate(model);
 }
 
 namespace {
@@ -691,8 +725,15 @@ MeshShape mesh_shape(const Config& c, int world_size) {
 
 std::vector<std::string> describe_config(const Config& config) {
   std::vector<std::string> lines;
-  for (const auto& [key, entry] : registry())
-    lines.push_back(key + " = " + entry.spec.show(config));
+  const ModelFamily& family = model_family(config.model.family);
+  for (const auto& [key, entry] : registry()) {
+    bool other_family = false;
+    for (const ModelFamily* f : model_families())
+      other_family = other_family ||
+                     (f != &family &&
+                      std::find(f->own_keys.begin(), f->own_keys.end(), key) != f->own_keys.end());
+    if (!other_family) lines.push_back(key + " = " + entry.spec.show(config));
+  }
   return lines;
 }
 

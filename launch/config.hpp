@@ -8,8 +8,8 @@
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/dtype.hpp"
-#include "core/model/gpt.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "launch/model_family.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
@@ -17,7 +17,7 @@
 namespace st {
 
 struct Config {
-  GPTConfig model;
+  ModelConfig model;
   DataSource data;  // path or tokens; neither: the built-in corpus
   struct {
     int64_t max_steps = 200;
@@ -83,7 +83,7 @@ Config parse_config(std::string_view text, const std::string& where,
 // the mesh) only when `world_size` > 0.
 void validate_config(const Config& config, int world_size);
 // The [model] section's part of it (also for shapes read from checkpoints and config.json).
-void validate_model_config(const GPTConfig& model);
+void validate_model_config(const ModelConfig& model);
 
 // sharding.shard_degree x sharding.replicate_degree resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.

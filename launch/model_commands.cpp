@@ -12,7 +12,6 @@
 #include "core/data/gpt2_tokenizer.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/file_io.hpp"
-#include "core/model/gpt.hpp"
 #include "core/rng.hpp"
 #include "core/staged_output.hpp"
 #include "launch/commands.hpp"
@@ -36,9 +35,9 @@ constexpr int64_t kMaxSampleTokens = 1000000;
 // A model loaded from a checkpoint or weights file, sharded over this job's ranks.
 struct LoadedModel {
   RankContext ranks;
-  GPTConfig config;
+  ModelConfig config;
   DType file_dtype = DType::f32;
-  std::unique_ptr<GPT> model;
+  std::unique_ptr<Model> model;
   std::unique_ptr<FsdpRuntime> fsdp;
 };
 
@@ -71,14 +70,12 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
       const std::string config_json = config_json_beside(weights);
       if (!fs::exists(config_json))
         fail_input("'{}' is needed beside '{}' (the model's shape)", config_json, weights);
-      const std::string where = fmt::format("'{}'", config_json);
-      m.config =
-          model_config_from_json(parse_json_object(read_text_file(config_json), where), where);
+      m.config = model_config_beside(weights);
       m.file_dtype = safetensors_dtype(weights);
     }
   });
   const DType dtype = param_dtype.value_or(m.file_dtype);
-  m.model = std::make_unique<GPT>(m.config, dtype);
+  m.model = model_family(m.config.family).build(m.config, dtype);
   FsdpOptions o;
   o.param_dtype = dtype;
   m.fsdp = std::make_unique<FsdpRuntime>(*m.model, *m.ranks.group, o, 0);
@@ -139,23 +136,9 @@ int run_export(const ExportOptions& o) {
     save_safetensors(weights->write_path(), *m.fsdp, dtype,
                      {{"format", "pt"}, {"producer", "shardtrain"}});
     if (m.ranks.rank() == 0) {
-      // Hugging Face's GPT2LMHeadModel configuration (byte vocabulary, tied lm_head).
-      const nlohmann::ordered_json config = {
-          {"architectures", {"GPT2LMHeadModel"}},
-          {"model_type", "gpt2"},
-          {"vocab_size", m.config.vocab_size},
-          {"n_positions", m.config.block_size},
-          {"n_ctx", m.config.block_size},
-          {"n_embd", m.config.n_embd},
-          {"n_layer", m.config.n_layer},
-          {"n_head", m.config.n_head},
-          {"activation_function", "gelu_new"},
-          {"layer_norm_epsilon", 1e-5},
-          {"resid_pdrop", 0.0},
-          {"embd_pdrop", 0.0},
-          {"attn_pdrop", 0.0},
-          {"tie_word_embeddings", true},
-          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+      // Hugging Face's configuration of the family's model class.
+      const nlohmann::ordered_json config =
+          model_family(m.config.family).hf_config(m.config, dtype);
       const std::string text = config.dump(2) + "\n";
       config_json->file().write(text.data(), text.size());
       config_json->file().sync_and_close();

@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "core/file_io.hpp"
-#include "core/model/gpt.hpp"
 #include "sharding/json_parse.hpp"
 
 namespace st {
@@ -19,25 +18,23 @@ void apply_matmul_settings(const Config& config) {
 }
 
 std::unique_ptr<Model> make_model(const Config& config) {
-  auto model = std::make_unique<GPT>(config.model, config.precision.param_dtype);
+  auto model = model_family(config.model.family).build(config.model, config.precision.param_dtype);
   model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   return model;
 }
 
-GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) fail_input("{}: the model's shape is missing", where);
-  auto get = [&](const char* key) {
-    if (!j.contains(key)) fail_input("{}: '{}' is missing", where, key);
-    return json_int(j.at(key), fmt::format("{}: {}", where, key), INT64_MIN, INT64_MAX);
-  };
-  GPTConfig c;
-  c.n_layer = get("n_layer");
-  c.n_embd = get("n_embd");
-  c.n_head = get("n_head");
-  c.block_size = get(j.contains("block_size") ? "block_size" : "n_positions");
-  c.vocab_size = get("vocab_size");
-  // Checkpoints record the padding they were trained with; Hugging Face configs have none.
-  if (j.contains("padded_vocab_size")) c.padded_vocab_size = get("padded_vocab_size");
+nlohmann::json model_meta_json(const ModelConfig& config, const Model& model) {
+  nlohmann::json j = nlohmann::json::object();
+  j["family"] = config.family;
+  for (const auto& [key, value] : model.hyperparameters()) j[key] = value;
+  model_family(config.family).to_meta(config, j);
+  return j;
+}
+
+namespace {
+
+// The common keys are checked as the [model] section's; errors start with `where`.
+ModelConfig checked(const ModelConfig& c, const std::string& where) {
   try {
     validate_model_config(c);
   } catch (const InputError& e) {
@@ -46,18 +43,58 @@ GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& whe
   return c;
 }
 
-void check_weights_config(const std::string& weights, const GPTConfig& model) {
-  const fs::path path = config_json_beside(weights);
-  if (!fs::exists(path)) return;
-  const std::string where = fmt::format("'{}' (beside '{}')", path.string(), weights);
-  const GPTConfig file =
-      model_config_from_json(parse_json_object(read_text_file(path.string()), where), where);
-  const std::pair<const char*, int64_t GPTConfig::*> fields[] = {
-      {"n_layer", &GPTConfig::n_layer},
-      {"n_embd", &GPTConfig::n_embd},
-      {"n_head", &GPTConfig::n_head},
-      {"block_size", &GPTConfig::block_size},
-      {"vocab_size", &GPTConfig::vocab_size}};
+}  // namespace
+
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) fail_input("{}: the model's shape is missing", where);
+  ModelConfig c;
+  if (j.contains("family")) {
+    if (!j["family"].is_string())
+      fail_input("{}: family = {} must be a string", where, j["family"].dump());
+    c.family = j["family"].get<std::string>();
+  }
+  const ModelFamily& family = [&]() -> const ModelFamily& {
+    try {
+      return model_family(c.family);
+    } catch (const InputError& e) {
+      fail_input("{}: {}", where, e.what());
+    }
+  }();
+  c.n_layer = json_int_at(j, "n_layer", where);
+  c.n_embd = json_int_at(j, "n_embd", where);
+  c.n_head = json_int_at(j, "n_head", where);
+  c.block_size = json_int_at(j, "block_size", where);
+  c.vocab_size = json_int_at(j, "vocab_size", where);
+  // Checkpoints record the padding they were trained with.
+  if (j.contains("padded_vocab_size"))
+    c.padded_vocab_size = json_int_at(j, "padded_vocab_size", where);
+  family.from_meta(j, c, where);
+  return checked(c, where);
+}
+
+ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& where) {
+  return checked(model_family_for_hf(j, where).from_hf_config(j, where), where);
+}
+
+ModelConfig model_config_beside(const std::string& weights) {
+  const std::string path = config_json_beside(weights);
+  const std::string where = fmt::format("'{}' (beside '{}')", path, weights);
+  return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
+}
+
+void check_weights_config(const std::string& weights, const ModelConfig& model) {
+  if (!fs::exists(config_json_beside(weights))) return;
+  const ModelConfig file = model_config_beside(weights);
+  const std::string where = fmt::format("'{}' (beside '{}')", config_json_beside(weights), weights);
+  if (file.family != model.family)
+    fail_input("{} describes a {} model, but this run has model.family = {}", where, file.family,
+               model.family);
+  const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
+      {"n_layer", &ModelConfig::n_layer},
+      {"n_embd", &ModelConfig::n_embd},
+      {"n_head", &ModelConfig::n_head},
+      {"block_size", &ModelConfig::block_size},
+      {"vocab_size", &ModelConfig::vocab_size}};
   for (const auto& [key, field] : fields)
     if (file.*field != model.*field)
       fail_input(

@@ -20,16 +20,21 @@ std::unique_ptr<Model> make_model(const Config& config);
 // after loading its config.
 void apply_matmul_settings(const Config& config);
 
-// The model shape stored in a JSON object (a checkpoint's meta.model, or Hugging Face's
-// config.json, where the context is `n_positions`), checked as the [model] keys are; an
-// InputError that starts with `where` otherwise.
-GPTConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
+// A checkpoint's meta.model for this model and config (the family, Model::hyperparameters()
+// and what the family adds), and the config read back from one, checked as the [model] keys
+// are (a manifest without `family` is GPT-2's); an InputError that starts with `where`.
+nlohmann::json model_meta_json(const ModelConfig& config, const Model& model);
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
+// The model shape of Hugging Face's config.json (its family from `model_type`), checked.
+ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& where);
+// The model shape of the config.json beside the weights file `weights`.
+ModelConfig model_config_beside(const std::string& weights);
 
 // The config.json beside a weights file (Hugging Face's layout: one folder per model).
 std::string config_json_beside(const std::string& weights);
 
 // When a config.json lies beside the safetensors file `weights`, it must describe `model`
 // (a file from a different model would otherwise load whatever tensors happen to match).
-void check_weights_config(const std::string& weights, const GPTConfig& model);
+void check_weights_config(const std::string& weights, const ModelConfig& model);
 
 }  // namespace st

@@ -119,7 +119,8 @@ void check_saved_sections(const std::string& path, const nlohmann::json& saved_m
                           const nlohmann::json& want, const std::vector<std::string>& sections) {
   for (const std::string& section : sections)
     for (auto& [key, value] : want[section].items()) {
-      if (key == "steps_taken") continue;
+      // The family is checked before, naming both (absent in manifests older than it).
+      if (key == "steps_taken" || key == "family") continue;
       const nlohmann::json& saved = saved_meta.value(section, nlohmann::json::object());
       if (!saved.is_object() || !saved.contains(key) || saved[key] != value)
         fail_input("checkpoint '{}' was saved with {}.{} = {}, this run has {}", path, section, key,

@@ -274,10 +274,8 @@ namespace st {
 
 nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
   const Config& c = config_;
-  nlohmann::json model = nlohmann::json::object();
-  for (const auto& [key, value] : model_->hyperparameters()) model[key] = value;
   return {
-      {"model", model},
+      {"model", model_meta_json(c.model, *model_)},
       {"optimizer",
        {{"name", optimizer_name(c.optimizer.kind)}, {"steps_taken", optimizer_->steps_taken()}}},
       {"training",
@@ -350,6 +348,15 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
   check_position(info);
   const nlohmann::json want = checkpoint_meta(info.step);
   // The architecture and the optimizer must be the ones saved; name the first difference.
+  // A manifest without a family is GPT-2's (written before there were two).
+  const nlohmann::json& saved_model = info.meta.value("model", nlohmann::json::object());
+  const std::string saved_family =
+      saved_model.is_object() && saved_model.contains("family") && saved_model["family"].is_string()
+          ? saved_model["family"].get<std::string>()
+          : "gpt2";
+  if (saved_family != config_.model.family)
+    fail_input("checkpoint '{}' holds a {} model, but this run has model.family = {}", path,
+               saved_family, config_.model.family);
   check_saved_sections(path, info.meta, checkpoint_meta(info.step), {"model", "optimizer"});
   // The data order and the initial weights are functions of the seed, the data position of
   // the step and the batch: either changed, samples would repeat or be skipped in silence.

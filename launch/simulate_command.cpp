@@ -305,6 +305,13 @@ void use_profile_measured_here(LoadedCluster& cluster, const std::string& source
 
 int run_simulate(const SimulateOptions& o) {
   const Config config = load_config(o.common.config, o.common.overrides);
+  // The compute model scales GPT-2's FLOP and byte formula; another family would be predicted
+  // with numbers that are not its own.
+  if (config.model.family != "gpt2")
+    fail_input(
+        "simulate: model.family = {} cannot be predicted yet (the compute model knows GPT-2's "
+        "work only); use a gpt2 config",
+        config.model.family);
   if (o.cluster.empty())
     fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
   LoadedCluster cluster = load_cluster(o.cluster);

@@ -1,5 +1,6 @@
 // main() for the multi-rank GoogleTest binaries run under mpirun by CTest.
 // --expect-ranks=N: the world size must be N, or the run fails (it never skips).
+// --family=NAME: the model family the training tests use (tests/support/test_family.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "collectives/mpi_runtime.hpp"
 #include "launch/rank_context.hpp"
+#include "tests/support/test_family.hpp"
 
 namespace {
 // On ranks other than 0: print only failed assertions, with the rank.
@@ -26,7 +28,10 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int expected = -1;
   for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--expect-ranks=", 15) == 0) expected = std::stoi(argv[i] + 15);
+    if (std::strncmp(argv[i], "--expect-ranks=", 15) == 0)
+      expected = std::stoi(argv[i] + 15);
+    else if (std::strncmp(argv[i], "--family=", 9) == 0)
+      st::testing::test_family() = argv[i] + 9;
   if (expected < 1) {
     std::fprintf(stderr, "mpi test: pass --expect-ranks=N\n");
     st::abort_job("missing --expect-ranks", 1);

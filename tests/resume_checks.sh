@@ -2,8 +2,9 @@
 # resume_checks.sh SHARDTRAIN: what a resume refuses or says. A checkpoint of another
 # training.global_batch or training.seed is refused (exit 2, both values named) since samples
 # would repeat or be skipped; one already past training.max_steps says there is nothing to
-# train; an incomplete newer checkpoint is named as skipped; a second job on the same
-# checkpoint.dir is refused while the first holds it.
+# train; an incomplete newer checkpoint is named as skipped; a checkpoint of another model
+# family is refused naming both; a second job on the same checkpoint.dir is refused while the
+# first holds it.
 set -u
 st=$1
 dir=$(mktemp -d /tmp/shardtrain-resume-XXXXXX)
@@ -23,6 +24,8 @@ run 2 training.max_steps=6 training.global_batch=16
 printf '%s' "$out" | grep -q "saved with training.global_batch = 8, this run has 16: resuming would repeat or skip training samples" || fail "$out"
 run 2 training.max_steps=6 training.seed=7
 printf '%s' "$out" | grep -q "saved with training.seed = 1337, this run has 7" || fail "$out"
+run 2 training.max_steps=6 model.family=llama
+printf '%s' "$out" | grep -q "holds a gpt2 model, but this run has model.family = llama" || fail "$out"
 run 0 training.max_steps=2
 printf '%s' "$out" | grep -q "nothing to train: the checkpoint resumed is after step 4 and training.max_steps = 2" || fail "$out"
 cp -r "$dir/ck/step-00000004" "$dir/ck/step-00000006"

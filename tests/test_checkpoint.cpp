@@ -15,6 +15,7 @@
 #include "core/file_io.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "sharding/safetensors.hpp"
+#include "tests/support/test_family.hpp"
 
 namespace st {
 namespace {
@@ -57,6 +58,8 @@ Config test_config(const std::string& dir, std::vector<std::string> extra = {}) 
       "model.block_size=32",  "training.seq_len=32",      "training.global_batch=12",
       "training.max_steps=8", "optimizer.warmup_steps=2", "precision.param_dtype=fp32",
       "checkpoint.dir=" + dir};
+  const std::vector<std::string> family = testing::family_overrides();
+  o.insert(o.end(), family.begin(), family.end());
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("tiny", o);
 }

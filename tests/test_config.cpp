@@ -97,9 +97,25 @@ TEST(Config, FileErrorsNameTheFile) {
   EXPECT_NE(error_of("/no/such/file.toml", {}).find("/no/such/file.toml"), std::string::npos);
 }
 
-TEST(Config, DescribeListsEveryKey) {
-  const auto lines = describe_config(load_config("tiny", {}));
-  EXPECT_EQ(lines.size(), config_keys().size());
+// Every key of the run's family: a GPT-2 run leaves out Llama's five keys, a Llama run lists all.
+TEST(Config, DescribeListsEveryKeyOfTheFamily) {
+  EXPECT_EQ(describe_config(load_config("tiny", {})).size(), config_keys().size() - 5);
+  EXPECT_EQ(describe_config(load_config("llama-tiny", {})).size(), config_keys().size());
+}
+
+// The Llama keys reach the model: a Llama run's keys build the shape they say, and a Llama
+// key under GPT-2 is refused naming it (the command-line tests check the messages).
+TEST(Config, LlamaKeysBuildTheirModel) {
+  const Config c = load_config("llama-tiny", {"model.n_kv_head=1", "model.ffn_hidden=96",
+                                              "model.tie_embeddings=false"});
+  EXPECT_EQ(c.model.family, "llama");
+  const auto model = model_family(c.model.family).build(c.model, DType::f32);
+  EXPECT_NE(model->describe().find("Llama L=4 C=256 H=4 KV=1 F=96"), std::string::npos)
+      << model->describe();
+  EXPECT_EQ(model->param_specs().back().name, "lm_head.weight");
+  EXPECT_THROW(load_config("tiny", {"model.rope_theta=500000"}), InputError);
+  EXPECT_THROW(load_config("llama-tiny", {"model.norm_eps=0"}), InputError);
+  EXPECT_THROW(load_config("llama-tiny", {"model.n_embd=36", "model.n_head=4"}), InputError);
 }
 
 }  // namespace

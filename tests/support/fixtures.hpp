@@ -11,6 +11,7 @@
 #include "launch/config.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/local_trainer.hpp"
+#include "tests/support/test_family.hpp"
 
 namespace st::testing {
 
@@ -25,6 +26,8 @@ inline Config test_config(std::vector<std::string> extra = {}) {
       "model.n_layer=2",       "model.n_embd=64",          "model.n_head=4",
       "model.block_size=32",   "training.seq_len=32",      "training.global_batch=12",
       "training.max_steps=20", "optimizer.warmup_steps=2", "optimizer.lr=3e-3"};
+  const std::vector<std::string> family = family_overrides();
+  o.insert(o.end(), family.begin(), family.end());
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("tiny", o);
 }

@@ -1,0 +1,69 @@
+// GPT-2 as a model family: no keys of its own, Hugging Face's GPT2LMHeadModel config.json.
+#include "core/model/gpt.hpp"
+#include "launch/model_family.hpp"
+
+namespace st {
+namespace {
+
+GPTConfig gpt_config(const ModelConfig& c) {
+  GPTConfig g;
+  g.n_layer = c.n_layer, g.n_embd = c.n_embd, g.n_head = c.n_head;
+  g.block_size = c.block_size, g.vocab_size = c.vocab_size;
+  g.padded_vocab_size = c.padded_vocab_size;
+  return g;
+}
+
+void validate(const ModelConfig& c) {
+  if (c.n_embd % c.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.n_embd, c.n_head);
+}
+
+std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+  return std::make_unique<GPT>(gpt_config(c), dtype);
+}
+
+void to_meta(const ModelConfig&, nlohmann::json&) {}
+void from_meta(const nlohmann::json&, ModelConfig&, const std::string&) {}
+
+// Byte or GPT-2 vocabulary, tied lm_head, the tanh GELU.
+nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"vocab_size", c.vocab_size},
+          {"n_positions", c.block_size},
+          {"n_ctx", c.block_size},
+          {"n_embd", c.n_embd},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"activation_function", "gelu_new"},
+          {"layer_norm_epsilon", 1e-5},
+          {"resid_pdrop", 0.0},
+          {"embd_pdrop", 0.0},
+          {"attn_pdrop", 0.0},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+}
+
+ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+  ModelConfig c;
+  c.n_layer = json_int_at(j, "n_layer", where);
+  c.n_embd = json_int_at(j, "n_embd", where);
+  c.n_head = json_int_at(j, "n_head", where);
+  c.block_size = json_int_at(j, "n_positions", where);
+  c.vocab_size = json_int_at(j, "vocab_size", where);
+  return c;
+}
+
+}  // namespace
+
+const ModelFamily& gpt2_family() {
+  static const ModelFamily family{
+      "gpt2",    "GPT-2 (learned positions, LayerNorm, GELU MLP, biases)",
+      {},        validate,
+      build,     to_meta,
+      from_meta, "gpt2",
+      hf_config, from_hf_config};
+  return family;
+}
+
+}  // namespace st

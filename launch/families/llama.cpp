@@ -1,0 +1,131 @@
+// Llama as a model family: its keys (n_kv_head, ffn_hidden, rope_theta, norm_eps,
+// tie_embeddings) and Hugging Face's LlamaForCausalLM config.json.
+#include <cmath>
+
+#include "core/model/llama.hpp"
+#include "launch/model_family.hpp"
+
+namespace st {
+namespace {
+
+int64_t kv_heads(const ModelConfig& c) {
+  return c.n_kv_head > 0 ? c.n_kv_head : c.n_head;
+}
+
+// Llama's rule of thumb, 8C/3, rounded up to a multiple of 64.
+int64_t ffn_width(const ModelConfig& c) {
+  return c.ffn_hidden > 0 ? c.ffn_hidden : (8 * c.n_embd / 3 + 63) / 64 * 64;
+}
+
+LlamaConfig llama_config(const ModelConfig& c) {
+  LlamaConfig l;
+  l.n_layer = c.n_layer, l.n_embd = c.n_embd, l.n_head = c.n_head, l.n_kv_head = kv_heads(c);
+  l.ffn_hidden = ffn_width(c), l.block_size = c.block_size, l.vocab_size = c.vocab_size;
+  l.padded_vocab_size = c.padded_vocab_size, l.rope_theta = c.rope_theta;
+  l.norm_eps = c.norm_eps, l.tie_embeddings = c.tie_embeddings;
+  return l;
+}
+
+void validate(const ModelConfig& c) {
+  if (c.n_embd % c.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.n_embd, c.n_head);
+  if ((c.n_embd / c.n_head) % 2 != 0)
+    fail_input(
+        "model.n_embd / model.n_head = {} must be even: rotary embeddings rotate pairs of a "
+        "head's channels",
+        c.n_embd / c.n_head);
+  if (c.n_kv_head < 0 || c.n_kv_head > c.n_head || (c.n_kv_head > 0 && c.n_head % c.n_kv_head))
+    fail_input(
+        "model.n_kv_head = {} must divide model.n_head = {} (query heads share kv heads in "
+        "equal groups); 0 means n_head",
+        c.n_kv_head, c.n_head);
+  if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 20))
+    fail_input("model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to 64)",
+               c.ffn_hidden, 1 << 20);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    fail_input("model.rope_theta = {} must be a positive number", c.rope_theta);
+  if (!(c.norm_eps > 0 && c.norm_eps < 1))
+    fail_input("model.norm_eps = {} must be in (0, 1)", c.norm_eps);
+}
+
+std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+  return std::make_unique<Llama>(llama_config(c), dtype);
+}
+
+// n_kv_head, ffn_hidden and tie_embeddings come with Model::hyperparameters().
+void to_meta(const ModelConfig& c, nlohmann::json& model) {
+  model["rope_theta"] = c.rope_theta;
+  model["norm_eps"] = c.norm_eps;
+}
+
+void from_meta(const nlohmann::json& j, ModelConfig& c, const std::string& where) {
+  c.n_kv_head = json_int_at(j, "n_kv_head", where, 1, 1 << 17);
+  c.ffn_hidden = json_int_at(j, "ffn_hidden", where, 1, 1 << 20);
+  c.tie_embeddings = json_int_at(j, "tie_embeddings", where, 0, 1) == 1;
+  c.rope_theta = json_number_at(j, "rope_theta", where);
+  c.norm_eps = json_number_at(j, "norm_eps", where);
+}
+
+nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", c.vocab_size},
+          {"hidden_size", c.n_embd},
+          {"intermediate_size", ffn_width(c)},
+          {"num_hidden_layers", c.n_layer},
+          {"num_attention_heads", c.n_head},
+          {"num_key_value_heads", kv_heads(c)},
+          {"max_position_embeddings", c.block_size},
+          {"rms_norm_eps", c.norm_eps},
+          {"rope_theta", c.rope_theta},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"tie_word_embeddings", c.tie_embeddings},
+          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+}
+
+ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+  ModelConfig c;
+  c.family = "llama";
+  c.n_layer = json_int_at(j, "num_hidden_layers", where);
+  c.n_embd = json_int_at(j, "hidden_size", where);
+  c.n_head = json_int_at(j, "num_attention_heads", where);
+  c.n_kv_head =
+      j.contains("num_key_value_heads") ? json_int_at(j, "num_key_value_heads", where) : c.n_head;
+  c.ffn_hidden = json_int_at(j, "intermediate_size", where, 1, 1 << 20);
+  c.block_size = json_int_at(j, "max_position_embeddings", where);
+  c.vocab_size = json_int_at(j, "vocab_size", where);
+  if (j.contains("rms_norm_eps")) c.norm_eps = json_number_at(j, "rms_norm_eps", where);
+  if (j.contains("rope_theta")) c.rope_theta = json_number_at(j, "rope_theta", where);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      fail_input("{}: tie_word_embeddings = {} must be true or false", where,
+                 j["tie_word_embeddings"].dump());
+    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    fail_input("{}: rope_scaling = {} is not supported (plain rotary embeddings only)", where,
+               j["rope_scaling"].dump());
+  return c;
+}
+
+}  // namespace
+
+const ModelFamily& llama_family() {
+  static const ModelFamily family{
+      "llama",
+      "Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases)",
+      {"model.n_kv_head", "model.ffn_hidden", "model.rope_theta", "model.norm_eps",
+       "model.tie_embeddings"},
+      validate,
+      build,
+      to_meta,
+      from_meta,
+      "llama",
+      hf_config,
+      from_hf_config};
+  return family;
+}
+
+}  // namespace st

@@ -1,0 +1,56 @@
+#include "launch/model_family.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "sharding/json_parse.hpp"
+
+namespace st {
+
+const ModelFamily& gpt2_family();
+const ModelFamily& llama_family();
+
+const std::vector<const ModelFamily*>& model_families() {
+  // The one line a new family adds.
+  static const std::vector<const ModelFamily*> families = {&gpt2_family(), &llama_family()};
+  return families;
+}
+
+const ModelFamily& model_family(const std::string& name) {
+  std::vector<std::string> names;
+  for (const ModelFamily* f : model_families()) {
+    if (name == f->name) return *f;
+    names.push_back(f->name);
+  }
+  fail_input("model.family = '{}' is not a model family ({})", name, fmt::join(names, ", "));
+}
+
+const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::string& where) {
+  if (!config.contains("model_type")) return gpt2_family();
+  const nlohmann::json& type = config["model_type"];
+  std::vector<std::string> types;
+  for (const ModelFamily* f : model_families()) {
+    if (type.is_string() && type.get<std::string>() == f->hf_model_type) return *f;
+    types.push_back(f->hf_model_type);
+  }
+  fail_input("{}: model_type = {} is not one shardtrain reads ({})", where, type.dump(),
+             fmt::join(types, ", "));
+}
+
+int64_t json_int_at(const nlohmann::json& j, const char* key, const std::string& where, int64_t lo,
+                    int64_t hi) {
+  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
+  return json_int(j.at(key), fmt::format("{}: {}", where, key), lo, hi);
+}
+
+double json_number_at(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    fail_input("{}: {} = {} must be a finite number", where, key, v.dump());
+  return v.get<double>();
+}
+
+}  // namespace st
