@@ -20,7 +20,7 @@
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 #include "simulate/profile.hpp"
 
 namespace st {

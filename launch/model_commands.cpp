@@ -22,7 +22,7 @@
 #include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "core/file_io.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 namespace fs = std::filesystem;

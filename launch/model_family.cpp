@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 

@@ -17,7 +17,7 @@
 #include "launch/model_factory.hpp"
 #include "launch/phase_clock.hpp"
 #include "optim/clip.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

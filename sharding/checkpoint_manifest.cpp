@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/error.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 namespace {

@@ -11,7 +11,7 @@
 #include "collectives/agreement.hpp"
 #include "core/file_io.hpp"
 #include "core/ops/elementwise.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 

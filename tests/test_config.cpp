@@ -106,8 +106,8 @@ TEST(Config, DescribeListsEveryKeyOfTheFamily) {
 // The Llama keys reach the model: a Llama run's keys build the shape they say, and a Llama
 // key under GPT-2 is refused naming it (the command-line tests check the messages).
 TEST(Config, LlamaKeysBuildTheirModel) {
-  const Config c = load_config("llama-tiny", {"model.n_kv_head=1", "model.ffn_hidden=96",
-                                              "model.tie_embeddings=false"});
+  const Config c = load_config(
+      "llama-tiny", {"model.n_kv_head=1", "model.ffn_hidden=96", "model.tie_embeddings=false"});
   EXPECT_EQ(c.model.family, "llama");
   const auto model = model_family(c.model.family).build(c.model, DType::f32);
   EXPECT_NE(model->describe().find("Llama L=4 C=256 H=4 KV=1 F=96"), std::string::npos)

@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "sharding/checkpoint_manifest.hpp"
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

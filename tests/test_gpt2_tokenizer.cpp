@@ -100,6 +100,15 @@ TEST(Gpt2Tokenizer, MissingOrBadVocabularyNamesTheFile) {
   const Gpt2Tokenizer t = Gpt2Tokenizer::load(dir);
   EXPECT_EQ(t.encode("abab"), (std::vector<int32_t>{2, 2}));
   EXPECT_THROW(t.encode("c"), InputError);  // a byte the vocabulary lacks
+  // A token given twice is refused by name, not read as whichever id came last.
+  write_text_file(dir + "/encoder.json", R"({"a": 0, "b": 1, "ab": 2, "a": 3})");
+  try {
+    Gpt2Tokenizer::load(dir);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has the key 'a' twice"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("encoder.json"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/json_parse.hpp"
 
 namespace st {
 namespace {
@@ -132,13 +133,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& dir) {
   }
 
   const std::string encoder_path = (std::filesystem::path(dir) / "encoder.json").string();
-  nlohmann::json encoder;
-  try {
-    encoder = nlohmann::json::parse(read_file(encoder_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail_input("'{}' is not valid JSON: {}", encoder_path, e.what());
-  }
-  if (!encoder.is_object() || encoder.empty())
+  // Strict: a token given twice would otherwise keep one of its two ids silently.
+  const nlohmann::json encoder =
+      parse_json_object(read_file(encoder_path), fmt::format("'{}'", encoder_path));
+  if (encoder.empty())
     fail_input("'{}' must be a JSON object mapping tokens to ids", encoder_path);
   impl->decoder.resize(encoder.size());
   std::vector<bool> seen(encoder.size(), false);

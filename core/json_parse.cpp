@@ -1,4 +1,4 @@
-#include "sharding/json_parse.hpp"
+#include "core/json_parse.hpp"
 
 #include <cstdint>
 #include <set>
