@@ -1,11 +1,11 @@
 # `cmake --install build --prefix P`: the libraries (shardtrain::core, ::collectives,
-# ::sharding, ::optim, ::simulate, ::launch), their headers under P/include/shardtrain (included as
+# ::sharding, ::optim, ::api (fully_shard; what a library user links), ::simulate, ::launch), their headers under P/include/shardtrain (included as
 # "core/tensor.hpp", as inside the project), a CMake package (find_package(shardtrain)) and a
 # pkg-config file (shardtrain.pc).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(SHARDTRAIN_EXPORTED core collectives sharding optim simulate launch_lib)
+set(SHARDTRAIN_EXPORTED core collectives sharding optim api simulate launch_lib)
 set_target_properties(launch_lib PROPERTIES EXPORT_NAME launch)
 foreach(target ${SHARDTRAIN_EXPORTED})
   get_target_property(export_name ${target} EXPORT_NAME)

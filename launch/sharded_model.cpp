@@ -5,16 +5,30 @@
 
 #include "collectives/agreement.hpp"
 #include "core/error.hpp"
+#include "core/op_profile.hpp"
 #include "optim/clip.hpp"
 #include "optim/optim_param.hpp"
 
 namespace st {
 
 ShardedModel::ShardedModel(Model& model, ProcessGroup& group, const ShardPolicy& policy)
-    : model_(model), group_(group), policy_(policy) {
+    : ShardedModel(model, std::make_unique<DeviceMesh>(group, MeshShape{group.size(), 1}), nullptr,
+                   policy) {}
+
+ShardedModel::ShardedModel(Model& model, DeviceMesh& mesh, const ShardPolicy& policy)
+    : ShardedModel(model, nullptr, &mesh, policy) {}
+
+ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, DeviceMesh* mesh,
+                           const ShardPolicy& policy)
+    : model_(model),
+      own_mesh_(std::move(own_mesh)),
+      mesh_(mesh ? *mesh : *own_mesh_),
+      group_(mesh_.world()),
+      policy_(policy) {
   if (!(policy.grad_clip >= 0))
     fail_input("ShardPolicy: grad_clip = {} must be >= 0 (0: off)", policy.grad_clip);
-  fsdp_ = std::make_unique<FsdpRuntime>(model, group, policy.fsdp, policy.seed);
+  fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_.shard_group(), policy.fsdp, policy.seed,
+                                        mesh_.replica_group());
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans())
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
@@ -31,20 +45,50 @@ std::unique_ptr<ShardedModel> fully_shard(Model& model, ProcessGroup& group,
 StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t loss_terms,
                               float lr) {
   if (micro_batches.empty()) fail_input("ShardedModel::step: no micro-batches");
+  begin_step(int(micro_batches.size()));
+  double loss_sum = 0;
+  for (size_t m = 0; m < micro_batches.size(); ++m)
+    loss_sum += forward_backward(int(m), micro_batches[m], loss_terms);
+  finish_backward();
+  return update(loss_sum, loss_terms, lr);
+}
+
+void ShardedModel::begin_step(int micro_batches) {
+  fsdp_->begin_step(micro_batches);
+}
+
+double ShardedModel::forward_backward(int micro, const Batch& batch, int64_t loss_terms,
+                                      UnitHooks* hooks) {
   if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
-  fsdp_->begin_step(int(micro_batches.size()));
-  double riders[] = {0.0};  // the loss sum rides along in the norm's all-reduce
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
-    fsdp_->begin_micro_batch(int(m));
-    riders[0] += model_.forward_backward(micro_batches[m], 1.0f / float(loss_terms), *fsdp_);
-  }
+  fsdp_->begin_micro_batch(micro);
+  return model_.forward_backward(batch, 1.0f / float(loss_terms), hooks ? *hooks : *fsdp_);
+}
+
+void ShardedModel::finish_backward() {
   fsdp_->finish_backward();
+}
+
+StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
+  const int64_t step = optimizer_->steps_taken() + 1;
+  // The norm is summed over the shard group, whose gradient shards (all-reduced across
+  // replicas) together are the whole gradient once; the loss over the world. Without replicas
+  // the shard group is the world and the loss rides along in the norm's all-reduce.
+  double riders[] = {loss_sum};
+  const bool replicated = mesh_.replica_group() != nullptr;
+  if (replicated) {
+    Tensor loss = Tensor::empty("step_loss", {1}, DType::f64);
+    loss.data<double>()[0] = loss_sum;
+    OpScope wait(OpKind::collective_wait);
+    group_.all_reduce(loss)->wait();
+    riders[0] = loss.data<double>()[0];
+  }
   StepResult r;
-  r.grad_norm = global_grad_norm(optimizer_->params(), group_, riders,
-                                 fmt::format("step {}", optimizer_->steps_taken() + 1));
+  r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.shard_group(),
+                                 replicated ? std::span<double>() : std::span<double>(riders),
+                                 fmt::format("step {}", step));
   r.loss = riders[0] / double(loss_terms);
-  if (!std::isfinite(r.loss))
-    fail_agreed("step {}: the loss ({}) is not finite", optimizer_->steps_taken() + 1, r.loss);
+  if (!std::isfinite(r.loss)) fail_agreed("step {}: the loss ({}) is not finite", step, r.loss);
+  // Clipping happens inside the optimizer's pass (no separate pass over the gradients).
   optimizer_->step(lr, clip_factor(r.grad_norm, policy_.grad_clip));
   return r;
 }

@@ -13,6 +13,7 @@
 #include "core/model/model.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/checkpoint.hpp"
+#include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
@@ -29,10 +30,19 @@ struct StepResult {
   double grad_norm = 0;  // before clipping
 };
 
+// The training step lives here once: the library's users and the program's trainer
+// (launch/sharded_trainer.hpp, which adds timing, tracing and stats around the phases) run the
+// same code. This file is the library layer (CMake target shardtrain::api): it includes only
+// core/, collectives/, sharding/ and optim/, so a library user links no command, toml++ or
+// SimGrid.
 class ShardedModel {
  public:
-  // Collective. Materializes only this rank's shards of `model`'s parameters.
+  // Collective. Materializes only this rank's shards of `model`'s parameters; FSDP over the
+  // whole group.
   ShardedModel(Model& model, ProcessGroup& group, const ShardPolicy& policy);
+  // The same over a 2-D mesh: sharded within its shard groups, gradient shards all-reduced
+  // across its replicas (HSDP; DDP with shard groups of one).
+  ShardedModel(Model& model, DeviceMesh& mesh, const ShardPolicy& policy);
   ~ShardedModel();
 
   // Collective. One optimizer step over this rank's micro-batches: forward and backward of each
@@ -41,6 +51,18 @@ class ShardedModel {
   // every rank; the model's loss is a sum, so gradients scaled by 1 / loss_terms add up to the
   // gradient of the global mean.
   StepResult step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr);
+
+  // step() in its phases, in this order, for callers that time or trace each:
+  void begin_step(int micro_batches);
+  // Micro-batch `micro`: its loss sum. `hooks` wraps the runtime's unit hooks (a timer, say)
+  // and must forward every call to runtime(); null: the runtime's own.
+  double forward_backward(int micro, const Batch& batch, int64_t loss_terms,
+                          UnitHooks* hooks = nullptr);
+  // The last reduce-scatters (and replica all-reduces).
+  void finish_backward();
+  // The global loss and gradient norm (one all-reduce without replicas), clipping, the
+  // optimizer step. `loss_sum` is this rank's, over its micro-batches.
+  StepResult update(double loss_sum, int64_t loss_terms, float lr);
   // Collective. The global mean loss of a forward over `batch` (this rank's part).
   double evaluate(const Batch& batch, int64_t loss_terms);
 
@@ -52,11 +74,19 @@ class ShardedModel {
   int64_t resume(const std::string& root);
 
   FsdpRuntime& runtime() { return *fsdp_; }
+  const FsdpRuntime& runtime() const { return *fsdp_; }
   Optimizer& optimizer() { return *optimizer_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  DeviceMesh& mesh() { return mesh_; }
 
  private:
+  ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, DeviceMesh* mesh,
+               const ShardPolicy& policy);
+
   Model& model_;
-  ProcessGroup& group_;
+  std::unique_ptr<DeviceMesh> own_mesh_;  // the 1-D mesh of the group constructor
+  DeviceMesh& mesh_;
+  ProcessGroup& group_;  // the mesh's world: the loss, checkpoints' agreement
   ShardPolicy policy_;
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;

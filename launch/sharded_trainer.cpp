@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "collectives/agreement.hpp"
+#include "core/json_parse.hpp"
 #include "core/memory_stats.hpp"
 #include "core/ops/matmul_path.hpp"
 #include "core/ops/packed_gemm.hpp"
@@ -17,7 +18,6 @@
 #include "launch/model_factory.hpp"
 #include "launch/phase_clock.hpp"
 #include "optim/clip.hpp"
-#include "core/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
@@ -68,21 +68,20 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
       check_weights_config(config.training.init_from, config.model);
     check_budget_fits();
   });
-  fsdp_ = std::make_unique<FsdpRuntime>(*model_, mesh_->shard_group(), fsdp_options(config),
-                                        uint64_t(config.training.seed), mesh_->replica_group());
-  if (!config.training.init_from.empty()) load_safetensors(config.training.init_from, *fsdp_);
-  for (const UnitLayout& u : fsdp_->units()) unit_names_.push_back(u.name);
-  std::vector<OptimParam> params;
-  for (ShardSpan& s : fsdp_->spans())
-    params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
-  optimizer_ = make_optimizer(std::move(params), config.optimizer);
+  const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
+                           config.training.grad_clip};
+  sharded_ = std::make_unique<ShardedModel>(*model_, *mesh_, policy);
+  if (!config.training.init_from.empty())
+    load_safetensors(config.training.init_from, sharded_->runtime());
+  for (const UnitLayout& u : fsdp().units()) unit_names_.push_back(u.name);
   schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
                config.schedule.warmup_steps, config.training.max_steps};
 }
 
-// One step, llm.c's loop over the FSDP runtime: this rank's rows of each micro-batch forward
-// and backward (gradients reduce-scattered as units finish), the last reductions, clipping by
-// the global norm, the optimizer on the master shards, then the stats every rank agrees on.
+// One step, the library's (ShardedModel) in its phases with timing and tracing around each:
+// this rank's rows of each micro-batch forward and backward (gradients reduce-scattered as
+// units finish), the last reductions, clipping by the global norm, the optimizer on the master
+// shards, then the stats every rank agrees on.
 StepStats ShardedTrainer::step(int64_t step) {
   StepStats s;
   s.step = step;
@@ -91,15 +90,15 @@ StepStats ShardedTrainer::step(int64_t step) {
   Timer step_clock;
   reset_thread_op_times();
   TraceScope step_span(fmt::format("step {}", step + 1), true);
-  fsdp_->reset_comm();
-  fsdp_->reset_memory_peak();
+  fsdp().reset_comm();
+  fsdp().reset_memory_peak();
   const int64_t micro_batches = config_.training.micro_batches;
-  fsdp_->begin_step(int(micro_batches));
+  sharded_->begin_step(int(micro_batches));
   double loss_sum = 0;
   for (int64_t micro = 0; micro < micro_batches; ++micro)
     loss_sum += forward_backward(step, micro, s);
   finish_backward(s);
-  update(step, loss_sum, s);
+  update(loss_sum, s);
   s.step_ms = step_clock.ms();
   s.op_ms = thread_op_times();
   agree_on_stats(s);
@@ -116,11 +115,10 @@ Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
 }
 
 double ShardedTrainer::forward_backward(int64_t step, int64_t micro, StepStats& s) {
-  fsdp_->begin_micro_batch(int(micro));
   const Batch batch = rows_of(step, micro);
-  PhaseClock phases(*fsdp_, &unit_names_);
+  PhaseClock phases(fsdp(), &unit_names_);
   // Every token of the global step weighs the same, whichever rank holds it.
-  const double loss = model_->forward_backward(batch, 1.0f / float(s.tokens), phases);
+  const double loss = sharded_->forward_backward(int(micro), batch, s.tokens, &phases);
   s.forward_ms += phases.forward_end_ms;
   s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
   return loss;
@@ -129,37 +127,21 @@ double ShardedTrainer::forward_backward(int64_t step, int64_t micro, StepStats& 
 void ShardedTrainer::finish_backward(StepStats& s) {
   Timer clock;
   TraceScope span("finish backward (last reduce-scatters)");
-  fsdp_->finish_backward();
+  sharded_->finish_backward();
   s.backward_ms += clock.ms();
 }
 
-void ShardedTrainer::update(int64_t step, double loss_sum, StepStats& s) {
+void ShardedTrainer::update(double loss_sum, StepStats& s) {
   Timer clock;
   TraceScope span("optimizer (norm all-reduce, clip, AdamW)");
-  // The norm is summed over the shard group, whose gradient shards (all-reduced across
-  // replicas) together are the whole gradient once; the loss over the world. Without replicas
-  // the shard group is the world and the loss rides along in the norm's all-reduce.
-  double riders[] = {loss_sum};
-  const bool replicated = mesh_->replica_group() != nullptr;
-  if (replicated) {
-    Tensor loss = Tensor::empty("step_loss", {1}, DType::f64);
-    loss.data<double>()[0] = loss_sum;
-    OpScope wait(OpKind::collective_wait);
-    group_.all_reduce(loss)->wait();
-    riders[0] = loss.data<double>()[0];
-  }
-  s.grad_norm = global_grad_norm(optimizer_->params(), mesh_->shard_group(),
-                                 replicated ? std::span<double>() : std::span<double>(riders),
-                                 fmt::format("step {}", step + 1));
-  s.loss = riders[0] / double(s.tokens);
-  if (!std::isfinite(s.loss)) fail_agreed("step {}: the loss ({}) is not finite", step + 1, s.loss);
-  // Clipping happens inside the optimizer's pass (no separate pass over the gradients).
-  optimizer_->step(s.lr, clip_factor(s.grad_norm, config_.training.grad_clip));
+  const StepResult r = sharded_->update(loss_sum, s.tokens, s.lr);
+  s.loss = r.loss;
+  s.grad_norm = r.grad_norm;
   s.optimizer_ms = clock.ms();
 }
 
 void ShardedTrainer::agree_on_stats(StepStats& s) {
-  const CommStats& comm = fsdp_->comm();
+  const CommStats& comm = fsdp().comm();
   s.exposed_comm_ms = comm.exposed_ms;
   s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
@@ -183,13 +165,13 @@ double ShardedTrainer::evaluate(int64_t max_windows) {
   const int64_t windows = std::min(max_windows, window_count(data_.val(), T));
   if (windows == 0) return NAN;
   const double sum = sharded_loss_sum(
-      *model_, *fsdp_, windows, config_.training.global_batch,
+      *model_, fsdp(), windows, config_.training.global_batch,
       [&](int64_t first, int64_t rows) { return window_batch(data_.val(), first, rows, T); });
   return sum / double(windows * T);
 }
 
 MemoryBudget ShardedTrainer::budget() const {
-  return budget_for(fsdp_->units(), optimizer_->states_per_element());
+  return budget_for(fsdp().units(), sharded_->optimizer().states_per_element());
 }
 
 MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
@@ -257,14 +239,14 @@ void ShardedTrainer::check_budget_fits() const {
 
 Traffic ShardedTrainer::traffic() const {
   const auto& s = config_.sharding;
-  return predict_traffic({&fsdp_->units(), mesh_->shape(), mesh_->world().nodes(),
+  return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
                           config_.precision.param_dtype, int(config_.training.micro_batches),
                           s.reshard_after_forward, s.accumulation, s.replica_sync});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {
   int64_t bytes = 0;
-  for (auto& [name, tensor] : optimizer_->state()) bytes += int64_t(tensor.nbytes());
+  for (auto& [name, tensor] : sharded_->optimizer().state()) bytes += int64_t(tensor.nbytes());
   return bytes;
 }
 
@@ -277,7 +259,8 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
   return {
       {"model", model_meta_json(c.model, *model_)},
       {"optimizer",
-       {{"name", optimizer_name(c.optimizer.kind)}, {"steps_taken", optimizer_->steps_taken()}}},
+       {{"name", optimizer_name(c.optimizer.kind)},
+        {"steps_taken", sharded_->optimizer().steps_taken()}}},
       {"training",
        {{"seed", c.training.seed},
         {"global_batch", c.training.global_batch},
@@ -302,7 +285,7 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   std::string path = checkpoint_path(config_.checkpoint.dir, steps_done);
   if (mesh_->replica_index() == 0)
     path = st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
-                               *fsdp_, checkpoint_states(), options);
+                               fsdp(), checkpoint_states(), options);
   if (mesh_->replica_group()) group_.barrier()->wait();
   return path;
 }
@@ -338,8 +321,8 @@ void check_position(const CheckpointInfo& info) {
 int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
   CheckpointInfo info;
   run_agreed(group_, [&] { check_checkpoint(path, info); });
-  st::load_checkpoint(info, *fsdp_, checkpoint_states());
-  optimizer_->set_steps_taken(info.step);  // check_position: steps_taken == step
+  st::load_checkpoint(info, fsdp(), checkpoint_states());
+  sharded_->optimizer().set_steps_taken(info.step);  // check_position: steps_taken == step
   return info.step;
 }
 
@@ -372,7 +355,7 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
           path, key, saved.contains(key) ? saved[key].dump() : "nothing", now.dump(), key,
           saved.contains(key) ? saved[key].dump() : "its value", path);
   }
-  check_checkpoint_layout(info, *fsdp_);
+  check_checkpoint_layout(info, fsdp());
 }
 
 }  // namespace st

@@ -57,14 +57,17 @@ class ShardedTrainer {
   double evaluate(int64_t max_windows);
 
   Model& model() { return *model_; }
-  FsdpRuntime& fsdp() { return *fsdp_; }
+  FsdpRuntime& fsdp() { return sharded_->runtime(); }
+  const FsdpRuntime& fsdp() const { return sharded_->runtime(); }
   DeviceMesh& mesh() { return *mesh_; }
   // The analytical per-rank budget and the bytes of optimizer state actually held.
   MemoryBudget budget() const;
   // The bytes a step moves, per rank and over each link class (sharding/traffic.hpp).
   Traffic traffic() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
-  std::vector<ShardedState> checkpoint_states() { return optimizer_checkpoint_states(*optimizer_); }
+  std::vector<ShardedState> checkpoint_states() {
+    return optimizer_checkpoint_states(sharded_->optimizer());
+  }
   int64_t optimizer_state_bytes() const;
 
   // Collective. Saves the state after `steps_done` steps under checkpoint.dir; returns the path.
@@ -84,7 +87,7 @@ class ShardedTrainer {
   double forward_backward(int64_t step, int64_t micro, StepStats& s);
   void finish_backward(StepStats& s);
   // Loss and norm reduced (one all-reduce without replicas), clipping, the optimizer step.
-  void update(int64_t step, double loss_sum, StepStats& s);
+  void update(double loss_sum, StepStats& s);
   // Communication stats, and every rank's step time and peak RSS.
   void agree_on_stats(StepStats& s);
   MemoryBudget budget_for(const std::vector<UnitLayout>& units, int states_per_element) const;
@@ -98,8 +101,7 @@ class ShardedTrainer {
   std::unique_ptr<ProcessGroup> placed_world_;  // the world under sharding.ranks_per_node
   std::unique_ptr<DeviceMesh> mesh_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<FsdpRuntime> fsdp_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ShardedModel> sharded_;  // the FSDP runtime, the optimizer and the step
   LrSchedule schedule_;
   std::vector<std::string> unit_names_;
   int slow_checkpoint_ms_ = 0;

@@ -17,5 +17,10 @@ check "sharding/ including optim/" grep -rn '#include "optim/' sharding
 check "environment read below launch/" grep -rn getenv core collectives sharding optim
 check "core/ including a layer above it" grep -rnE '#include "(collectives|sharding|optim|simulate)/' core
 check "collectives/ including a layer above it" grep -rnE '#include "(sharding|optim|simulate)/' collectives
+check "the library layer (launch/sharded_model, launch/rank_context) including launch/ or simulate/" \
+  sh -c "grep -nE '#include \"(launch|simulate|bench)/' launch/sharded_model.cpp \
+  launch/rank_context.cpp launch/rank_context.hpp | grep -vE 'launch/(sharded_model|rank_context).hpp'"
+check "the library layer's header including more than core, collectives, sharding, optim" \
+  sh -c "grep -n '#include \"' launch/sharded_model.hpp | grep -vE '\"(core|collectives|sharding|optim)/'"
 [ $status = 0 ] && echo "the include rules hold"
 exit $status
