@@ -15,12 +15,12 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/json_parse.hpp"
 #include "core/ops/matmul_path.hpp"
 #include "core/staged_output.hpp"
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
-#include "core/json_parse.hpp"
 #include "simulate/profile.hpp"
 
 namespace st {
@@ -272,6 +272,12 @@ int run_calibrate(const CalibrateOptions& o) {
   StagedOutput(o.out, "simulate calibrate --out").check_writable();  // before minutes of work
   if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
   const Config config = load_config(o.common.config, o.common.overrides);
+  // A profile's rates come from GPT-2 runs; `simulate` scales them to any family's own work.
+  if (config.model.family != "gpt2")
+    fail_input(
+        "simulate calibrate: model.family = {}: calibrate with a gpt2 config (simulate scales a "
+        "GPT-2 profile's measured rates to every family's own FLOPs and bytes)",
+        config.model.family);
   const Programs run{this_executable(), find_shardrun().string()};
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());

@@ -137,9 +137,11 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
       config.model.padded_vocab(),
       t.seq_len,
       std::string(activation_checkpointing_name(config.sharding.activation_checkpointing)),
-      std::string(dtype_name(config.precision.param_dtype))};
+      std::string(dtype_name(config.precision.param_dtype)),
+      config.model.family};
   shape.rows = t.global_batch / t.micro_batches / ranks;
   shape.threads = spec.threads_per_rank;
+  shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs and bytes
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
 
   const StepPlan plan = step_plan(config, mesh, units, times, spec.threads_per_rank);
@@ -196,9 +198,10 @@ std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
 
 void print_table(const std::vector<Prediction>& rows, const Config& config,
                  const LoadedCluster& c) {
-  fmt::print("config: GPT L={} C={} T={}, global batch {} x {} micro-batch(es); cluster '{}'\n",
-             config.model.n_layer, config.model.n_embd, config.training.seq_len,
-             config.training.global_batch, config.training.micro_batches, c.spec.name);
+  fmt::print("config: {} L={} C={} T={}, global batch {} x {} micro-batch(es); cluster '{}'\n",
+             config.model.family == "gpt2" ? "GPT" : config.model.family, config.model.n_layer,
+             config.model.n_embd, config.training.seq_len, config.training.global_batch,
+             config.training.micro_batches, c.spec.name);
   if (!rows.empty()) fmt::print("compute: {}\n", rows.front().compute_source);
   fmt::print("{:>6} {:<10} {:>10} {:>10} {:>9} {:>6} {:>9} {:>9} {:>9} {:>11} {:>6} {:>7}  {}\n",
              "ranks", "mesh", "step_ms", "compute", "exposed", "exp%", "intra_MB", "inter_MB",
@@ -305,13 +308,6 @@ void use_profile_measured_here(LoadedCluster& cluster, const std::string& source
 
 int run_simulate(const SimulateOptions& o) {
   const Config config = load_config(o.common.config, o.common.overrides);
-  // The compute model scales GPT-2's FLOP and byte formula; another family would be predicted
-  // with numbers that are not its own.
-  if (config.model.family != "gpt2")
-    fail_input(
-        "simulate: model.family = {} cannot be predicted yet (the compute model knows GPT-2's "
-        "work only); use a gpt2 config",
-        config.model.family);
   if (o.cluster.empty())
     fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
   LoadedCluster cluster = load_cluster(o.cluster);

@@ -10,41 +10,18 @@
 
 namespace st {
 
-double ModelWork::total_flops(int64_t L) const {
-  return root_forward_pre.flops + root_forward_post.flops + root_backward_pre.flops +
-         root_backward_post.flops + double(L) * (block_forward.flops + block_backward.flops);
-}
-
-double ModelWork::total_bytes(int64_t L) const {
-  return root_forward_pre.bytes + root_forward_post.bytes + root_backward_pre.bytes +
-         root_backward_post.bytes + double(L) * (block_forward.bytes + block_backward.bytes);
-}
-
 ModelWork gpt_work(const ProfiledModel& m, int64_t rows) {
-  const double tokens = double(rows) * double(m.seq_len);
-  const double C = double(m.n_embd), V = double(m.vocab), T = double(m.seq_len),
-               H = double(m.n_head);
-  ModelWork w;
-  // Per token. A block's forward: the four weight matmuls (12·C² multiply-adds) and causal
-  // attention (scores and values over half the window on average); its elementwise traffic:
-  // ~20 activations of width C (norms, GELU's 4C in and out, residuals, casts) and the
-  // attention probabilities (H·T/2 per token, written and read). Backward: twice both.
-  const SegmentWork block = {2.0 * 12 * C * C + 2.0 * T * C, 4.0 * (20 * C + H * T)};
-  w.block_forward = {tokens * block.flops, tokens * block.bytes};
-  w.block_backward = {2 * w.block_forward.flops, 2 * w.block_forward.bytes};
-  if (m.activation_checkpointing == "full") {
-    w.block_backward.flops += w.block_forward.flops;
-    w.block_backward.bytes += w.block_forward.bytes;
-  } else if (m.activation_checkpointing == "selective") {
-    w.block_backward.bytes += w.block_forward.bytes / 2;  // the cheap elementwise half again
-  }
-  // The root: embeddings (3 rows of C per token), final norm, the logits matmul and the loss
-  // (logits written, softmax read and written).
-  w.root_forward_pre = {0, tokens * 4.0 * 3 * C};
-  w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
-  w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
-  w.root_backward_post = {0, tokens * 4.0 * 3 * C};
-  return w;
+  if (m.family != "gpt2")
+    fail_input("a calibration profile of a {} model: profiles describe GPT-2 runs", m.family);
+  GPTConfig c;
+  c.n_layer = m.n_layer, c.n_embd = m.n_embd, c.n_head = m.n_head;
+  c.block_size = m.seq_len, c.vocab_size = m.vocab, c.padded_vocab_size = m.vocab;
+  GPT gpt(c, DType::f32);  // on meta: shapes only
+  using enum ActivationCheckpointing;
+  for (const ActivationCheckpointing mode : {none, selective, full})
+    if (m.activation_checkpointing == activation_checkpointing_name(mode))
+      gpt.set_activation_checkpointing(mode);
+  return gpt.work(rows, m.seq_len);
 }
 
 namespace {
@@ -93,7 +70,7 @@ const ComputeSample& nearest_sample(const CalibrationProfile& p, int threads, do
 ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster,
                            const CalibrationProfile* profile) {
   const int64_t L = shape.model.n_layer;
-  const ModelWork work = gpt_work(shape.model, shape.rows);
+  const ModelWork work = shape.work ? *shape.work : gpt_work(shape.model, shape.rows);
   ComputeTimes c;
   if (profile) {
     const double ranks_per_core = std::min(cluster.ranks_per_core(), 1.0 / shape.threads);

@@ -1,8 +1,10 @@
 #pragma once
-// Compute time per micro-batch of a GPT at a given rows per rank and threads per rank: measured
-// (a calibration profile of the same shapes, rows and threads), scaled (a profile of other
-// shapes or rows: its measured matmul rate carries matmul FLOPs, its measured rate over the
-// rest carries elementwise bytes), or from a machine's stated rates (no profile).
+// Compute time per micro-batch of a model at a given rows per rank and threads per rank:
+// measured (a calibration profile of the same family, shapes, rows and threads), scaled (a
+// profile of other shapes, rows or family: its measured matmul rate carries the model's own
+// matmul FLOPs, its measured rate over the rest carries the model's own elementwise bytes,
+// both from Model::work), or from a machine's stated rates (no profile).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,22 +16,14 @@
 namespace st {
 
 struct ComputeShape {
-  ProfiledModel model;  // the shapes (vocab padded), checkpointing and param dtype
+  ProfiledModel model;  // the family, shapes (vocab padded), checkpointing and param dtype
   int64_t rows = 1;     // sequences per rank per micro-batch
   int threads = 1;
+  // The model's work at `rows` (Model::work); absent: a GPT-2 of `model`'s shapes.
+  std::optional<ModelWork> work;
 };
 
-// Work of one micro-batch's segment: matmul FLOPs and elementwise bytes (an estimate of the
-// memory traffic of norms, activations, softmax, losses, residuals, casts).
-struct SegmentWork {
-  double flops = 0, bytes = 0;
-};
-struct ModelWork {
-  SegmentWork root_forward_pre, root_forward_post, root_backward_pre, root_backward_post;
-  SegmentWork block_forward, block_backward;  // each block
-  double total_flops(int64_t blocks) const;
-  double total_bytes(int64_t blocks) const;
-};
+// The work of the GPT-2 a profile describes (calibration runs GPT-2 configs), at `rows`.
 ModelWork gpt_work(const ProfiledModel& model, int64_t rows);
 
 struct ComputeTimes {

@@ -17,6 +17,9 @@ struct ProfiledModel {
   int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, seq_len = 0;
   std::string activation_checkpointing = "none";
   std::string param_dtype = "bf16";
+  // Calibration runs GPT-2 configs; a simulated model of another family has its own name here,
+  // so it is never taken for the profile's measured model.
+  std::string family = "gpt2";
   bool operator==(const ProfiledModel&) const = default;
 };
 

@@ -9,6 +9,7 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "core/model/gpt.hpp"
+#include "core/model/llama.hpp"
 #include "launch/cluster_config.hpp"
 #include "sharding/fsdp_runtime.hpp"
 #include "simulate/alpha_beta.hpp"
@@ -291,17 +292,32 @@ TEST(Simulate, ComputeScalesByFlopsAndBytes) {
   cluster.threads_per_rank = 2;
   cluster.ranks_per_node = 2;
   cluster.cores_per_node = 4;
-  const ComputeTimes c = compute_times({small, 4, 2}, cluster, &profile);
+  const ComputeTimes c = compute_times({small, 4, 2, std::nullopt}, cluster, &profile);
   const ModelWork ws = gpt_work(small, 4);
   EXPECT_NEAR(c.block_forward[0], t(ws.block_forward), 1e-9 * t(ws.block_forward));
   EXPECT_NEAR(c.block_backward[5], t(ws.block_backward), 1e-9 * t(ws.block_backward));
   EXPECT_NEAR(c.root_forward_post, t(ws.root_forward_post), 1e-9 * t(ws.root_forward_post));
   // The same shapes, rows and threads: the measurement itself.
-  EXPECT_EQ(compute_times({tiny, 8, 2}, cluster, &profile).block_forward, s.block_forward);
+  EXPECT_EQ(compute_times({tiny, 8, 2, std::nullopt}, cluster, &profile).block_forward,
+            s.block_forward);
   // Ranks x threads beyond the node's cores: still the sample at one core per thread (the
   // engine shares the cores: AMachinesCoresAreShared).
   cluster.ranks_per_node = 4;
-  EXPECT_EQ(compute_times({tiny, 8, 2}, cluster, &profile).block_forward, s.block_forward);
+  EXPECT_EQ(compute_times({tiny, 8, 2, std::nullopt}, cluster, &profile).block_forward,
+            s.block_forward);
+  // Another family with tiny's very shapes is never taken for the measurement: a Llama is
+  // scaled by its own work (Model::work), not GPT-2's formula.
+  cluster.ranks_per_node = 2;
+  LlamaConfig lc;
+  lc.n_layer = 4, lc.n_embd = 256, lc.n_head = 4, lc.n_kv_head = 2, lc.ffn_hidden = 704;
+  const Llama llama(lc, DType::bf16);
+  ProfiledModel as_llama = tiny;
+  as_llama.family = "llama";
+  const ModelWork wl = llama.work(8, 256);
+  const ComputeTimes cl = compute_times({as_llama, 8, 2, wl}, cluster, &profile);
+  EXPECT_NEAR(cl.block_forward[0], t(wl.block_forward), 1e-9 * t(wl.block_forward));
+  EXPECT_NEAR(cl.root_backward_pre, t(wl.root_backward_pre), 1e-9 * t(wl.root_backward_pre));
+  EXPECT_NE(cl.block_forward[0], s.block_forward[0]);
 }
 
 TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {

@@ -19,6 +19,17 @@ bool kept_per_block(ActivationCheckpointing mode, BlockTensor t) {
   return true;
 }
 
+void BlockModel::set_block_work(ModelWork& w, SegmentWork per_token, double tokens) const {
+  w.block_forward = {tokens * per_token.flops, tokens * per_token.bytes};
+  w.block_backward = {2 * w.block_forward.flops, 2 * w.block_forward.bytes};
+  if (mode_ == ActivationCheckpointing::full) {
+    w.block_backward.flops += w.block_forward.flops;
+    w.block_backward.bytes += w.block_forward.bytes;
+  } else if (mode_ == ActivationCheckpointing::selective) {
+    w.block_backward.bytes += w.block_forward.bytes / 2;
+  }
+}
+
 void BlockModel::forward_blocks(UnitHooks& hooks) {
   for (int64_t l = 0; l < num_blocks(); ++l) {
     hooks.before_forward(block_unit(l));

@@ -45,6 +45,10 @@ class BlockModel : public Model {
 
  protected:
   virtual int64_t num_blocks() const = 0;
+  // A block's forward and backward work (`per_token`: one token's forward, FLOPs and bytes)
+  // over `tokens`, the backward twice the forward plus what this mode recomputes: the whole
+  // forward (full), or its cheap elementwise half of the bytes (selective).
+  void set_block_work(ModelWork& w, SegmentWork per_token, double tokens) const;
   // The unit block l belongs to (unit 0 is the root).
   virtual int block_unit(int64_t l) const { return int(l) + 1; }
   virtual void block_forward(int64_t l, const BlockPass& pass) = 0;

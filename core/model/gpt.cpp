@@ -183,6 +183,25 @@ double GPT::flops_per_token() const {
   return 3.0 * forward;
 }
 
+ModelWork GPT::work(int64_t B, int64_t T_) const {
+  const double tokens = double(B) * double(T_);
+  const double C = double(config_.n_embd), V = double(config_.padded_vocab()), T = double(T_),
+               H = double(config_.n_head);
+  ModelWork w;
+  // Per token. A block's forward: the four weight matmuls (12·C² multiply-adds) and causal
+  // attention (scores and values over half the window on average); its elementwise traffic:
+  // ~20 activations of width C (norms, GELU's 4C in and out, residuals, casts) and the
+  // attention probabilities (H·T/2 per token, written and read).
+  set_block_work(w, {2.0 * 12 * C * C + 2.0 * T * C, 4.0 * (20 * C + H * T)}, tokens);
+  // The root: embeddings (3 rows of C per token: wte, wpe, their sum), final norm, the logits
+  // matmul and the loss (logits written, softmax read and written).
+  w.root_forward_pre = {0, tokens * 4.0 * 3 * C};
+  w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
+  w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
+  w.root_backward_post = {0, tokens * 4.0 * 3 * C};
+  return w;
+}
+
 std::array<int64_t, 3> GPT::largest_matmul(int64_t tokens) const {
   // The MLP's c_fc, or the logits when the vocabulary is wider than 4C.
   return {tokens, config_.n_embd, std::max(4 * config_.n_embd, config_.padded_vocab())};

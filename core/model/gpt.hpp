@@ -44,6 +44,7 @@ class GPT final : public BlockModel {
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
   std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
+  ModelWork work(int64_t B, int64_t T) const override;
   // Counted on the meta device: the same layout, no memory.
   int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
   std::string describe() const override;

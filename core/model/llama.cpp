@@ -204,6 +204,30 @@ double Llama::flops_per_token() const {
   return 3.0 * 2.0 * (L * (per_block_weights + attention) + V * C);
 }
 
+ModelWork Llama::work(int64_t B, int64_t T_) const {
+  const LlamaConfig& c = config_;
+  const double tokens = double(B) * double(T_);
+  const double C = double(c.n_embd), V = double(c.padded_vocab()), T = double(T_);
+  const double H = double(c.n_head), hs = double(c.head_size()), F = double(c.ffn_hidden);
+  const double Q = H * hs, KV = double(c.n_kv_head) * hs;
+  ModelWork w;
+  // Per token. A block's forward: q, k, v, o and gate, up, down, and causal attention over half
+  // the window on average. Its elementwise traffic: two RMSNorms (C in, C out each), the
+  // rotation of q and k (read and written), SwiGLU (2F in, F out), two residual adds (3C
+  // each), casts of the packed outputs, and the attention probabilities (H·T/2, written and
+  // read).
+  const double flops = 2.0 * (C * (Q + 2 * KV) + Q * C + 3 * C * F) + 2.0 * T * Q;
+  const double bytes = 4.0 * (4 * C + 2 * (Q + KV) + 3 * F + 6 * C + (Q + 2 * KV) + 2 * F + H * T);
+  set_block_work(w, {flops, bytes}, tokens);
+  // The root: the embedding (a row of C per token, read and written), the final norm, the
+  // logits matmul and the loss.
+  w.root_forward_pre = {0, tokens * 4.0 * 2 * C};
+  w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
+  w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
+  w.root_backward_post = {0, tokens * 4.0 * 2 * C};
+  return w;
+}
+
 std::array<int64_t, 3> Llama::largest_matmul(int64_t tokens) const {
   return {tokens, config_.n_embd, std::max(config_.ffn_hidden, config_.padded_vocab())};
 }

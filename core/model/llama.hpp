@@ -53,6 +53,7 @@ class Llama final : public BlockModel {
   double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
   std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
+  ModelWork work(int64_t B, int64_t T) const override;
   int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
   std::string describe() const override;
   std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;

@@ -20,6 +20,20 @@ void Model::set_activation_checkpointing(ActivationCheckpointing mode) {
                activation_checkpointing_name(mode), describe());
 }
 
+double ModelWork::total_flops(int64_t blocks) const {
+  return root_forward_pre.flops + root_forward_post.flops + root_backward_pre.flops +
+         root_backward_post.flops + double(blocks) * (block_forward.flops + block_backward.flops);
+}
+
+double ModelWork::total_bytes(int64_t blocks) const {
+  return root_forward_pre.bytes + root_forward_post.bytes + root_backward_pre.bytes +
+         root_backward_post.bytes + double(blocks) * (block_forward.bytes + block_backward.bytes);
+}
+
+ModelWork Model::work(int64_t, int64_t) const {
+  fail_input("{} does not describe its work per segment, so it cannot be simulated", describe());
+}
+
 LogitsView Model::last_logits() const {
   fail("{} keeps no logits to sample from", describe());
 }

@@ -40,6 +40,21 @@ struct BoundParam {
   Tensor grad;
 };
 
+// What one micro-batch costs, by segment of the step's schedule (the simulator's compute model
+// scales measured rates by it): matmul FLOPs, and elementwise bytes (an estimate of the memory
+// traffic of norms, activations, softmax, losses, residuals, casts). The root unit's work is
+// split where the blocks interrupt it: embedding before them, head and loss after them
+// (forward); head and loss before them, embedding after them (backward).
+struct SegmentWork {
+  double flops = 0, bytes = 0;
+};
+struct ModelWork {
+  SegmentWork root_forward_pre, root_forward_post, root_backward_pre, root_backward_post;
+  SegmentWork block_forward, block_backward;  // each block, recomputation included
+  double total_flops(int64_t blocks) const;
+  double total_bytes(int64_t blocks) const;
+};
+
 // The FP32 logits of a model's last forward: rows `row_stride` floats apart, the first `vocab`
 // columns of each real (the rest pad the vocabulary).
 struct LogitsView {
@@ -66,6 +81,9 @@ class Model {
   // {M, K, N} of the largest matmul a micro-batch of `tokens` runs ({0, 0, 0}: none stated),
   // one of the shapes the MFU's peak is measured at.
   virtual std::array<int64_t, 3> largest_matmul(int64_t /*tokens*/) const { return {0, 0, 0}; }
+  // The work of one micro-batch of [B, T] by segment, with the current activation
+  // checkpointing (the default fails naming the model: it cannot be simulated).
+  virtual ModelWork work(int64_t B, int64_t T) const;
   // Bytes of activations and scratch one micro-batch of [B, T] keeps (for memory budgets),
   // with the current activation checkpointing.
   virtual int64_t activation_bytes(int64_t B, int64_t T) const = 0;
