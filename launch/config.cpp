@@ -127,8 +127,12 @@ using Sharding = decltype(Config::sharding);
 using Checkpoint = decltype(Config::checkpoint);
 using Metrics = decltype(Config::metrics);
 
-const std::map<std::string, KeyEntry>& registry() {
-  static const std::map<std::string, KeyEntry> keys = {
+// The keys by section, each with what the reference documents (one table per section keeps
+// each function short; registry() merges them).
+using KeyTable = std::vector<std::pair<std::string, KeyEntry>>;
+
+KeyTable model_keys() {
+  return {
       {"model.family",
        {str_key(&Config::model, &Model::family), "gpt2, llama",
         "the architecture: GPT-2, or Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query "
@@ -165,6 +169,11 @@ const std::map<std::string, KeyEntry>& registry() {
        {int_key(&Config::model, &Model::padded_vocab_size), "0, or `model.vocab_size` – 16777216",
         "rows of `wte` and columns of the logits; 0: `vocab_size` rounded up to a multiple of 128 "
         "(50,257 → 50,304); padding never reaches the loss, a sample or an export"}},
+  };
+}
+
+KeyTable data_keys() {
+  return {
       {"data.path",
        {str_key(&Config::data, &Data::path), "a file path",
         "a text file whose bytes are the tokens; empty (and no `data.tokens`): the built-in "
@@ -183,6 +192,11 @@ const std::map<std::string, KeyEntry>& registry() {
         "auto, llmc, u16",
         "`llmc` (llm.c's header + uint16), `u16` (raw little-endian uint16), `auto` (llmc when the "
         "file starts with llm.c's magic)"}},
+  };
+}
+
+KeyTable training_keys() {
+  return {
       {"training.max_steps",
        {int_key(&Config::training, &Training::max_steps), "≥ 0", "optimizer steps"}},
       {"training.global_batch",
@@ -211,6 +225,11 @@ const std::map<std::string, KeyEntry>& registry() {
       {"training.init_from",
        {str_key(&Config::training, &Training::init_from), "a safetensors path",
         "start from these weights (shapes checked by name) instead of the seed's"}},
+  };
+}
+
+KeyTable optimizer_keys() {
+  return {
       {"optimizer.name",
        {enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name),
         "adamw, sgd", "AdamW, or SGD with momentum `beta1`"}},
@@ -232,6 +251,11 @@ const std::map<std::string, KeyEntry>& registry() {
       {"optimizer.min_lr",
        {num_key(&Config::schedule, &Schedule::min_lr), "0 – `optimizer.lr`",
         "floor of the cosine decay"}},
+  };
+}
+
+KeyTable precision_keys() {
+  return {
       {"precision.param_dtype",
        {dtype_key(&Config::precision, &Precision::param_dtype), "bf16, fp32",
         "dtype parameters are gathered in and matmuls compute in"}},
@@ -253,6 +277,11 @@ const std::map<std::string, KeyEntry>& registry() {
         "auto, onednn, packed",
         "the FP32 matmul: oneDNN's, shardtrain's packed GEMM, or `auto` (packed on AVX2 + FMA CPUs "
         "without AVX-512, oneDNN elsewhere)"}},
+  };
+}
+
+KeyTable sharding_keys() {
+  return {
       {"sharding.reshard_after_forward",
        {bool_key(&Config::sharding, &Sharding::reshard_after_forward), "true, false",
         "free each block's gathered parameters after its forward (ZeRO-3); false keeps them for "
@@ -293,6 +322,11 @@ const std::map<std::string, KeyEntry>& registry() {
         "none, selective, full",
         "what a micro-batch keeps for its backward: everything; matmul outputs and the residual "
         "stream; or each block's input only"}},
+  };
+}
+
+KeyTable outputs_keys() {
+  return {
       {"checkpoint.dir",
        {str_key(&Config::checkpoint, &Checkpoint::dir), "a directory path",
         "where checkpoints go (`DIR/step-NNNNNNNN`); empty: none"}},
@@ -317,6 +351,16 @@ const std::map<std::string, KeyEntry>& registry() {
        {str_key(&Config::metrics, &Metrics::trace_steps), "FIRST..LAST",
         "1-based steps to trace; empty: every step"}},
   };
+}
+
+const std::map<std::string, KeyEntry>& registry() {
+  static const std::map<std::string, KeyEntry> keys = [] {
+    std::map<std::string, KeyEntry> all;
+    for (KeyTable (*table)() : {model_keys, data_keys, training_keys, optimizer_keys,
+                                precision_keys, sharding_keys, outputs_keys})
+      for (auto& [key, entry] : table()) all.emplace(key, std::move(entry));
+    return all;
+  }();
   return keys;
 }
 
