@@ -143,7 +143,7 @@ KeyTable model_keys() {
       {"model.ffn_hidden",
        {int_key(&Config::model, &Model::ffn_hidden), "0 – 1048576",
         "llama only: the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of "
-        "64"}},
+        "256"}},
       {"model.rope_theta",
        {num_key(&Config::model, &Model::rope_theta), "> 0",
         "llama only: the base of the rotary embeddings' frequencies"}},

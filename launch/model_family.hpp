@@ -26,7 +26,7 @@ struct ModelConfig {
   int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up to a multiple of 128
   // Llama's.
   int64_t n_kv_head = 0;   // 0: n_head
-  int64_t ffn_hidden = 0;  // 0: 8·n_embd/3 rounded up to a multiple of 64
+  int64_t ffn_hidden = 0;  // 0: 8·n_embd/3 rounded up to a multiple of 256
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;

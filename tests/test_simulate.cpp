@@ -309,7 +309,7 @@ TEST(Simulate, ComputeScalesByFlopsAndBytes) {
   // scaled by its own work (Model::work), not GPT-2's formula.
   cluster.ranks_per_node = 2;
   LlamaConfig lc;
-  lc.n_layer = 4, lc.n_embd = 256, lc.n_head = 4, lc.n_kv_head = 2, lc.ffn_hidden = 704;
+  lc.n_layer = 4, lc.n_embd = 256, lc.n_head = 4, lc.n_kv_head = 2, lc.ffn_hidden = 768;
   const Llama llama(lc, DType::bf16);
   ProfiledModel as_llama = tiny;
   as_llama.family = "llama";

@@ -23,7 +23,7 @@ struct LlamaConfig {
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t n_kv_head = 2;     // key/value heads, dividing n_head (grouped-query attention)
-  int64_t ffn_hidden = 704;  // the SwiGLU MLP's hidden width
+  int64_t ffn_hidden = 768;  // the SwiGLU MLP's hidden width
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
   int64_t padded_vocab_size = 0;  // as GPTConfig's: 0 rounds vocab_size up to a multiple of 128

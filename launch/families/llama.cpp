@@ -12,9 +12,9 @@ int64_t kv_heads(const ModelConfig& c) {
   return c.n_kv_head > 0 ? c.n_kv_head : c.n_head;
 }
 
-// Llama's rule of thumb, 8C/3, rounded up to a multiple of 64.
+// Llama's rule, 8C/3 rounded up to a multiple of 256 (its `multiple_of`).
 int64_t ffn_width(const ModelConfig& c) {
-  return c.ffn_hidden > 0 ? c.ffn_hidden : (8 * c.n_embd / 3 + 63) / 64 * 64;
+  return c.ffn_hidden > 0 ? c.ffn_hidden : (8 * c.n_embd / 3 + 255) / 256 * 256;
 }
 
 LlamaConfig llama_config(const ModelConfig& c) {
@@ -40,7 +40,7 @@ void validate(const ModelConfig& c) {
         "equal groups); 0 means n_head",
         c.n_kv_head, c.n_head);
   if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 20))
-    fail_input("model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to 64)",
+    fail_input("model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to a multiple of 256)",
                c.ffn_hidden, 1 << 20);
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
     fail_input("model.rope_theta = {} must be a positive number", c.rope_theta);
