@@ -73,8 +73,11 @@ TEST(LlamaOps, RopeMatchesRotateHalfAndInvertsInBackward) {
     return dot(out.data(), r);
   };
   std::vector<float> dx = r;
-  rope_backward(dx.data(), B, T, heads, stride, table);
+  rope_backward(dx.data(), dx.data(), B, T, heads, stride, table, f32);  // in place
   expect_gradient("rope d_x", x, dx, loss, 1e-2f, 1e-3, 1e-3);
+  std::vector<float> out_of_place(r.size(), NAN);
+  rope_backward(out_of_place.data(), r.data(), B, T, heads, stride, table, f32);
+  EXPECT_EQ(out_of_place, dx);  // the columns after the heads copied
 }
 
 TEST(LlamaOps, SwigluMatchesFormulaAndFiniteDifferences) {

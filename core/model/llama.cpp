@@ -38,7 +38,7 @@ struct Llama::Activations {
   Tensor proj_out;                    // dtype [B,T,C]
   Tensor dx, d_small;                 // FP32 [B,T,C]: the residual stream's gradient, and one more
   Tensor d_qkv;                       // FP32 [B,T,W]
-  Tensor d_gate_up;                   // FP32 [B,T,2F]
+  Tensor d_gate_up;                   // dtype [B,T,2F]
   Tensor d_swiglu;                    // FP32 [B,T,F]
   Tensor cast_scratch;                // dtype [B*T, max(W, 2F, Vp)]
   Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
@@ -84,7 +84,7 @@ struct Llama::Activations {
     dx = f32("d_x", {B, T, C});
     d_small = f32("d_small", {B, T, C});
     d_qkv = f32("d_qkv", {B, T, W});
-    d_gate_up = f32("d_gate_up", {B, T, 2 * F});
+    d_gate_up = act("d_gate_up", {B, T, 2 * F});
     d_swiglu = f32("d_swiglu", {B, T, F});
     cast_scratch = act("grad_cast", {B * T, std::max({W, 2 * F, Vp, C})});
     att_scores = f32("attn.scores", {B, H, T, T});
@@ -298,11 +298,10 @@ void Llama::block_backward(int64_t l) {
   const LinearPart down[] = {{w(p.down), g(p.down), C}};
   fused_linear_backward(a.d_swiglu.data<float>(), dx, scratch, a.swiglu[l].raw(), down, M, F,
                         dtype_);
-  swiglu_backward(a.d_gate_up.data<float>(), a.d_swiglu.data<float>(), a.gate_up[l].raw(), M, F,
-                  dtype_);
+  // SwiGLU's backward rounds its own output to the dtype the projections' matmuls read.
+  swiglu_backward(a.d_gate_up.raw(), a.d_swiglu.data<float>(), a.gate_up[l].raw(), M, F, dtype_);
   const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
-  fused_linear_backward(d_small, a.d_gate_up.data<float>(), scratch, a.ln2[l].raw(), gate_up, M, C,
-                        dtype_);
+  fused_linear_backward_from(d_small, a.d_gate_up.raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
   rmsnorm_backward(dx, g(p.post_norm), d_small, a.x_mid[l].data<float>(), w(p.post_norm),
                    a.rstd2[l].data<float>(), M, C, dtype_);
 
@@ -311,9 +310,11 @@ void Llama::block_backward(int64_t l) {
   fused_linear_backward(d_small, dx, scratch, a.att_y[l].raw(), o, M, Q, dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
                      dtype_);
-  rope_backward(a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(), a.rope);
+  // The inverse rotation writes the gradient in the dtype the projections' matmuls read.
+  rope_backward(scratch, a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(),
+                a.rope, dtype_);
   const LinearPart qkv[] = {{w(p.q), g(p.q), Q}, {w(p.k), g(p.k), KV}, {w(p.v), g(p.v), KV}};
-  fused_linear_backward(d_small, a.d_qkv.data<float>(), scratch, a.ln1[l].raw(), qkv, M, C, dtype_);
+  fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv, M, C, dtype_);
   rmsnorm_backward(dx, g(p.input_norm), d_small, a.x[l].data<float>(), w(p.input_norm),
                    a.rstd1[l].data<float>(), M, C, dtype_);
 }

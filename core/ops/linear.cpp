@@ -143,14 +143,20 @@ void fused_linear_forward(void* out, const void* in, std::span<const LinearPart>
 
 void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch, const void* in,
                            std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype) {
-  const int64_t width = total_width(parts);
   const void* g = d_out;
   if (dtype != DType::f32) {
     ST_CHECK(d_out_scratch, "fused_linear_backward: BF16 needs a scratch buffer");
     OpScope scope(OpKind::cast_copy);
-    cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * width));
+    cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * total_width(parts)));
     g = d_out_scratch;
   }
+  fused_linear_backward_from(d_in, g, in, parts, M, K, dtype);
+}
+
+void fused_linear_backward_from(float* d_in, const void* g, const void* in,
+                                std::span<const LinearPart> parts, int64_t M, int64_t K,
+                                DType dtype) {
+  const int64_t width = total_width(parts);
   GemmOptions accumulate;
   accumulate.accumulate = true;
   int64_t column = 0;

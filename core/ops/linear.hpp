@@ -40,5 +40,10 @@ void fused_linear_forward(void* out, const void* in, std::span<const LinearPart>
 // d_out [M, ΣN] (FP32). For BF16 the matmuls read d_out rounded into d_out_scratch [M, ΣN].
 void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch, const void* in,
                            std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype);
+// The same from an output gradient already in dtype (an op that rounds its own output, as
+// swiglu_backward does, saves the cast's pass).
+void fused_linear_backward_from(float* d_in, const void* grad, const void* in,
+                                std::span<const LinearPart> parts, int64_t M, int64_t K,
+                                DType dtype);
 
 }  // namespace st

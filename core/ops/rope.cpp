@@ -9,32 +9,33 @@
 namespace st {
 namespace {
 
-// (a, b) ← (a·cos − sign·b·sin, b·cos + sign·a·sin) for every pair of one head; sign −1 undoes
-// the rotation (its transpose).
-template <class T>
-void rotate_head(T* __restrict head, const float* __restrict cos, const float* __restrict sin,
-                 int64_t half, float sign) {
-#pragma omp simd
-  for (int64_t i = 0; i < half; ++i) {
-    const float a = to_f32(head[i]), b = to_f32(head[i + half]);
-    const float s = sign * sin[i];
-    head[i] = from_f32<T>(a * cos[i] - b * s);
-    head[i + half] = from_f32<T>(b * cos[i] + a * s);
-  }
-}
-
-template <class T>
-void rotate_all(T* x, int64_t B, int64_t T_, int64_t heads, int64_t row_stride,
+// out = the rotation (sign 1) or its inverse (sign −1, the transpose) of the first `heads`
+// heads of x, the rest of each row copied; out may be x. Each pair (a, b) of a head becomes
+// (a·cos − sign·b·sin, b·cos + sign·a·sin).
+template <class In, class Out>
+void rotate_all(Out* out, const In* x, int64_t B, int64_t T, int64_t heads, int64_t row_stride,
                 const RopeTable& table, float sign) {
-  ST_CHECK(table.T >= T_ && table.head_size % 2 == 0, "rope: table of {} positions for {}", table.T,
-           T_);
+  ST_CHECK(table.T >= T && table.head_size % 2 == 0, "rope: a table of {} positions for {}",
+           table.T, T);
   const int64_t hs = table.head_size, half = hs / 2;
+  const bool copy_rest = static_cast<const void*>(out) != static_cast<const void*>(x);
 #pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < B * T_; ++row) {
-    const int64_t t = row % T_;
-    for (int64_t h = 0; h < heads; ++h)
-      rotate_head(x + row * row_stride + h * hs, table.cos.data() + t * half,
-                  table.sin.data() + t * half, half, sign);
+  for (int64_t row = 0; row < B * T; ++row) {
+    const float* cos = table.cos.data() + (row % T) * half;
+    const float* sin = table.sin.data() + (row % T) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const In* a = x + row * row_stride + h * hs;
+      Out* o = out + row * row_stride + h * hs;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = to_f32(a[i]), x2 = to_f32(a[i + half]), s = sign * sin[i];
+        o[i] = from_f32<Out>(x1 * cos[i] - x2 * s);
+        o[i + half] = from_f32<Out>(x2 * cos[i] + x1 * s);
+      }
+    }
+    if (copy_rest)
+      for (int64_t c = heads * hs; c < row_stride; ++c)
+        out[row * row_stride + c] = from_f32<Out>(to_f32(x[row * row_stride + c]));
   }
 }
 
@@ -59,14 +60,16 @@ void rope_forward(void* x, int64_t B, int64_t T, int64_t heads, int64_t row_stri
                   const RopeTable& table, DType dtype) {
   OpScope scope(OpKind::rope);
   dispatch_float(dtype, [&]<class X>(X) {
-    rotate_all(static_cast<X*>(x), B, T, heads, row_stride, table, 1.0f);
+    rotate_all(static_cast<X*>(x), static_cast<const X*>(x), B, T, heads, row_stride, table, 1.0f);
   });
 }
 
-void rope_backward(float* d_x, int64_t B, int64_t T, int64_t heads, int64_t row_stride,
-                   const RopeTable& table) {
+void rope_backward(void* d_x, const float* d_y, int64_t B, int64_t T, int64_t heads,
+                   int64_t row_stride, const RopeTable& table, DType dtype) {
   OpScope scope(OpKind::rope);
-  rotate_all(d_x, B, T, heads, row_stride, table, -1.0f);
+  dispatch_float(dtype, [&]<class X>(X) {
+    rotate_all(static_cast<X*>(d_x), d_y, B, T, heads, row_stride, table, -1.0f);
+  });
 }
 
 }  // namespace st

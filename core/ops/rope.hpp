@@ -22,8 +22,10 @@ RopeTable rope_table(int64_t T, int64_t head_size, double theta);
 // first and side by side, so one call rotates both.
 void rope_forward(void* x, int64_t B, int64_t T, int64_t heads, int64_t row_stride,
                   const RopeTable& table, DType dtype);
-// The backward, in place on an FP32 gradient of the same layout: the inverse rotation.
-void rope_backward(float* d_x, int64_t B, int64_t T, int64_t heads, int64_t row_stride,
-                   const RopeTable& table);
+// The backward: the inverse rotation of the first `heads` heads of the FP32 gradient d_y
+// [B, T, row_stride], written with the rest of each row into `d_x` in dtype (rounded once, as
+// the projections' backward matmuls read it). For FP32, d_x may be d_y.
+void rope_backward(void* d_x, const float* d_y, int64_t B, int64_t T, int64_t heads,
+                   int64_t row_stride, const RopeTable& table, DType dtype);
 
 }  // namespace st

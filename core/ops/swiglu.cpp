@@ -27,21 +27,21 @@ void forward_rows(T* __restrict out, const T* __restrict gate_up, int64_t M, int
 }
 
 template <class T>
-void backward_rows(float* __restrict d_gate_up, const float* __restrict d_out,
+void backward_rows(T* __restrict d_gate_up, const float* __restrict d_out,
                    const T* __restrict gate_up, int64_t M, int64_t F) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const T* g = gate_up + i * 2 * F;
     const T* u = g + F;
     const float* dy = d_out + i * F;
-    float* dg = d_gate_up + i * 2 * F;
-    float* du = dg + F;
+    T* dg = d_gate_up + i * 2 * F;
+    T* du = dg + F;
 #pragma omp simd
     for (int64_t c = 0; c < F; ++c) {
       const float gc = to_f32(g[c]), s = sigmoid(gc);
       // silu'(g) = s + g·s·(1 − s)
-      dg[c] = dy[c] * to_f32(u[c]) * s * (1.0f + gc * (1.0f - s));
-      du[c] = dy[c] * gc * s;
+      dg[c] = from_f32<T>(dy[c] * to_f32(u[c]) * s * (1.0f + gc * (1.0f - s)));
+      du[c] = from_f32<T>(dy[c] * gc * s);
     }
   }
 }
@@ -55,11 +55,11 @@ void swiglu_forward(void* out, const void* gate_up, int64_t M, int64_t F, DType 
   });
 }
 
-void swiglu_backward(float* d_gate_up, const float* d_out, const void* gate_up, int64_t M,
-                     int64_t F, DType dtype) {
+void swiglu_backward(void* d_gate_up, const float* d_out, const void* gate_up, int64_t M, int64_t F,
+                     DType dtype) {
   OpScope scope(OpKind::swiglu);
   dispatch_float(dtype, [&]<class T>(T) {
-    backward_rows(d_gate_up, d_out, static_cast<const T*>(gate_up), M, F);
+    backward_rows(static_cast<T*>(d_gate_up), d_out, static_cast<const T*>(gate_up), M, F);
   });
 }
 

@@ -10,8 +10,9 @@ namespace st {
 
 // out[M,F] (dtype) from gate_up[M,2F] (dtype).
 void swiglu_forward(void* out, const void* gate_up, int64_t M, int64_t F, DType dtype);
-// d_gate_up[M,2F] (FP32, overwritten) from d_out[M,F] (FP32) and the forward's gate_up.
-void swiglu_backward(float* d_gate_up, const float* d_out, const void* gate_up, int64_t M,
-                     int64_t F, DType dtype);
+// d_gate_up[M,2F] (dtype, overwritten: rounded once, as the gate and up projections' backward
+// matmuls read it) from d_out[M,F] (FP32) and the forward's gate_up.
+void swiglu_backward(void* d_gate_up, const float* d_out, const void* gate_up, int64_t M, int64_t F,
+                     DType dtype);
 
 }  // namespace st
