@@ -9,6 +9,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -131,27 +132,8 @@ using Metrics = decltype(Config::metrics);
 // each function short; registry() merges them).
 using KeyTable = std::vector<std::pair<std::string, KeyEntry>>;
 
-KeyTable model_keys() {
+KeyTable common_model_keys() {
   return {
-      {"model.family",
-       {str_key(&Config::model, &Model::family), "gpt2, llama",
-        "the architecture: GPT-2, or Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query "
-        "attention)"}},
-      {"model.n_kv_head",
-       {int_key(&Config::model, &Model::n_kv_head), "0, or a divisor of `model.n_head`",
-        "llama only: key/value heads (grouped-query attention); 0: `n_head`"}},
-      {"model.ffn_hidden",
-       {int_key(&Config::model, &Model::ffn_hidden), "0 – 1048576",
-        "llama only: the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of "
-        "256"}},
-      {"model.rope_theta",
-       {num_key(&Config::model, &Model::rope_theta), "> 0",
-        "llama only: the base of the rotary embeddings' frequencies"}},
-      {"model.norm_eps",
-       {num_key(&Config::model, &Model::norm_eps), "0 < x < 1", "llama only: RMSNorm's epsilon"}},
-      {"model.tie_embeddings",
-       {bool_key(&Config::model, &Model::tie_embeddings), "true, false",
-        "llama only: the output head is the token embedding (no `lm_head.weight`)"}},
       {"model.n_layer",
        {int_key(&Config::model, &Model::n_layer), "1 – 65536", "transformer blocks"}},
       {"model.n_embd",
@@ -170,6 +152,41 @@ KeyTable model_keys() {
         "rows of `wte` and columns of the logits; 0: `vocab_size` rounded up to a multiple of 128 "
         "(50,257 → 50,304); padding never reaches the loss, a sample or an export"}},
   };
+}
+
+// The keys every family reads, then each family's own (launch/families/NAME.cpp), documented
+// as that family's only. Called once (registry() keeps the table).
+KeyTable model_keys() {
+  static std::deque<std::string> text;  // the reference's strings, alive as long as the table
+  std::vector<std::string> names, what;
+  for (const ModelFamily* f : model_families()) {
+    names.push_back(f->name);
+    what.push_back(fmt::format("`{}`: {}", f->name, f->description));
+  }
+  KeyTable keys = common_model_keys();
+  const std::string& allowed = text.emplace_back(fmt::format("{}", fmt::join(names, ", ")));
+  const std::string& meaning =
+      text.emplace_back(fmt::format("the architecture: {}", fmt::join(what, "; ")));
+  keys.push_back({"model.family",
+                  {str_key(&Config::model, &Model::family), allowed.c_str(), meaning.c_str()}});
+  for (const ModelFamily* f : model_families())
+    for (const FamilyKey& k : f->own_keys) {
+      const KeySpec spec = std::visit(
+          [](auto field) {
+            using T = std::remove_cvref_t<decltype(ModelConfig{}.*field)>;
+            if constexpr (std::is_same_v<T, int64_t>)
+              return int_key(&Config::model, field);
+            else if constexpr (std::is_same_v<T, double>)
+              return num_key(&Config::model, field);
+            else
+              return bool_key(&Config::model, field);
+          },
+          k.field);
+      keys.push_back({k.key,
+                      {spec, k.allowed,
+                       text.emplace_back(fmt::format("{} only: {}", f->name, k.meaning)).c_str()}});
+    }
+  return keys;
 }
 
 KeyTable data_keys() {
@@ -638,9 +655,7 @@ void validate_model_config(const ModelConfig& model) {
         1 << 24);
   for (const std::string& key : model.model_keys_given)
     for (const ModelFamily* other : model_families())
-      if (other != &family &&
-          std::find(other->own_keys.begin(), other->own_keys.end(), key) != other->own_keys.end() &&
-          std::find(family.own_keys.begin(), family.own_keys.end(), key) == family.own_keys.end())
+      if (other != &family && other->owns(key) && !family.owns(key))
         fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
                    other->name, family.name);
   family.validate(model);
@@ -773,9 +788,7 @@ std::vector<std::string> describe_config(const Config& config) {
   for (const auto& [key, entry] : registry()) {
     bool other_family = false;
     for (const ModelFamily* f : model_families())
-      other_family = other_family ||
-                     (f != &family &&
-                      std::find(f->own_keys.begin(), f->own_keys.end(), key) != f->own_keys.end());
+      other_family = other_family || (f != &family && f->owns(key));
     if (!other_family) lines.push_back(key + " = " + entry.spec.show(config));
   }
   return lines;

@@ -18,6 +18,12 @@ const std::vector<const ModelFamily*>& model_families() {
   return families;
 }
 
+bool ModelFamily::owns(const std::string& key) const {
+  for (const FamilyKey& k : own_keys)
+    if (key == k.key) return true;
+  return false;
+}
+
 const ModelFamily& model_family(const std::string& name) {
   std::vector<std::string> names;
   for (const ModelFamily* f : model_families()) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/data/tokenizer.hpp"
@@ -41,11 +42,20 @@ struct ModelConfig {
   }
 };
 
+// A [model] key only one family reads: its field, and what the config reference says of it.
+struct FamilyKey {
+  const char* key;  // "model.n_kv_head"
+  std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*> field;
+  const char* allowed;
+  const char* meaning;
+};
+
 struct ModelFamily {
   const char* name;  // model.family
   const char* description;
-  // model.* keys only this family reads (the common ones are every family's).
-  std::vector<std::string> own_keys;
+  // The model.* keys only this family reads (the common ones are every family's).
+  std::vector<FamilyKey> own_keys;
+  bool owns(const std::string& key) const;
   // The family's own checks of a shape (the common ranges are checked before); InputErrors
   // naming the key.
   void (*validate)(const ModelConfig&);

@@ -58,7 +58,7 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
 
 const ModelFamily& gpt2_family() {
   static const ModelFamily family{
-      "gpt2",    "GPT-2 (learned positions, LayerNorm, GELU MLP, biases)",
+      "gpt2",    "GPT-2 (learned positions, LayerNorm, a GELU MLP, biases)",
       {},        validate,
       build,     to_meta,
       from_meta, "gpt2",

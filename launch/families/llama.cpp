@@ -40,8 +40,9 @@ void validate(const ModelConfig& c) {
         "equal groups); 0 means n_head",
         c.n_kv_head, c.n_head);
   if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 20))
-    fail_input("model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to a multiple of 256)",
-               c.ffn_hidden, 1 << 20);
+    fail_input(
+        "model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to a multiple of 256)",
+        c.ffn_hidden, 1 << 20);
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
     fail_input("model.rope_theta = {} must be a positive number", c.rope_theta);
   if (!(c.norm_eps > 0 && c.norm_eps < 1))
@@ -116,8 +117,15 @@ const ModelFamily& llama_family() {
   static const ModelFamily family{
       "llama",
       "Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases)",
-      {"model.n_kv_head", "model.ffn_hidden", "model.rope_theta", "model.norm_eps",
-       "model.tie_embeddings"},
+      {{"model.n_kv_head", &ModelConfig::n_kv_head, "0, or a divisor of `model.n_head`",
+        "key/value heads (grouped-query attention); 0: `n_head`"},
+       {"model.ffn_hidden", &ModelConfig::ffn_hidden, "0 – 1048576",
+        "the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of 256"},
+       {"model.rope_theta", &ModelConfig::rope_theta, "> 0",
+        "the base of the rotary embeddings' frequencies"},
+       {"model.norm_eps", &ModelConfig::norm_eps, "0 < x < 1", "RMSNorm's epsilon"},
+       {"model.tie_embeddings", &ModelConfig::tie_embeddings, "true, false",
+        "the output head is the token embedding (no `lm_head.weight`)"}},
       validate,
       build,
       to_meta,
