@@ -651,8 +651,7 @@ void validate_model_config(const ModelConfig& model) {
     fail_input(
         "model.padded_vocab_size = {} must be 0 (round model.vocab_size = {} up to a multiple of "
         "{}) or in [{}, {}]",
-        model.padded_vocab_size, model.vocab_size, ModelConfig::kVocabAlignment, model.vocab_size,
-        1 << 24);
+        model.padded_vocab_size, model.vocab_size, kVocabAlignment, model.vocab_size, 1 << 24);
   for (const std::string& key : model.model_keys_given)
     for (const ModelFamily* other : model_families())
       if (other != &family && other->owns(key) && !family.owns(key))

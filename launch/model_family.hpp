@@ -34,12 +34,7 @@ struct ModelConfig {
   // The model.* keys a config file or an override wrote (not the defaults).
   std::vector<std::string> model_keys_given;
 
-  static constexpr int64_t kVocabAlignment = 128;
-  int64_t padded_vocab() const {
-    return padded_vocab_size > 0
-               ? padded_vocab_size
-               : (vocab_size + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
-  }
+  int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
 };
 
 // A [model] key only one family reads: its field, and what the config reference says of it.

@@ -10,6 +10,7 @@
 #include "core/ops/gelu.hpp"
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
+#include "core/ops/lm_head.hpp"
 #include "core/ops/matmul.hpp"
 
 namespace st {
@@ -207,15 +208,6 @@ std::array<int64_t, 3> GPT::largest_matmul(int64_t tokens) const {
   return {tokens, config_.n_embd, std::max(4 * config_.n_embd, config_.padded_vocab())};
 }
 
-void GPT::check_batch(const Batch& batch) const {
-  if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
-    fail("GPT batch: inputs {} and targets {} must both be [B, T]",
-         shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
-  if (batch.T() > config_.block_size)
-    fail_input("GPT batch: sequence length {} exceeds the context length block_size {}", batch.T(),
-               config_.block_size);
-}
-
 void GPT::embed_forward(Activations& a, const Batch& batch) {
   const auto& c = config_;
   embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), w(p_.wpe), a.B,
@@ -260,47 +252,29 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
 }
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
-  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.vocab_size;
-  const int64_t Vp = config_.padded_vocab();
+  const int64_t M = a.B * a.T, C = config_.n_embd;
   layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
                     a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), M, C,
                     dtype_);
-  // logits [M, Vp] = ln_f(x) · wteᵀ (weights tied with the token embedding), produced in FP32;
-  // the loss reads the first V columns.
-  gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(w(p_.wte), dtype_, Vp, C).t(),
-       MatView::row_major(a.logits.data<float>(), DType::f32, M, Vp));
-  float* losses = a.losses.data<float>();
-  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M, V, Vp);
-  double sum = 0;
-  for (int64_t i = 0; i < M; ++i) sum += losses[i];
-  return sum;
+  // The logits' weights are tied with the token embedding.
+  return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.wte),
+                         batch.targets.data<int32_t>(), head_shape(a), dtype_);
 }
 
 void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
-  const int64_t M = a.B * a.T, C = config_.n_embd, V = config_.padded_vocab();
-  float* d_logits = a.logits.data<float>();  // [M, V padded], overwritten in place
+  const int64_t M = a.B * a.T, C = config_.n_embd;
   // The padded columns get a zero gradient: their wte rows never change.
-  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M,
-                         config_.vocab_size, V);
-  // logits = lnf · wteᵀ: d_lnf = d_logits · wte, d_wte += d_logitsᵀ · lnf.
-  const void* grad_logits = d_logits;
-  if (dtype_ != DType::f32) {
-    cast(d_logits, DType::f32, a.cast_scratch.raw(), dtype_, size_t(M * V));
-    grad_logits = a.cast_scratch.raw();
-  }
-  gemm(1, MatView::row_major(grad_logits, dtype_, M, V),
-       MatView::row_major(w(p_.wte), dtype_, V, C),
-       MatView::row_major(a.d_small.data<float>(), DType::f32, M, C));
-  GemmOptions accumulate;
-  accumulate.accumulate = true;
-  gemm(1, MatView::row_major(grad_logits, dtype_, M, V).t(),
-       MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(g(p_.wte), DType::f32, V, C), accumulate);
+  lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(), a.cast_scratch.raw(),
+                   a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(), grad_scale, head_shape(a),
+                   dtype_);
   a.dx.zero_();
   layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias),
                      a.d_small.data<float>(), a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
                      a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
+}
+
+LmHeadShape GPT::head_shape(const Activations& a) const {
+  return {a.B * a.T, config_.n_embd, config_.vocab_size, config_.padded_vocab()};
 }
 
 void GPT::block_backward(int64_t l) {
@@ -340,7 +314,7 @@ void GPT::embed_backward(Activations& a, const Batch& batch) {
 }
 
 double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {
-  check_batch(batch);
+  check_token_batch(batch, config_.block_size, "GPT");
   Activations& a = activations_for(batch.B(), batch.T());
   hooks.before_forward(0);
   embed_forward(a, batch);

@@ -9,6 +9,7 @@
 #include "core/data/tokenizer.hpp"
 #include "core/model/block_model.hpp"
 #include "core/ops/attention.hpp"
+#include "core/ops/lm_head.hpp"
 
 namespace st {
 
@@ -18,16 +19,8 @@ struct GPTConfig {
   int64_t n_head = 4;
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
-  // Rows of wte and columns of the logits, >= vocab_size so matmuls stay aligned (llm.c pads
-  // GPT-2's 50,257 to 50,304); padded logits never reach the loss or a sample. 0: vocab_size
-  // rounded up to a multiple of kVocabAlignment.
-  int64_t padded_vocab_size = 0;
-  static constexpr int64_t kVocabAlignment = 128;
-  int64_t padded_vocab() const {
-    return padded_vocab_size > 0
-               ? padded_vocab_size
-               : (vocab_size + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
-  }
+  int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up (st::padded_vocab)
+  int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
 };
 
 class GPT final : public BlockModel {
@@ -72,7 +65,6 @@ class GPT final : public BlockModel {
   const void* w(size_t index) const { return param(index).value.raw(); }
   float* g(size_t index) const { return param(index).grad.data<float>(); }
 
-  void check_batch(const Batch& batch) const;
   void embed_forward(Activations& a, const Batch& batch);
   int64_t num_blocks() const override { return config_.n_layer; }
   void block_forward(int64_t layer, const BlockPass& pass) override;
@@ -82,6 +74,7 @@ class GPT final : public BlockModel {
   // Gradient of the loss through the logits and ln_f into a.dx.
   void head_backward(Activations& a, const Batch& batch, float grad_scale);
   void embed_backward(Activations& a, const Batch& batch);
+  LmHeadShape head_shape(const Activations& a) const;
 
   GPTConfig config_;
   DType dtype_;

@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
-#include "core/ops/cross_entropy.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
 #include "core/ops/linear.hpp"
+#include "core/ops/lm_head.hpp"
 #include "core/ops/matmul.hpp"
 #include "core/ops/rmsnorm.hpp"
 #include "core/ops/swiglu.hpp"
@@ -232,15 +232,6 @@ std::array<int64_t, 3> Llama::largest_matmul(int64_t tokens) const {
   return {tokens, config_.n_embd, std::max(config_.ffn_hidden, config_.padded_vocab())};
 }
 
-void Llama::check_batch(const Batch& batch) const {
-  if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
-    fail("Llama batch: inputs {} and targets {} must both be [B, T]",
-         shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
-  if (batch.T() > config_.block_size)
-    fail_input("Llama batch: sequence length {} exceeds the context length block_size {}",
-               batch.T(), config_.block_size);
-}
-
 // Steps labelled with the kind of tensor they produce, as in GPT::block_forward.
 void Llama::block_forward(int64_t l, const BlockPass& pass) {
   Activations& a = *acts_;
@@ -321,39 +312,29 @@ void Llama::block_backward(int64_t l) {
 
 double Llama::head_forward(Activations& a, const Batch& batch) {
   const LlamaConfig& c = config_;
-  const int64_t M = a.B * a.T, C = c.n_embd, Vp = c.padded_vocab();
   rmsnorm_forward(a.lnf.raw(), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(), w(p_.norm),
-                  M, C, float(c.norm_eps), dtype_);
-  // logits [M, Vp] = norm(x) · headᵀ in FP32; the loss reads the first V columns.
-  gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
-       MatView::row_major(w(p_.head), dtype_, Vp, C).t(),
-       MatView::row_major(a.logits.data<float>(), DType::f32, M, Vp));
-  float* losses = a.losses.data<float>();
-  cross_entropy_forward(losses, a.logits.data<float>(), batch.targets.data<int32_t>(), M,
-                        c.vocab_size, Vp);
-  double sum = 0;
-  for (int64_t i = 0; i < M; ++i) sum += losses[i];
-  return sum;
+                  a.B * a.T, c.n_embd, float(c.norm_eps), dtype_);
+  return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.head),
+                         batch.targets.data<int32_t>(), head_shape(a), dtype_);
 }
 
 void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const LlamaConfig& c = config_;
-  const int64_t M = a.B * a.T, C = c.n_embd, Vp = c.padded_vocab();
-  float* d_logits = a.logits.data<float>();  // overwritten in place; padded columns get zero
-  cross_entropy_backward(d_logits, d_logits, batch.targets.data<int32_t>(), grad_scale, M,
-                         c.vocab_size, Vp);
-  // logits = lnf · headᵀ: d_lnf = d_logits · head, d_head += d_logitsᵀ · lnf.
-  const LinearPart head[] = {{w(p_.head), g(p_.head), Vp}};
-  fused_linear_backward(a.d_small.data<float>(), d_logits, a.cast_scratch.raw(), a.lnf.raw(), head,
-                        M, C, dtype_);
+  lm_head_backward(a.d_small.data<float>(), g(p_.head), a.logits.data<float>(),
+                   a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
+                   grad_scale, head_shape(a), dtype_);
   a.dx.zero_();
   rmsnorm_backward(a.dx.data<float>(), g(p_.norm), a.d_small.data<float>(),
-                   a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), M, C,
-                   dtype_);
+                   a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), a.B * a.T,
+                   c.n_embd, dtype_);
+}
+
+LmHeadShape Llama::head_shape(const Activations& a) const {
+  return {a.B * a.T, config_.n_embd, config_.vocab_size, config_.padded_vocab()};
 }
 
 double Llama::forward_loss(const Batch& batch, UnitHooks& hooks) {
-  check_batch(batch);
+  check_token_batch(batch, config_.block_size, "Llama");
   Activations& a = activations_for(batch.B(), batch.T());
   hooks.before_forward(0);
   embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.embed), nullptr, a.B,

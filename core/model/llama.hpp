@@ -14,6 +14,7 @@
 #include "core/data/tokenizer.hpp"
 #include "core/model/block_model.hpp"
 #include "core/ops/attention.hpp"
+#include "core/ops/lm_head.hpp"
 #include "core/ops/rope.hpp"
 
 namespace st {
@@ -30,12 +31,7 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
-  static constexpr int64_t kVocabAlignment = 128;
-  int64_t padded_vocab() const {
-    return padded_vocab_size > 0
-               ? padded_vocab_size
-               : (vocab_size + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
-  }
+  int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
   int64_t head_size() const { return n_embd / n_head; }
 };
 
@@ -76,12 +72,12 @@ class Llama final : public BlockModel {
   const void* w(size_t index) const { return param(index).value.raw(); }
   float* g(size_t index) const { return param(index).grad.data<float>(); }
 
-  void check_batch(const Batch& batch) const;
   int64_t num_blocks() const override { return config_.n_layer; }
   void block_forward(int64_t layer, const BlockPass& pass) override;
   void block_backward(int64_t layer) override;
   double head_forward(Activations& a, const Batch& batch);
   void head_backward(Activations& a, const Batch& batch, float grad_scale);
+  LmHeadShape head_shape(const Activations& a) const;
 
   LlamaConfig config_;
   DType dtype_;

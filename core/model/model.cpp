@@ -20,6 +20,15 @@ void Model::set_activation_checkpointing(ActivationCheckpointing mode) {
                activation_checkpointing_name(mode), describe());
 }
 
+void check_token_batch(const Batch& batch, int64_t block_size, const char* model) {
+  if (batch.inputs.ndim() != 2 || batch.targets.shape() != batch.inputs.shape())
+    fail("{} batch: inputs {} and targets {} must both be [B, T]", model,
+         shape_string(batch.inputs.shape()), shape_string(batch.targets.shape()));
+  if (batch.T() > block_size)
+    fail_input("{} batch: sequence length {} exceeds the context length block_size {}", model,
+               batch.T(), block_size);
+}
+
 double ModelWork::total_flops(int64_t blocks) const {
   return root_forward_pre.flops + root_forward_post.flops + root_backward_pre.flops +
          root_backward_post.flops + double(blocks) * (block_forward.flops + block_backward.flops);

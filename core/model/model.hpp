@@ -63,6 +63,18 @@ struct LogitsView {
   const float* row(int64_t i) const { return data + i * row_stride; }
 };
 
+// Rows of a token embedding and columns of the logits for a vocabulary of `vocab`: `padded`
+// when it is set (> 0), else `vocab` rounded up to a multiple of 128, so matmuls stay aligned
+// (llm.c pads GPT-2's 50,257 to 50,304). Padding never reaches the loss, a sample or an export.
+constexpr int64_t kVocabAlignment = 128;
+constexpr int64_t padded_vocab(int64_t vocab, int64_t padded) {
+  return padded > 0 ? padded : (vocab + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
+}
+
+// A batch of token ids for a model of context `block_size` (`model` names it in errors):
+// inputs and targets both [B, T], T within the context.
+void check_token_batch(const Batch& batch, int64_t block_size, const char* model);
+
 // The interface every trainable model offers to trainers and sharders.
 class Model {
  public:

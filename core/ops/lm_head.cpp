@@ -1,0 +1,28 @@
+#include "core/ops/lm_head.hpp"
+
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/matmul.hpp"
+
+namespace st {
+
+double lm_head_forward(float* logits, float* losses, const void* x, const void* head,
+                       const int32_t* targets, const LmHeadShape& s, DType dtype) {
+  gemm(1, MatView::row_major(x, dtype, s.M, s.C), MatView::row_major(head, dtype, s.Vp, s.C).t(),
+       MatView::row_major(logits, DType::f32, s.M, s.Vp));
+  cross_entropy_forward(losses, logits, targets, s.M, s.V, s.Vp);
+  double sum = 0;
+  for (int64_t i = 0; i < s.M; ++i) sum += losses[i];
+  return sum;
+}
+
+void lm_head_backward(float* d_x, float* d_head, float* logits, void* scratch, const void* x,
+                      const void* head, const int32_t* targets, float grad_scale,
+                      const LmHeadShape& s, DType dtype) {
+  cross_entropy_backward(logits, logits, targets, grad_scale, s.M, s.V, s.Vp);
+  // logits = x · headᵀ: d_x = d_logits · head, d_head += d_logitsᵀ · x.
+  const LinearPart part[] = {{head, d_head, s.Vp}};
+  fused_linear_backward(d_x, logits, scratch, x, part, s.M, s.C, dtype);
+}
+
+}  // namespace st
