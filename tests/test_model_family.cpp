@@ -1,0 +1,111 @@
+// Model families through their registration: Hugging Face's config.json read for each family
+// (and refused where shardtrain cannot honour it), and a checkpoint's record of the model read
+// back to the same shape.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "launch/config.hpp"
+#include "launch/model_factory.hpp"
+
+namespace st {
+namespace {
+
+// What transformers writes for a small LlamaForCausalLM.
+nlohmann::json hf_llama() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"hidden_size", 64},
+          {"intermediate_size", 160},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"max_position_embeddings", 32},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 500000.0},
+          {"vocab_size", 300},
+          {"tie_word_embeddings", false},
+          {"rope_scaling", nullptr},
+          {"torch_dtype", "bfloat16"}};
+}
+
+void expect_refused(const nlohmann::json& j, const std::string& words) {
+  try {
+    model_config_from_hf(j, "config.json");
+    FAIL() << "expected an InputError with '" << words << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelFamily, ReadsHuggingFaceLlamaConfig) {
+  const ModelConfig c = model_config_from_hf(hf_llama(), "config.json");
+  EXPECT_EQ(c.family, "llama");
+  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_head, 4);
+  EXPECT_EQ(c.n_kv_head, 2);
+  EXPECT_EQ(c.ffn_hidden, 160);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.vocab_size, 300);
+  EXPECT_EQ(c.norm_eps, 1e-6);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_FALSE(c.tie_embeddings);
+  // Without num_key_value_heads every head has its own kv head (as transformers reads it).
+  nlohmann::json mha = hf_llama();
+  mha.erase("num_key_value_heads");
+  EXPECT_EQ(model_config_from_hf(mha, "config.json").n_kv_head, 4);
+}
+
+TEST(ModelFamily, RefusesWhatItCannotHonour) {
+  nlohmann::json j = hf_llama();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  expect_refused(j, "rope_scaling");
+  j = hf_llama();
+  j["tie_word_embeddings"] = "yes";
+  expect_refused(j, "tie_word_embeddings = \"yes\" must be true or false");
+  j = hf_llama();
+  j["num_key_value_heads"] = 3;
+  expect_refused(j, "model.n_kv_head = 3 must divide model.n_head = 4");
+  j = hf_llama();
+  j["model_type"] = "mistral";
+  expect_refused(j, "model_type = \"mistral\" is not one shardtrain reads (gpt2, llama)");
+  j = hf_llama();
+  j.erase("hidden_size");
+  expect_refused(j, "'hidden_size' is missing");
+}
+
+TEST(ModelFamily, ReadsHuggingFaceGpt2Config) {
+  const nlohmann::json j = {{"model_type", "gpt2"}, {"n_layer", 3},      {"n_embd", 48},
+                            {"n_head", 4},          {"n_positions", 64}, {"vocab_size", 50257}};
+  const ModelConfig c = model_config_from_hf(j, "config.json");
+  EXPECT_EQ(c.family, "gpt2");
+  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.block_size, 64);
+  EXPECT_EQ(c.padded_vocab(), 50304);
+}
+
+// A checkpoint's meta.model names the family and every key that shapes the model; reading it
+// back gives the model the run had, and a manifest older than families is GPT-2's.
+TEST(ModelFamily, CheckpointRecordRoundTrips) {
+  const Config config = load_config(
+      "llama-tiny", {"model.n_kv_head=1", "model.rope_theta=5e5", "model.tie_embeddings=false"});
+  const auto model = make_model(config);
+  const nlohmann::json meta = model_meta_json(config.model, *model);
+  EXPECT_EQ(meta["family"], "llama");
+  const ModelConfig back = model_config_from_json(meta, "meta.model");
+  EXPECT_EQ(back.family, "llama");
+  EXPECT_EQ(back.n_kv_head, 1);
+  EXPECT_EQ(back.ffn_hidden, 768);
+  EXPECT_EQ(back.rope_theta, 5e5);
+  EXPECT_FALSE(back.tie_embeddings);
+  EXPECT_EQ(model_family(back.family).build(back, DType::f32)->describe(), model->describe());
+  nlohmann::json old =
+      model_meta_json(load_config("tiny", {}).model, *make_model(load_config("tiny", {})));
+  old.erase("family");
+  EXPECT_EQ(model_config_from_json(old, "meta.model").family, "gpt2");
+}
+
+}  // namespace
+}  // namespace st
