@@ -195,7 +195,15 @@ int run_train(const CommonOptions& options) {
     install_interrupt_handlers(s.lead(), s.ranks.mpi);
     heartbeat = std::make_unique<Heartbeat>(*s.ranks.group, s.config.training.stall_timeout);
     std::string newest = latest_checkpoint(ckpt.dir);
+    int64_t step_noted = start;
+    // A save becomes the newest complete checkpoint the moment its marker is durable: an
+    // interruption after that names it, even before the save returns.
+    s.trainer->on_checkpoint_complete([&](const std::string& path) {
+      newest = path;
+      if (s.lead()) note_training_state(step_noted, max_steps, newest);
+    });
     for (int64_t step = start; step < max_steps; ++step) {
+      step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);
       liveness::set_step(step);
       if (step + 1 == options.test_hang_at_step)
@@ -218,9 +226,10 @@ int run_train(const CommonOptions& options) {
       }
       if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 &&
           step + 1 < max_steps)
-        newest = save(s, step + 1);
+        save(s, step + 1);
     }
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
+    s.trainer->on_checkpoint_complete(nullptr);  // it refers to this scope's variables
     finish_run(s, trace, options.json, metrics.get());
     // Together, so no rank's beat stops while another still judges it.
     s.ranks.group->barrier()->wait();

@@ -281,6 +281,7 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   SaveOptions options;
   options.keep = int(config_.checkpoint.keep);
   options.slow_ms_per_unit = slow_checkpoint_ms_;
+  options.on_complete = on_checkpoint_complete_;
   // One copy per job: replica 0's shard group writes it, the other replicas wait for it.
   std::string path = checkpoint_path(config_.checkpoint.dir, steps_done);
   if (mesh_->replica_index() == 0)

@@ -1,6 +1,7 @@
 #pragma once
 // The training loop over the FSDP runtime: every rank takes its rows of each global batch,
 // gradients are reduce-scattered into FP32 shards, AdamW updates this rank's masters only.
+#include <functional>
 #include <memory>
 
 #include "collectives/process_group.hpp"
@@ -74,6 +75,11 @@ class ShardedTrainer {
   std::string save_checkpoint(int64_t steps_done);
   // A test hook: checkpoint writes sleep `ms` after each unit, so a test can kill a save.
   void slow_checkpoint_writes(int ms) { slow_checkpoint_ms_ = ms; }
+  // Called on the rank that publishes a checkpoint the moment it is complete on disk (before
+  // save_checkpoint returns), with its path.
+  void on_checkpoint_complete(std::function<void(const std::string&)> f) {
+    on_checkpoint_complete_ = std::move(f);
+  }
   // Collective. Loads a checkpoint saved at any world size; returns the steps it had done.
   // A checkpoint of another model or optimizer is an InputError naming the differing key.
   int64_t load_checkpoint(const std::string& path);
@@ -105,6 +111,7 @@ class ShardedTrainer {
   LrSchedule schedule_;
   std::vector<std::string> unit_names_;
   int slow_checkpoint_ms_ = 0;
+  std::function<void(const std::string&)> on_checkpoint_complete_;
 };
 
 }  // namespace st

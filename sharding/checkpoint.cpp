@@ -121,7 +121,7 @@ CheckpointManifest make_manifest(int64_t step, int world, const nlohmann::json& 
 // Rank 0, after every file is written: the manifest, then the atomic rename, then the
 // COMPLETE marker, then only the newest `keep` complete checkpoints remain.
 void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& final_dir,
-             const CheckpointManifest& manifest, int keep) {
+             const CheckpointManifest& manifest, const SaveOptions& options) {
   write_text_file((tmp_dir / kManifest).string(), manifest_text(manifest));
   sync_directory(tmp_dir.string());
   // Replace an existing checkpoint of the same step only once the new one is whole.
@@ -132,9 +132,10 @@ void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& fina
   sync_directory(root.string());
   write_text_file((final_dir / kComplete).string(), "complete\n");
   sync_directory(final_dir.string());
+  if (options.on_complete) options.on_complete(final_dir.string());
   fs::remove_all(old_dir);
   const std::vector<std::string> complete = complete_checkpoints(root.string());
-  for (size_t i = 0; i + size_t(keep) < complete.size(); ++i) fs::remove_all(complete[i]);
+  for (size_t i = 0; i + size_t(options.keep) < complete.size(); ++i) fs::remove_all(complete[i]);
 }
 
 }  // namespace
@@ -164,7 +165,7 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     group.all_gather(sums, all)->wait();
     if (rank == 0)
       publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, all),
-              options.keep);
+              options);
   } catch (...) {
     // A full disk or a failed write: the partial checkpoint goes, so it does not keep the disk
     // full until the next run; the previous checkpoints are untouched. The other ranks hear

@@ -4,6 +4,7 @@
 // completion marker written last. Loading verifies everything first, then each rank reads only
 // the byte ranges of the old shards that overlap its new ones: any world size loads any other.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct CheckpointInfo : CheckpointManifest {
 struct SaveOptions {
   int keep = 2;              // complete checkpoints kept under the root, newest first
   int slow_ms_per_unit = 0;  // a test hook: sleep after each unit's shard is written
+  // Called on the rank that publishes (the group's rank 0) as soon as the COMPLETE marker is
+  // durable, with the checkpoint's path: from then on it is the newest complete one, even if
+  // the process dies before save_checkpoint returns.
+  std::function<void(const std::string&)> on_complete;
 };
 
 // Collective. Writes <root>/step-<step, 8 digits> (through a temporary directory, fsynced,
