@@ -12,6 +12,7 @@
 #include "core/data/gpt2_tokenizer.hpp"
 #include "core/data/tokenizer.hpp"
 #include "core/file_io.hpp"
+#include "core/json_parse.hpp"
 #include "core/rng.hpp"
 #include "core/staged_output.hpp"
 #include "launch/commands.hpp"
@@ -22,7 +23,6 @@
 #include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
-#include "core/json_parse.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

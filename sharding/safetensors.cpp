@@ -10,8 +10,8 @@
 
 #include "collectives/agreement.hpp"
 #include "core/file_io.hpp"
-#include "core/ops/elementwise.hpp"
 #include "core/json_parse.hpp"
+#include "core/ops/elementwise.hpp"
 
 namespace st {
 namespace {

@@ -7,8 +7,8 @@
 #include <functional>
 
 #include "core/error.hpp"
-#include "sharding/checkpoint_manifest.hpp"
 #include "core/json_parse.hpp"
+#include "sharding/checkpoint_manifest.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {

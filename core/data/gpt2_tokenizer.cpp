@@ -136,8 +136,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& dir) {
   // Strict: a token given twice would otherwise keep one of its two ids silently.
   const nlohmann::json encoder =
       parse_json_object(read_file(encoder_path), fmt::format("'{}'", encoder_path));
-  if (encoder.empty())
-    fail_input("'{}' must be a JSON object mapping tokens to ids", encoder_path);
+  if (encoder.empty()) fail_input("'{}' must be a JSON object mapping tokens to ids", encoder_path);
   impl->decoder.resize(encoder.size());
   std::vector<bool> seen(encoder.size(), false);
   for (auto& [token, id] : encoder.items()) {
