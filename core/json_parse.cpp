@@ -1,5 +1,7 @@
 #include "core/json_parse.hpp"
 
+#include <cmath>
+
 #include <cstdint>
 #include <set>
 #include <vector>
@@ -58,6 +60,20 @@ std::vector<int64_t> json_int_array(const nlohmann::json& j, const std::string& 
   for (size_t i = 0; i < j.size(); ++i)
     v.push_back(json_int(j[i], fmt::format("{}[{}]", what, i), lo, hi));
   return v;
+}
+
+int64_t json_int_at(const nlohmann::json& j, const char* key, const std::string& where, int64_t lo,
+                    int64_t hi) {
+  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
+  return json_int(j.at(key), fmt::format("{}: {}", where, key), lo, hi);
+}
+
+double json_number_at(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    fail_input("{}: {} = {} must be a finite number", where, key, v.dump());
+  return v.get<double>();
 }
 
 }  // namespace st

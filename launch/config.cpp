@@ -652,11 +652,13 @@ void validate_model_config(const ModelConfig& model) {
         "model.padded_vocab_size = {} must be 0 (round model.vocab_size = {} up to a multiple of "
         "{}) or in [{}, {}]",
         model.padded_vocab_size, model.vocab_size, kVocabAlignment, model.vocab_size, 1 << 24);
+  if (model.n_embd % model.n_head != 0)
+    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", model.n_embd,
+               model.n_head);
   for (const std::string& key : model.model_keys_given)
-    for (const ModelFamily* other : model_families())
-      if (other != &family && other->owns(key) && !family.owns(key))
-        fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
-                   other->name, family.name);
+    if (const ModelFamily* owner = model_family_owning(key); owner && owner != &family)
+      fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
+                 owner->name, family.name);
   family.validate(model);
 }
 
@@ -785,10 +787,8 @@ std::vector<std::string> describe_config(const Config& config) {
   std::vector<std::string> lines;
   const ModelFamily& family = model_family(config.model.family);
   for (const auto& [key, entry] : registry()) {
-    bool other_family = false;
-    for (const ModelFamily* f : model_families())
-      other_family = other_family || (f != &family && f->owns(key));
-    if (!other_family) lines.push_back(key + " = " + entry.spec.show(config));
+    const ModelFamily* owner = model_family_owning(key);
+    if (!owner || owner == &family) lines.push_back(key + " = " + entry.spec.show(config));
   }
   return lines;
 }

@@ -45,14 +45,17 @@ ModelConfig checked(const ModelConfig& c, const std::string& where) {
 
 }  // namespace
 
+std::string model_family_of(const nlohmann::json& model_meta, const std::string& where) {
+  if (!model_meta.is_object() || !model_meta.contains("family")) return "gpt2";
+  if (!model_meta["family"].is_string())
+    fail_input("{}: family = {} must be a string", where, model_meta["family"].dump());
+  return model_meta["family"].get<std::string>();
+}
+
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) fail_input("{}: the model's shape is missing", where);
   ModelConfig c;
-  if (j.contains("family")) {
-    if (!j["family"].is_string())
-      fail_input("{}: family = {} must be a string", where, j["family"].dump());
-    c.family = j["family"].get<std::string>();
-  }
+  c.family = model_family_of(j, where);
   const ModelFamily& family = [&]() -> const ModelFamily& {
     try {
       return model_family(c.family);
@@ -76,16 +79,25 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
   return checked(model_family_for_hf(j, where).from_hf_config(j, where), where);
 }
 
+namespace {
+
+// How errors name the config.json beside `weights`.
+std::string beside_where(const std::string& weights) {
+  return fmt::format("'{}' (beside '{}')", config_json_beside(weights), weights);
+}
+
+}  // namespace
+
 ModelConfig model_config_beside(const std::string& weights) {
-  const std::string path = config_json_beside(weights);
-  const std::string where = fmt::format("'{}' (beside '{}')", path, weights);
-  return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
+  const std::string where = beside_where(weights);
+  return model_config_from_hf(parse_json_object(read_text_file(config_json_beside(weights)), where),
+                              where);
 }
 
 void check_weights_config(const std::string& weights, const ModelConfig& model) {
   if (!fs::exists(config_json_beside(weights))) return;
   const ModelConfig file = model_config_beside(weights);
-  const std::string where = fmt::format("'{}' (beside '{}')", config_json_beside(weights), weights);
+  const std::string where = beside_where(weights);
   if (file.family != model.family)
     fail_input("{} describes a {} model, but this run has model.family = {}", where, file.family,
                model.family);

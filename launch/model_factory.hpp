@@ -24,6 +24,8 @@ void apply_matmul_settings(const Config& config);
 // and what the family adds), and the config read back from one, checked as the [model] keys
 // are (a manifest without `family` is GPT-2's); an InputError that starts with `where`.
 nlohmann::json model_meta_json(const ModelConfig& config, const Model& model);
+// The family a checkpoint's meta.model records ("gpt2" when absent: written before families).
+std::string model_family_of(const nlohmann::json& model_meta, const std::string& where);
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
 // The model shape of Hugging Face's config.json (its family from `model_type`), checked.
 ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& where);

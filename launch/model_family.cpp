@@ -2,10 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "core/error.hpp"
-#include "core/json_parse.hpp"
 
 namespace st {
 
@@ -22,6 +19,12 @@ bool ModelFamily::owns(const std::string& key) const {
   for (const FamilyKey& k : own_keys)
     if (key == k.key) return true;
   return false;
+}
+
+const ModelFamily* model_family_owning(const std::string& key) {
+  for (const ModelFamily* f : model_families())
+    if (f->owns(key)) return f;
+  return nullptr;
 }
 
 const ModelFamily& model_family(const std::string& name) {
@@ -43,20 +46,6 @@ const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::
   }
   fail_input("{}: model_type = {} is not one shardtrain reads ({})", where, type.dump(),
              fmt::join(types, ", "));
-}
-
-int64_t json_int_at(const nlohmann::json& j, const char* key, const std::string& where, int64_t lo,
-                    int64_t hi) {
-  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
-  return json_int(j.at(key), fmt::format("{}: {}", where, key), lo, hi);
-}
-
-double json_number_at(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) fail_input("{}: '{}' is missing", where, key);
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>()))
-    fail_input("{}: {} = {} must be a finite number", where, key, v.dump());
-  return v.get<double>();
 }
 
 }  // namespace st

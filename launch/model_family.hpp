@@ -11,6 +11,7 @@
 
 #include "core/data/tokenizer.hpp"
 #include "core/dtype.hpp"
+#include "core/json_parse.hpp"
 #include "core/model/model.hpp"
 
 namespace st {
@@ -51,8 +52,8 @@ struct ModelFamily {
   // The model.* keys only this family reads (the common ones are every family's).
   std::vector<FamilyKey> own_keys;
   bool owns(const std::string& key) const;
-  // The family's own checks of a shape (the common ranges are checked before); InputErrors
-  // naming the key.
+  // The family's own checks of a shape (the common keys' ranges and n_embd % n_head are
+  // checked before); InputErrors naming the key.
   void (*validate)(const ModelConfig&);
   // Parameter specs only, computing in `dtype`.
   std::unique_ptr<Model> (*build)(const ModelConfig&, DType dtype);
@@ -71,9 +72,7 @@ const ModelFamily& model_family(const std::string& name);
 // The family whose config.json has this `model_type` (GPT-2's when absent).
 const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::string& where);
 
-// An integer read from a JSON object, present and in [lo, hi]; InputErrors start with `where`.
-int64_t json_int_at(const nlohmann::json& j, const char* key, const std::string& where,
-                    int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
-double json_number_at(const nlohmann::json& j, const char* key, const std::string& where);
+// The family whose own key `key` is (null: a key every family reads, or none).
+const ModelFamily* model_family_owning(const std::string& key);
 
 }  // namespace st

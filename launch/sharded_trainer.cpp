@@ -332,16 +332,13 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
   check_position(info);
   const nlohmann::json want = checkpoint_meta(info.step);
   // The architecture and the optimizer must be the ones saved; name the first difference.
-  // A manifest without a family is GPT-2's (written before there were two).
-  const nlohmann::json& saved_model = info.meta.value("model", nlohmann::json::object());
   const std::string saved_family =
-      saved_model.is_object() && saved_model.contains("family") && saved_model["family"].is_string()
-          ? saved_model["family"].get<std::string>()
-          : "gpt2";
+      model_family_of(info.meta.value("model", nlohmann::json::object()),
+                      fmt::format("checkpoint '{}': meta.model", path));
   if (saved_family != config_.model.family)
     fail_input("checkpoint '{}' holds a {} model, but this run has model.family = {}", path,
                saved_family, config_.model.family);
-  check_saved_sections(path, info.meta, checkpoint_meta(info.step), {"model", "optimizer"});
+  check_saved_sections(path, info.meta, want, {"model", "optimizer"});
   // The data order and the initial weights are functions of the seed, the data position of
   // the step and the batch: either changed, samples would repeat or be skipped in silence.
   for (const char* key : {"seed", "global_batch"}) {

@@ -4,14 +4,12 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
-#include "core/ops/cross_entropy.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
 #include "core/ops/gelu.hpp"
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
-#include "core/ops/matmul.hpp"
 
 namespace st {
 

@@ -8,7 +8,6 @@
 #include "core/ops/embedding.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
-#include "core/ops/matmul.hpp"
 #include "core/ops/rmsnorm.hpp"
 #include "core/ops/swiglu.hpp"
 
@@ -40,7 +39,7 @@ struct Llama::Activations {
   Tensor d_qkv;                       // FP32 [B,T,W]
   Tensor d_gate_up;                   // dtype [B,T,2F]
   Tensor d_swiglu;                    // FP32 [B,T,F]
-  Tensor cast_scratch;                // dtype [B*T, max(W, 2F, Vp)]
+  Tensor cast_scratch;                // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
   Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
   ActivationArena arena;              // last: its declaration passes fill the tensors above
 
@@ -86,7 +85,8 @@ struct Llama::Activations {
     d_qkv = f32("d_qkv", {B, T, W});
     d_gate_up = act("d_gate_up", {B, T, 2 * F});
     d_swiglu = f32("d_swiglu", {B, T, F});
-    cast_scratch = act("grad_cast", {B * T, std::max({W, 2 * F, Vp, C})});
+    // SwiGLU's backward writes its own dtype output (d_gate_up): 2F is not needed here.
+    cast_scratch = act("grad_cast", {B * T, std::max({W, Vp, C})});
     att_scores = f32("attn.scores", {B, H, T, T});
     att_dy = act("attn.d_y", {B, T, C});
     att_ds = act("attn.d_s", {B, H, T, T});

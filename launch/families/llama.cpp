@@ -26,9 +26,8 @@ LlamaConfig llama_config(const ModelConfig& c) {
   return l;
 }
 
+// After the checks every family's keys get (n_embd divisible by n_head among them).
 void validate(const ModelConfig& c) {
-  if (c.n_embd % c.n_head != 0)
-    fail_input("model.n_embd = {} is not divisible by model.n_head = {}", c.n_embd, c.n_head);
   if ((c.n_embd / c.n_head) % 2 != 0)
     fail_input(
         "model.n_embd / model.n_head = {} must be even: rotary embeddings rotate pairs of a "
