@@ -25,7 +25,9 @@ namespace st {
 namespace {
 
 constexpr int kMaxAddresses = 6;
-constexpr int kRecordWords = 3 + kMaxAddresses;  // token, port, count, addresses
+constexpr int kHostWords = 8;  // the host name's first 63 bytes, zero-terminated
+// token, port, count, addresses, host name
+constexpr int kRecordWords = 3 + kMaxAddresses + kHostWords;
 constexpr double kPeriodS = 0.2;
 constexpr int32_t kAborting = 2;
 
@@ -59,13 +61,15 @@ std::vector<uint32_t> local_addresses() {
 
 std::optional<std::string> judge_peer(int peer, const PeerBeat& beat,
                                       const liveness::Snapshot& self, double now_s,
-                                      double timeout_s) {
+                                      double timeout_s, const std::string& peer_host) {
   if (!beat.heard) return std::nullopt;
   if (now_s - beat.last_heard_s > timeout_s)
     return fmt::format(
-        "rank {} stopped responding {}: no heartbeat for {:.1f} s (a stopped or swapped-out "
-        "process, or its host is gone). Ending the job (training.stall_timeout = {:g} s).",
-        peer, step_text(beat.state.step), now_s - beat.last_heard_s, timeout_s);
+        "rank {}{} stopped responding {}: no heartbeat for {:.1f} s (a stopped or swapped-out "
+        "process, or its host is gone{}). Ending the job (training.stall_timeout = {:g} s).",
+        peer, peer_host.empty() ? "" : " on " + peer_host, step_text(beat.state.step),
+        now_s - beat.last_heard_s,
+        peer_host.empty() ? "" : " or unreachable: " + peer_host + "'s link or network", timeout_s);
   if (!beat.state.waiting && now_s - beat.progress_at_s > timeout_s && self.waiting &&
       now_s - self.waiting_since_s > timeout_s)
     return fmt::format(
@@ -84,6 +88,7 @@ void announce_abort();
 
 struct Heartbeat::State {
   int rank = 0, size = 1, prev = 0;
+  std::string prev_host;  // the watched rank's host, where the ranks span several ("" if not)
   double timeout_s = 0;
   uint64_t token = 0;
   int fd = -1;
@@ -121,7 +126,8 @@ struct Heartbeat::State {
         beat.state.waiting = in.waiting != 0;
       }
       if (stopping.load()) return;
-      if (auto verdict = judge_peer(prev, beat, liveness::snapshot(), liveness::now_s(), timeout_s))
+      if (auto verdict =
+              judge_peer(prev, beat, liveness::snapshot(), liveness::now_s(), timeout_s, prev_host))
         abort_job(*verdict);
     }
   }
@@ -165,10 +171,21 @@ Heartbeat::Heartbeat(ProcessGroup& group, double timeout_s) {
   const std::vector<uint32_t> addresses = local_addresses();
   m[2] = int64_t(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) m[3 + i] = addresses[i];
+  char host[8 * kHostWords] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::memcpy(m + 3 + kMaxAddresses, host, sizeof host);
   Tensor all = Tensor::zeros("heartbeat.endpoints", {kRecordWords * group.size()}, DType::i64);
   group.all_gather(mine, all)->wait();
   const int64_t* a = all.data<int64_t>();
   s->token = uint64_t(a[0]);  // rank 0's
+  auto host_of = [&](int r) {
+    char name[8 * kHostWords];
+    std::memcpy(name, a + kRecordWords * r + 3 + kMaxAddresses, sizeof name);
+    name[sizeof name - 1] = 0;
+    return std::string(name);
+  };
+  for (int r = 0; r < s->size; ++r)
+    if (host_of(r) != host_of(s->rank)) s->prev_host = host_of(s->prev);
   const int next_rank = (s->rank + 1) % s->size;
   if (!bound || a[kRecordWords * next_rank + 1] == 0) {
     if (s->fd >= 0) ::close(s->fd);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/progress.hpp"
 #include "core/staged_output.hpp"
 #include "core/timer.hpp"
+#include "launch/elastic.hpp"
 #include "launch/interrupt.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
@@ -63,11 +65,19 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"ranks", s.ranks.size()}};
 }
 
+void write_metrics_line(OutputFile& metrics, std::string line, const std::string& what);
+
+// The checkpoint resumed from ("" for none) and its steps.
+struct Resumed {
+  std::string from;
+  int64_t steps = 0;
+};
+
 // The step to start from: 0, or the steps of the checkpoint that checkpoint.resume names
 // (auto: the newest complete one under checkpoint.dir), verified and loaded on every rank.
-int64_t resume(Session& s) {
+Resumed resume(Session& s) {
   const auto& ckpt = s.config.checkpoint;
-  int64_t start = 0;
+  Resumed r;
   agree_on_startup(*s.ranks.group, [&] {
     std::string from;
     if (ckpt.resume == "auto") {
@@ -80,10 +90,43 @@ int64_t resume(Session& s) {
     if (from.empty()) return;
     Progress progress("checkpoint", 0, s.lead());
     progress.update(0, "verifying and loading " + from);
-    start = s.trainer->load_checkpoint(from);
-    progress.finish(fmt::format("resumed from {} after step {}", from, start));
+    r.steps = s.trainer->load_checkpoint(from);
+    r.from = from;
+    progress.finish(fmt::format("resumed from {} after step {}", from, r.steps));
   });
-  return start;
+  return r;
+}
+
+// A resumed run continues metrics.file: the earlier run's lines up to the step resumed from
+// stay (later ones, whose steps are computed again now, go). `earlier` is the file's text
+// before this run opened it.
+void carry_metrics_over(OutputFile* metrics, const std::string& earlier, int64_t steps_done) {
+  if (!metrics || steps_done == 0) return;
+  for (const std::string& line : metrics_lines_to_keep(earlier, steps_done))
+    write_metrics_line(*metrics, line, "the earlier run's lines");
+}
+
+// A restart by shardrun: its one line (stdout, or stderr under --json) and its record in
+// metrics.file.
+void report_restart(Session& s, const Resumed& r, bool json, OutputFile* metrics) {
+  if (!s.restart || !s.lead()) return;
+  const RestartNotice& n = *s.restart;
+  const std::string mesh = s.trainer->mesh().describe();
+  fmt::print(json ? stderr : stdout, "{}\n",
+             restart_line(n, r.from, r.steps, s.ranks.size(), mesh, s.restart_changes));
+  if (metrics)
+    write_metrics_line(*metrics,
+                       nlohmann::json{{"restart", n.number},
+                                      {"of", n.limit},
+                                      {"reason", n.reason},
+                                      {"checkpoint", r.from},
+                                      {"after_step", r.steps},
+                                      {"failed_after_step", n.failed_after_step},
+                                      {"ranks", s.ranks.size()},
+                                      {"ranks_before", n.ranks_before},
+                                      {"mesh", mesh}}
+                           .dump(),
+                       "the restart record");
 }
 
 std::string save(Session& s, int64_t steps_done) {
@@ -157,9 +200,15 @@ int run_train(const CommonOptions& options) {
     std::unique_ptr<OutputFile> metrics;
     std::optional<DirectoryLock> checkpoint_lock;
     std::vector<std::string> cleaned;
+    std::string earlier_metrics;  // what a resumed run carries over
+    std::error_code ignored;      // a path that cannot be looked at has nothing to carry over
     agree_on_startup(*s.ranks.group, [&] {
-      if (s.lead() && !s.config.metrics.file.empty())
+      if (s.lead() && !s.config.metrics.file.empty()) {
+        if (s.config.checkpoint.resume != "never" && !s.config.checkpoint.dir.empty() &&
+            std::filesystem::is_regular_file(s.config.metrics.file, ignored))
+          earlier_metrics = read_text_file(s.config.metrics.file);
         metrics = open_log_output(s.config.metrics.file, "metrics.file");
+      }
       // Every rank writes its checkpoint files: checked from every rank's side, now rather than
       // at the first save. Rank 0 then holds the directory for this job, so what an earlier,
       // killed job left there can go.
@@ -182,7 +231,11 @@ int run_train(const CommonOptions& options) {
       fmt::print(options.json ? stderr : stdout, "checkpoint | {}\n", line);
     s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
     const auto& ckpt = s.config.checkpoint;
-    const int64_t start = resume(s), max_steps = s.config.training.max_steps;
+    const Resumed resumed = resume(s);
+    const int64_t start = resumed.steps, max_steps = s.config.training.max_steps;
+    carry_metrics_over(metrics.get(), earlier_metrics, start);
+    earlier_metrics.clear();
+    report_restart(s, resumed, options.json, metrics.get());
     if (start >= max_steps && s.lead())
       fmt::print(stderr,
                  "train: nothing to train: the checkpoint resumed is after step {} and "

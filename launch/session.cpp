@@ -72,6 +72,8 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
   agree_on_startup(group, [&] {
     s.config = load_config(options.config, options.overrides);
     if (adjust) adjust(s.config);
+    s.restart = restart_notice_from_environment();
+    if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());
     validate_config(s.config, group.size());
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));

@@ -10,6 +10,7 @@
 
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
+#include "launch/elastic.hpp"
 #include "launch/rank_context.hpp"
 #include "launch/sharded_trainer.hpp"
 
@@ -27,6 +28,10 @@ struct Session {
   std::string peak_shapes;
   DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
   double baseline_rss_mib = 0;    // RSS before the model existed (libraries, MPI, data)
+  // Set when launch/shardrun started this run again after a failure, with what the config had
+  // to change for it (a resume, a mesh that fits the ranks that remain).
+  std::optional<RestartNotice> restart;
+  std::string restart_changes;
   bool lead() const { return ranks.rank() == 0; }
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
   void measure_peak();

@@ -38,6 +38,15 @@ TEST(Heartbeat, SilenceLongerThanTheTimeoutIsAStoppedRank) {
       << *verdict;
 }
 
+TEST(Heartbeat, ASilentRankOnAnotherHostIsNamedWithItsHost) {
+  const auto verdict =
+      judge_peer(3, heard_at(100, true), {}, 100 + kTimeout + 0.1, kTimeout, "host1");
+  ASSERT_TRUE(verdict);
+  EXPECT_NE(verdict->find("rank 3 on host1 stopped responding at step 5"), std::string::npos)
+      << *verdict;
+  EXPECT_NE(verdict->find("unreachable: host1's link or network"), std::string::npos) << *verdict;
+}
+
 TEST(Heartbeat, NoProgressOutsideAWaitWhileOthersWaitIsAStuckRank) {
   PeerBeat b = heard_at(200, false);
   b.progress_at_s = 100;  // beats keep coming, the main thread does not move

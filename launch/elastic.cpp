@@ -1,0 +1,127 @@
+#include "launch/elastic.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace st {
+namespace {
+
+// A whole non-negative number in [0, max] from `variable`'s text.
+int64_t parse_count(const std::string& text, const char* variable, int64_t max) {
+  size_t used = 0;
+  long long value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 0 || value > max)
+    fail_input("{} = '{}' must be a whole number in [0, {}] (set by launch/shardrun)", variable,
+               text, max);
+  return value;
+}
+
+std::string environment(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value ? value : "";
+}
+
+}  // namespace
+
+std::optional<RestartNotice> restart_notice_from_environment() {
+  const std::string restart = environment("SHARDRUN_RESTART");
+  if (restart.empty()) return std::nullopt;
+  const size_t slash = restart.find('/');
+  if (slash == std::string::npos)
+    fail_input("SHARDRUN_RESTART = '{}' must be K/N (restart K of at most N)", restart);
+  RestartNotice n;
+  n.number = parse_count(restart.substr(0, slash), "SHARDRUN_RESTART", 1000000);
+  n.limit = parse_count(restart.substr(slash + 1), "SHARDRUN_RESTART", 1000000);
+  if (n.number < 1 || n.number > n.limit)
+    fail_input("SHARDRUN_RESTART = '{}' must be K/N with 1 <= K <= N", restart);
+  n.ranks_before =
+      parse_count(environment("SHARDRUN_RESTART_RANKS"), "SHARDRUN_RESTART_RANKS", 1 << 20);
+  n.failed_after_step =
+      parse_count(environment("SHARDRUN_RESTART_STEP"), "SHARDRUN_RESTART_STEP", int64_t(1) << 40);
+  n.reason = environment("SHARDRUN_RESTART_REASON");
+  if (n.reason.empty()) n.reason = "the job failed (no message)";
+  return n;
+}
+
+std::string adapt_config_to_restart(Config& c, int world_size) {
+  std::string changes;
+  if (c.checkpoint.resume != "auto" && !c.checkpoint.dir.empty()) {
+    changes = fmt::format("checkpoint.resume = {} becomes auto (the newest complete checkpoint). ",
+                          c.checkpoint.resume);
+    c.checkpoint.resume = "auto";
+  }
+  if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0) {
+    changes += fmt::format("sharding.ranks_per_node = {} does not divide {} ranks: detected. ",
+                           c.sharding.ranks_per_node, world_size);
+    c.sharding.ranks_per_node = 0;
+  }
+  try {
+    mesh_shape(c, world_size);
+    return changes;
+  } catch (const InputError&) {
+  }
+  const int64_t shard = c.sharding.shard_degree, replicate = c.sharding.replicate_degree;
+  if (shard > 0 && world_size % shard == 0) {
+    c.sharding.replicate_degree = world_size / shard;
+  } else if (replicate > 0 && world_size % replicate == 0) {
+    c.sharding.shard_degree = world_size / replicate;
+  } else {
+    c.sharding.shard_degree = world_size;
+    c.sharding.replicate_degree = 1;
+  }
+  return changes + fmt::format(
+                       "sharding.shard_degree = {} x replicate_degree = {} does not fit {} "
+                       "ranks: {} x {} instead.",
+                       shard, replicate, world_size, c.sharding.shard_degree,
+                       c.sharding.replicate_degree);
+}
+
+std::string restart_line(const RestartNotice& n, const std::string& checkpoint,
+                         int64_t resumed_after_step, int world_size, const std::string& mesh,
+                         const std::string& changes) {
+  const std::string from = checkpoint.empty()
+                               ? std::string("no checkpoint: from step 0")
+                               : fmt::format("from {} (step {})", checkpoint, resumed_after_step);
+  const int64_t recomputed = std::max<int64_t>(0, n.failed_after_step - resumed_after_step);
+  std::string line =
+      fmt::format("restart {} of {} | why: {} | {}; {} step{} recomputed | {} rank{} (was {}), {}",
+                  n.number, n.limit, n.reason, from, recomputed, recomputed == 1 ? "" : "s",
+                  world_size, world_size == 1 ? "" : "s", n.ranks_before, mesh);
+  if (!changes.empty()) line += " | " + changes;
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+std::vector<std::string> metrics_lines_to_keep(const std::string& earlier, int64_t steps_done) {
+  std::vector<std::string> kept;
+  std::istringstream in(earlier);
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    auto number_at = [&](const char* key) -> std::optional<double> {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_number()) return std::nullopt;
+      return it->get<double>();
+    };
+    if (auto step = number_at("step")) {
+      if (*step < double(steps_done)) kept.push_back(line);
+    } else if (auto after = number_at("after_step")) {
+      if (*after <= double(steps_done)) kept.push_back(line);
+    }
+  }
+  return kept;
+}
+
+}  // namespace st

@@ -1,0 +1,45 @@
+#pragma once
+// A run started again by `launch/shardrun --max-restarts` after a failure: what shardrun tells
+// the job (through the environment), the mesh that fits the ranks that remain, and the metrics
+// file carried over from the run that failed.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/config.hpp"
+
+namespace st {
+
+// Set by shardrun for a restart: SHARDRUN_RESTART = "K/N" (restart K of at most N),
+// SHARDRUN_RESTART_RANKS (the failed run's world size), SHARDRUN_RESTART_STEP (the last step it
+// printed, 0 for none) and SHARDRUN_RESTART_REASON (its failing rank's message).
+struct RestartNotice {
+  int64_t number = 0, limit = 0;
+  int64_t ranks_before = 0;
+  int64_t failed_after_step = 0;
+  std::string reason;
+};
+
+// The notice, or nullopt when this run is not a restart; a malformed variable is an InputError
+// naming it.
+std::optional<RestartNotice> restart_notice_from_environment();
+
+// A restarted run resumes (checkpoint.resume = auto), and a mesh the configured degrees no
+// longer fit (HSDP 2x2 on 3 ranks) falls back to the nearest valid one: the shard group's size
+// kept where it divides the ranks, else the replicas' count, else FSDP over all. Returns what
+// changed, one sentence each ("" when nothing did).
+std::string adapt_config_to_restart(Config& config, int world_size);
+
+// The one line a restart prints: why, from which checkpoint and step, at which world size and mesh.
+std::string restart_line(const RestartNotice& notice, const std::string& checkpoint,
+                         int64_t resumed_after_step, int world_size, const std::string& mesh,
+                         const std::string& changes);
+
+// metrics.file across a resume: the lines of the earlier run that describe steps up to
+// `steps_done` (step records with "step" < steps_done, validation and restart records "after
+// step" <= steps_done), so the file holds one curve; later lines (steps to be recomputed) and
+// lines that are not JSON objects go.
+std::vector<std::string> metrics_lines_to_keep(const std::string& earlier, int64_t steps_done);
+
+}  // namespace st

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# elastic.sh CASE SHARDRUN SHARDTRAIN: failures that shardrun --max-restarts recovers from (or
+# rightly does not), each against an uninterrupted run of the same FP32 training: 4 ranks, 20
+# steps, a checkpoint every 8, a global batch of 12 (which splits over 4, 3, 2 and 1 ranks).
+#   lost_rank        rank 1 killed after step 10 for good: finishes at 3 ranks
+#   hsdp_mesh        HSDP 2x2 losing rank 3: falls back to FSDP over 3, and says so
+#   lost_host        4 ranks on 2 emulated hosts, host1's link down for good: finishes on host0
+#   link_outage      host1's link down for 3 s: survived, no restart
+#   link_lost        host1's link down for good, no --max-restarts: ends within the stall
+#                    timeout, naming host1
+#   same_failure     a job failing the same way after the same step twice stops, both messages
+#   bad_input        exit 2 is never restarted
+#   min_ranks        fewer ranks than --min-ranks left: not restarted, saying why
+# The restarted runs' losses must equal the uninterrupted run's to 1e-5 relative at every step,
+# the steps between the checkpoint and the failure computed again.
+set -u
+case_=$1 shardrun=$2 st=$3
+dir=$(mktemp -d /tmp/shardtrain-elastic-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+train=(train model.n_layer=4 model.n_embd=128 model.n_head=4 model.block_size=64
+       training.seq_len=64 training.global_batch=12 training.max_steps=20
+       precision.param_dtype=fp32)
+fail() { printf 'FAIL %s: %s\n' "$case_" "$*"; [ -f out ] && cat out; exit 1; }
+
+# step<TAB>loss for each step record of a metrics file.
+losses() {
+  grep '"loss":' "$1" | sed -E 's/.*"loss":([-0-9.e+]+).*"step":([0-9]+).*/\2\t\1/'
+}
+# The run's curve equals the uninterrupted one's: every step once, each loss within 1e-5.
+same_curve() {
+  "$shardrun" -n 4 "$st" "${train[@]}" metrics.file=ref.jsonl > ref.out 2>&1 || { cat ref.out; fail "the reference run failed"; }
+  losses ref.jsonl > ref.tsv
+  losses "$1" > run.tsv
+  [ "$(wc -l < ref.tsv)" = 20 ] || fail "the reference has $(wc -l < ref.tsv) steps, not 20"
+  [ "$(cut -f1 run.tsv | sort -n | uniq | wc -l)" = 20 ] && [ "$(wc -l < run.tsv)" = 20 ] ||
+    fail "the restarted run's metrics do not hold steps 0-19 once each: $(cut -f1 run.tsv | tr '\n' ' ')"
+  join <(sort ref.tsv) <(sort run.tsv) | awk '
+    { d = $2 - $3; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > worst) worst = r
+      if (r > 1e-5) { printf "step %d: loss %s uninterrupted, %s restarted (%.2g relative)\n", $1, $2, $3, r; bad = 1 } }
+    END { printf "worst relative difference over 20 steps: %.2g\n", worst; exit bad }' || fail "the loss curves differ"
+}
+# One restart record in the metrics, at `ranks` ranks, with steps recomputed.
+one_restart() {
+  local rec
+  [ "$(grep -c '"restart":' "$1")" = 1 ] || fail "want one restart record in $1"
+  rec=$(grep '"restart":' "$1")
+  grep -q "\"ranks\":$2," <<< "$rec" || fail "the restart record says other than $2 ranks: $rec"
+  local after failed
+  after=$(sed -E 's/.*"after_step":([0-9]+).*/\1/' <<< "$rec")
+  failed=$(sed -E 's/.*"failed_after_step":([0-9]+).*/\1/' <<< "$rec")
+  [ "$failed" -gt "$after" ] || fail "no step recomputed (failed after $failed, resumed after $after): $rec"
+  echo "restart: resumed after step $after, the failed run had printed step $failed"
+}
+elapsed() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+case $case_ in
+  lost_rank)
+    "$shardrun" -n 4 --max-restarts 2 --restart-backoff 0.5 --fault lose:1@10 "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=8 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    [ "$(grep -c '^restart 1 of 2 | why: rank 1 on .* exited on signal 9 (Killed) | from ck/step-0000000[0-9] (step [0-9]*); [1-9][0-9]* steps\? recomputed | 3 ranks (was 4), FSDP over 3 ranks$' out)" = 1 ] ||
+      fail "want one restart line naming the killed rank, the checkpoint and 3 ranks"
+    one_restart m.jsonl 3
+    same_curve m.jsonl
+    ;;
+  hsdp_mesh)
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:3@10 "$st" "${train[@]}" \
+      sharding.shard_degree=2 sharding.replicate_degree=2 checkpoint.dir=ck checkpoint.every=8 \
+      metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q '^restart 1 of 1 | .* | 3 ranks (was 4), FSDP over 3 ranks | sharding.shard_degree = 2 x replicate_degree = 2 does not fit 3 ranks: 3 x 1 instead.$' out ||
+      fail "want the restart line to name the mesh it fell back to"
+    one_restart m.jsonl 3
+    same_curve m.jsonl
+    ;;
+  lost_host)
+    "$shardrun" -n 4 --nodes 2 --max-restarts 1 --restart-backoff 0.5 --fault link-down:1@10 "$st" \
+      "${train[@]}" checkpoint.dir=ck checkpoint.every=8 training.stall_timeout=5 \
+      metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q "^restart 1 of 1 | why: rank 0: rank 3 on host1 stopped responding .* | 2 ranks (was 4), FSDP over 2 ranks$" out ||
+      fail "want the restart line to name host1's rank and 2 ranks"
+    one_restart m.jsonl 2
+    same_curve m.jsonl
+    ;;
+  link_outage)
+    "$shardrun" -n 4 --nodes 2 --fault link-down:1@6+3 "$st" "${train[@]}" metrics.file=m.jsonl \
+      > out 2>&1 || fail "exit $?"
+    grep -q "host1's link up again" out || fail "the outage did not happen during training"
+    ! grep -q '"restart":' m.jsonl || fail "a restart where none was needed"
+    same_curve m.jsonl
+    ;;
+  link_lost)
+    # Timed from the fault's line: 5 s of silence (training.stall_timeout), then up to 5 s for
+    # mpirun, which cannot reach host1's daemon, before shardrun ends what remains.
+    "$shardrun" -n 4 --nodes 2 --fault link-down:1@6 "$st" "${train[@]}" training.max_steps=1000 \
+      training.stall_timeout=5 2>&1 | while IFS= read -r line; do
+        printf '%s\n' "$line"
+        [[ $line == *"link down for good"* ]] && date +%s%N > fault_at
+      done > out
+    rc=${PIPESTATUS[0]}
+    [ "$rc" != 0 ] || fail "exit 0 for a lost host"
+    [ -f fault_at ] || fail "the fault did not happen"
+    ms=$(elapsed "$(cat fault_at)")
+    [ "$(grep -c "^shardtrain: rank 0: rank 3 on host1 stopped responding at step [0-9]*: no heartbeat for 5.[0-9] s (.*unreachable: host1's link or network)" out)" = 1 ] ||
+      fail "want one message naming rank 3 and host1"
+    [ "$ms" -lt 15000 ] || fail "the job ended $ms ms after the fault (want < 15 s: the 5 s timeout, 5 s for mpirun)"
+    echo "ended $ms ms after the link went down, naming host1 (exit $rc)"
+    ;;
+  same_failure)
+    # An lr of 1e30 makes step 2's gradient norm non-finite, every time.
+    "$shardrun" -n 2 --max-restarts 3 --restart-backoff 0.2 "$st" train model.n_layer=1 \
+      model.n_embd=32 model.n_head=2 model.block_size=16 training.seq_len=16 \
+      training.max_steps=6 optimizer.lr=1e30 optimizer.warmup_steps=0 > out 2>&1
+    rc=$?
+    [ "$rc" = 1 ] || fail "exit $rc (want 1)"
+    grep -q '^shardrun: not restarting: the job failed the same way after step 1 twice:$' out ||
+      fail "want the same-failure refusal"
+    [ "$(grep -c '^  run [12]: rank 0: failed: step 2: the global gradient norm is not finite (nan)$' out)" = 2 ] ||
+      fail "want both runs' messages"
+    [ "$(grep -c '^shardtrain | cpu' out)" = 2 ] || fail "want exactly 2 runs"
+    ;;
+  bad_input)
+    "$shardrun" -n 2 --max-restarts 3 "$st" train model.n_layr=2 > out 2>&1
+    rc=$?
+    [ "$rc" = 2 ] || fail "exit $rc (want 2)"
+    grep -q "unknown config key 'model.n_layr'" out || fail "want the job's own message"
+    grep -q '^shardrun: not restarting: the job refused its input (exit 2)' out || fail "want the refusal"
+    ;;
+  min_ranks)
+    "$shardrun" -n 2 --max-restarts 2 --min-ranks 2 --fault lose:1@3 "$st" "${train[@]}" \
+      training.max_steps=1000 > out 2>&1 && fail "exit 0"
+    grep -q '^shardrun: not restarting: 1 rank(s) remain, fewer than --min-ranks 2; the failure, after step [0-9]*: rank 1 on .* exited on signal 9 (Killed)$' out ||
+      fail "want the --min-ranks refusal naming the failure"
+    [ "$(grep -c '^shardtrain | cpu' out)" = 1 ] || fail "want no restart"
+    ;;
+  *) echo "elastic.sh: unknown case '$case_'" >&2; exit 2 ;;
+esac
+echo "ok $case_"
