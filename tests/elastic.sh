@@ -3,6 +3,7 @@
 # rightly does not), each against an uninterrupted run of the same FP32 training: 4 ranks, 20
 # steps, a checkpoint every 8, a global batch of 12 (which splits over 4, 3, 2 and 1 ranks).
 #   lost_rank        rank 1 killed after step 10 for good: finishes at 3 ranks
+#   crashed_rank     rank 2 killed after step 10, its slot free again: finishes at 4 ranks
 #   hsdp_mesh        HSDP 2x2 losing rank 3: falls back to FSDP over 3, and says so
 #   lost_host        4 ranks on 2 emulated hosts, host1's link down for good: finishes on host0
 #   link_outage      host1's link down for 3 s: survived, no restart
@@ -61,6 +62,14 @@ case $case_ in
     [ "$(grep -c '^restart 1 of 2 | why: rank 1 on .* exited on signal 9 (Killed) | from ck/step-0000000[0-9] (step [0-9]*); [1-9][0-9]* steps\? recomputed | 3 ranks (was 4), FSDP over 3 ranks$' out)" = 1 ] ||
       fail "want one restart line naming the killed rank, the checkpoint and 3 ranks"
     one_restart m.jsonl 3
+    same_curve m.jsonl
+    ;;
+  crashed_rank)
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault kill:2@10 "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=8 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q '^restart 1 of 1 | why: rank 2 on .* exited on signal 9 (Killed) | .* | 4 ranks (was 4), FSDP over 4 ranks$' out ||
+      fail "want the restart line at 4 ranks"
+    one_restart m.jsonl 4
     same_curve m.jsonl
     ;;
   hsdp_mesh)
