@@ -46,6 +46,7 @@ std::shared_ptr<Work> FakeProcessGroup::rendezvous(OpType op, const void* in, vo
                                                    Body&& body) {
   auto work = std::make_shared<PendingWork>(
       fmt::format("{} on group '{}' (rank {} of {})", op_name(op), name_, rank_, size_));
+  if (aborted()) fail_aborted(work->description());
   shared_->inputs[size_t(rank_)] = in;
   shared_->outputs[size_t(rank_)] = out;
   shared_->sync.arrive_and_wait();

@@ -32,6 +32,8 @@ class FakeProcessGroup final : public ProcessGroup {
   // Every rank calls it; ranks of equal color form a sub-group of the same kind (ordered by
   // key, then rank) named "<name>/<color>"; a negative color gives no group (nullptr).
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
+  // Later operations of this rank fail at once (an in-process group has nothing to interrupt).
+  void abort(const std::string& reason) override { mark_aborted(reason); }
 
   struct Shared;
 

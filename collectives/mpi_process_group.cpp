@@ -86,7 +86,8 @@ void MpiProcessGroup::set_ranks_per_node(int ranks_per_node) {
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
-  if (!mpi_is_initialized()) return;
+  // An aborted group may have a request pending in MPI: its communicator is left as it is.
+  if (!mpi_is_initialized() || aborted()) return;
   thread_->run("group tear-down of '" + name_ + "'", 60, [&] {
     shm_.reset();
     if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
@@ -119,15 +120,15 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
   const Algorithm a = resolve(options.algorithm, OpType::all_gather, output.nbytes());
   const void* in = input.raw();
   void* out = output.raw();
-  return thread_->submit(describe(OpType::all_gather, output.nbytes(), a), options.timeout_s,
-                         [this, a, in, out, bytes] {
-                           if (a == Algorithm::ring)
-                             ring_all_gather(comm_, in, out, bytes);
-                           else if (a == Algorithm::shm)
-                             shm_->all_gather(in, out, bytes);
-                           else
-                             mpi_all_gather(comm_, in, out, bytes);
-                         });
+  return submit(describe(OpType::all_gather, output.nbytes(), a), options.timeout_s,
+                [this, a, in, out, bytes] {
+                  if (a == Algorithm::ring)
+                    ring_all_gather(comm_, in, out, bytes);
+                  else if (a == Algorithm::shm)
+                    shm_->all_gather(in, out, bytes);
+                  else
+                    mpi_all_gather(comm_, in, out, bytes);
+                });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
@@ -141,16 +142,16 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
   float* out = output.data<float>();
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
-  return thread_->submit(describe(OpType::reduce_scatter, input.nbytes(), a), options.timeout_s,
-                         [this, a, in, dtype, out, n, average] {
-                           if (a == Algorithm::ring)
-                             ring_reduce_scatter(comm_, in, dtype, out, n);
-                           else if (a == Algorithm::shm)
-                             shm_->reduce_scatter(in, dtype, out, n);
-                           else
-                             mpi_reduce_scatter(comm_, in, dtype, out, n);
-                           if (average) divide(out, n, float(comm_.size));
-                         });
+  return submit(describe(OpType::reduce_scatter, input.nbytes(), a), options.timeout_s,
+                [this, a, in, dtype, out, n, average] {
+                  if (a == Algorithm::ring)
+                    ring_reduce_scatter(comm_, in, dtype, out, n);
+                  else if (a == Algorithm::shm)
+                    shm_->reduce_scatter(in, dtype, out, n);
+                  else
+                    mpi_reduce_scatter(comm_, in, dtype, out, n);
+                  if (average) divide(out, n, float(comm_.size));
+                });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
@@ -161,17 +162,16 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   const size_t n = size_t(buffer.numel());
   const ReduceOp op = options.op;
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
-  return thread_->submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi),
-                         options.timeout_s, [this, data, dtype, n, op] {
-                           mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
-                                          op == ReduceOp::max ? MPI_MAX : MPI_SUM);
-                           if (op != ReduceOp::avg) return;
-                           if (dtype == DType::f32)
-                             divide(static_cast<float*>(data), n, float(comm_.size));
-                           else
-                             for (size_t i = 0; i < n; ++i)
-                               static_cast<double*>(data)[i] /= comm_.size;
-                         });
+  return submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
+                [this, data, dtype, n, op] {
+                  mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
+                                 op == ReduceOp::max ? MPI_MAX : MPI_SUM);
+                  if (op != ReduceOp::avg) return;
+                  if (dtype == DType::f32)
+                    divide(static_cast<float*>(data), n, float(comm_.size));
+                  else
+                    for (size_t i = 0; i < n; ++i) static_cast<double*>(data)[i] /= comm_.size;
+                });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
@@ -181,19 +181,30 @@ std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
          comm_.size);
   char* data = static_cast<char*>(buffer.raw());
   const size_t bytes = buffer.nbytes();
-  return thread_->submit(describe(OpType::broadcast, bytes, Algorithm::mpi), options.timeout_s,
-                         [this, data, bytes, root] {
-                           for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
-                             check_mpi(
-                                 MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)),
-                                           MPI_BYTE, root, comm_.comm),
-                                 "MPI_Bcast");
-                         });
+  return submit(describe(OpType::broadcast, bytes, Algorithm::mpi), options.timeout_s,
+                [this, data, bytes, root] {
+                  for (size_t off = 0; off < bytes; off += kMaxPieceBytes)
+                    check_mpi(MPI_Bcast(data + off, int(std::min(kMaxPieceBytes, bytes - off)),
+                                        MPI_BYTE, root, comm_.comm),
+                              "MPI_Bcast");
+                });
 }
 
 std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& options) {
-  return thread_->submit(describe(OpType::barrier, 0, Algorithm::mpi), options.timeout_s,
-                         [this] { check_mpi(MPI_Barrier(comm_.comm), "MPI_Barrier"); });
+  return submit(describe(OpType::barrier, 0, Algorithm::mpi), options.timeout_s,
+                [this] { mpi_barrier(comm_); });
+}
+
+void MpiProcessGroup::abort(const std::string& reason) {
+  mark_aborted(reason);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::submit(std::string description, double timeout_s,
+                                              std::function<void()> fn) {
+  return thread_->submit(description, timeout_s, [this, description, fn = std::move(fn)] {
+    if (aborted()) fail_aborted(description);
+    fn();
+  });
 }
 
 std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::string name) {

@@ -2,6 +2,7 @@
 // ProcessGroup over an MPI communicator. Operations are queued to the communication thread
 // and carry a per-group sequence number; algorithm `automatic` picks by size and topology.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,8 @@ class MpiProcessGroup final : public ProcessGroup {
                                   const BroadcastOptions& options = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
+  void abort(const std::string& reason) override;
+  void make_interruptible() override { comm_.interrupt = &aborted_; }
   // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
   // 64 KiB (latency-bound) and for one rank, shm within a node, ring across nodes.
   Algorithm choose(OpType op, size_t bytes) const;
@@ -45,6 +48,8 @@ class MpiProcessGroup final : public ProcessGroup {
   MpiProcessGroup(MPI_Comm comm, std::string name, int my_node);
   void update_single_node();  // on the group's thread
   std::string describe(OpType op, size_t bytes, Algorithm algorithm);
+  // Queues an operation on this group's thread; it fails without running once aborted.
+  std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
 
   Comm comm_;

@@ -271,9 +271,12 @@ std::shared_ptr<Work> CommThread::submit(std::string description, double timeout
                                          std::function<void()> fn) {
   liveness::note_progress();
   auto work = std::make_shared<PendingWork>(std::move(description));
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(timeout_s));
+  // timeout_s <= 0: no watchdog (the caller waits with a deadline of its own: Work::wait_for).
+  const auto deadline = timeout_s <= 0
+                            ? std::chrono::steady_clock::time_point::max()
+                            : std::chrono::steady_clock::now() +
+                                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard lock(state_->mutex);
     if (state_->stopping) fail("{}: the communication thread has stopped", work->description());

@@ -63,7 +63,8 @@ class CommThread {
   // Stops every thread (before MPI_Finalize); each finishes what was queued first.
   static void stop_all();
   // Queues `fn`; it runs on the communication thread in submission order. If it has not
-  // finished `timeout_s` seconds after submission the watchdog aborts the job, naming it.
+  // finished `timeout_s` seconds after submission the watchdog aborts the job, naming it
+  // (timeout_s <= 0: never).
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   // submit + wait.
   void run(std::string description, double timeout_s, std::function<void()> fn);

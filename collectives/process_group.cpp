@@ -1,11 +1,27 @@
 #include "collectives/process_group.hpp"
 
+#include "core/error.hpp"
+
 namespace st {
 
 void ProcessGroup::set_ranks_per_node(int k) {
   if (k < 1 || size() % k != 0)
     fail_input("{} ranks cannot be split into nodes of {} ranks each", size(), k);
   for (int r = 0; r < size(); ++r) nodes_[size_t(r)] = r / k;
+}
+
+void ProcessGroup::mark_aborted(const std::string& reason) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    if (aborted_.load()) return;
+    abort_reason_ = reason;
+  }
+  aborted_ = true;
+}
+
+void ProcessGroup::fail_aborted(const std::string& operation) const {
+  std::lock_guard lock(abort_mutex_);
+  fail("{}: group '{}' was aborted ({})", operation, name(), abort_reason_);
 }
 
 bool ProcessGroup::spans_nodes() const {

@@ -1,7 +1,9 @@
 #pragma once
 // ProcessGroup: the collectives a sharded runtime needs, asynchronous, over a group of ranks.
 // Every call checks its tensors before any communication and returns a Work handle.
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -76,8 +78,28 @@ class ProcessGroup {
   // negative color joins no group (nullptr). The group is called `name`, or "<this>/<color>".
   virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") = 0;
 
+  // c10d's abort(): ends the group. Its operations not yet begun and every later one fail at
+  // once with an Error naming the group and `reason`; one already running fails at its next
+  // poll where the group is interruptible (a blocking MPI call cannot be cancelled). The group
+  // cannot be used again; its communicator is not freed (an operation may be pending in MPI).
+  virtual void abort(const std::string& reason) = 0;
+  bool aborted() const { return aborted_.load(); }
+  // Makes all_reduce and barrier wait by polling, so abort() interrupts them too: for a group
+  // off the training path (background checkpoint commits). Before its first operation.
+  virtual void make_interruptible() {}
+
  protected:
+  // An Error naming this group and the abort's reason (for an operation refused after it).
+  [[noreturn]] void fail_aborted(const std::string& operation) const;
+  // Records the reason and sets the flag; implementations add what ending their work needs.
+  void mark_aborted(const std::string& reason);
+
   std::vector<int> nodes_;
+  std::atomic<bool> aborted_{false};
+
+ private:
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_;
 };
 
 // Checks shared by every implementation; throw an Error naming the op, tensor and group.

@@ -1,5 +1,8 @@
 #include "collectives/work.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include "core/trace.hpp"
 
 #include "core/error.hpp"
@@ -20,6 +23,18 @@ void Work::wait() {
       fail("{} failed: {}", description_, e.what());
     }
   }
+}
+
+bool Work::wait_for(double timeout_s) {
+  {
+    const liveness::WaitingScope waiting;
+    std::unique_lock lock(mutex_);
+    if (!done_cv_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_s)),
+                           [&] { return done_; }))
+      return false;
+  }
+  wait();  // done: rethrows a failure with context
+  return true;
 }
 
 bool Work::is_completed() const {

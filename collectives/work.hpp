@@ -18,6 +18,10 @@ class Work {
   Work& operator=(const Work&) = delete;
 
   void wait();
+  // Waits at most `timeout_s` seconds: true once done (a failure rethrown as by wait()), false
+  // when the deadline passed first; the operation goes on (c10d's wait(timeout) raises there
+  // instead). ProcessGroup::abort ends it.
+  bool wait_for(double timeout_s);
   bool is_completed() const;
   const std::string& description() const { return description_; }
   // When the operation began running and when it finished (trace_now_us clock); for traces.

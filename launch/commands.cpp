@@ -106,6 +106,37 @@ void carry_metrics_over(OutputFile* metrics, const std::string& earlier, int64_t
     write_metrics_line(*metrics, line, "the earlier run's lines");
 }
 
+// A background save that finished (checkpoint.async), as the training thread learns of it at a
+// step boundary: complete (the newest checkpoint from now on), given up (said; the previous
+// checkpoint stays), or failed (the lowest rank whose write failed removes the temporaries and
+// ends the job with its message; the others go on until it does).
+void report_background_save(Session& s, const BackgroundSave& done, double duration_s, bool json,
+                            const std::function<void(const std::string&)>& mark_complete,
+                            const std::string& newest) {
+  std::FILE* out = json ? stderr : stdout;
+  switch (done.outcome) {
+    case BackgroundSave::Outcome::complete:
+      mark_complete(done.path);
+      if (s.lead())
+        fmt::print(out, "checkpoint | saved {} in the background ({:.2f}s after the hand-over)\n",
+                   done.path, duration_s);
+      return;
+    case BackgroundSave::Outcome::abandoned:
+      if (s.lead())
+        fmt::print(out,
+                   "checkpoint | gave up the background save of step {} after {:.1f}s ({}; "
+                   "checkpoint.async_timeout = {:g} s): {} stays the newest complete checkpoint, "
+                   "and later saves are synchronous\n",
+                   done.step, duration_s, done.message, s.config.checkpoint.async_timeout,
+                   newest.empty() ? std::string("none") : newest);
+      return;
+    case BackgroundSave::Outcome::failed:
+      if (!done.lowest_failed) return;  // that rank ends the job
+      remove_unfinished_save(s.config.checkpoint.dir, done.step);
+      fail("checkpoint.async: the background save of step {} failed: {}", done.step, done.message);
+  }
+}
+
 // A restart by shardrun: its one line (stdout, or stderr under --json) and its record in
 // metrics.file.
 void report_restart(Session& s, const Resumed& r, bool json, OutputFile* metrics) {
@@ -135,6 +166,27 @@ std::string save(Session& s, int64_t steps_done) {
   const std::string path = s.trainer->save_checkpoint(steps_done);
   progress.finish("saved " + path);
   return path;
+}
+
+// checkpoint.async: hands the state to the background writer (after the save in flight, whose
+// outcome `report_finished` reports), or saves synchronously once background saves are off.
+void save_in_background(Session& s, int64_t steps_done, bool json, double& wait_ms,
+                        const std::function<void()>& report_finished) {
+  const ShardedTrainer::CheckpointStall stall =
+      s.trainer->save_checkpoint_in_background(steps_done);
+  wait_ms = stall.wait_ms;
+  report_finished();
+  if (!s.lead()) return;
+  if (stall.background)
+    fmt::print(json ? stderr : stdout,
+               "checkpoint | step {} handed to the background writer ({:.0f} ms staging{})\n",
+               steps_done, stall.save_ms,
+               stall.wait_ms >= 1
+                   ? fmt::format(", {:.0f} ms waiting for the previous save", stall.wait_ms)
+                   : std::string());
+  else
+    fmt::print(json ? stderr : stdout, "checkpoint | saved {} synchronously ({:.1f}s)\n",
+               stall.path, stall.save_ms / 1e3);
 }
 
 void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t max_steps,
@@ -250,12 +302,26 @@ int run_train(const CommonOptions& options) {
     std::string newest = latest_checkpoint(ckpt.dir);
     int64_t step_noted = start;
     // A save becomes the newest complete checkpoint the moment its marker is durable: an
-    // interruption after that names it, even before the save returns.
-    s.trainer->on_checkpoint_complete([&](const std::string& path) {
+    // interruption after that names it, even before the save returns (a background save: at
+    // the step boundary after).
+    const std::function<void(const std::string&)> mark_complete = [&](const std::string& path) {
       newest = path;
       if (s.lead()) note_training_state(step_noted, max_steps, newest);
-    });
+    };
+    s.trainer->on_checkpoint_complete(mark_complete);
+    auto take_background_save = [&](bool wait) {
+      double duration_s = 0;
+      if (auto done = s.trainer->finished_background_save(wait, &duration_s))
+        report_background_save(s, *done, duration_s, options.json, mark_complete, newest);
+    };
+    // What the last save cost the loop, reported with the step after it.
+    double checkpoint_ms = 0, checkpoint_wait_ms = 0;
+    if (ckpt.async && !ckpt.dir.empty() && s.lead() && !s.trainer->background_saves_off().empty())
+      fmt::print(options.json ? stderr : stdout,
+                 "checkpoint | checkpoint.async: saves are synchronous here: {}\n",
+                 s.trainer->background_saves_off());
     for (int64_t step = start; step < max_steps; ++step) {
+      take_background_save(false);
       step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);
       liveness::set_step(step);
@@ -263,9 +329,10 @@ int run_train(const CommonOptions& options) {
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
-      trace.end_step(step);
       if (s.lead()) {
-        const nlohmann::json line = step_json(s, st);
+        nlohmann::json line = step_json(s, st);
+        line["checkpoint_ms"] = checkpoint_ms;
+        line["checkpoint_wait_ms"] = checkpoint_wait_ms;
         if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", step + 1));
         if (options.json) {
           fmt::print("{}\n", line.dump());
@@ -277,9 +344,22 @@ int run_train(const CommonOptions& options) {
         }
         flush_standard_output();
       }
+      checkpoint_ms = checkpoint_wait_ms = 0;
       if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 &&
-          step + 1 < max_steps)
-        save(s, step + 1);
+          step + 1 < max_steps) {
+        Timer saving;
+        if (ckpt.async)
+          save_in_background(s, step + 1, options.json, checkpoint_wait_ms,
+                             [&] { take_background_save(false); });
+        else
+          save(s, step + 1);
+        checkpoint_ms = saving.ms();
+      }
+      trace.end_step(step);  // a save's spans belong to the step that made it
+    }
+    if (ckpt.async && !ckpt.dir.empty()) {
+      s.trainer->settle_background_saves();  // the last one in flight, before the final save
+      take_background_save(true);
     }
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
     s.trainer->on_checkpoint_complete(nullptr);  // it refers to this scope's variables

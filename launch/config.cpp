@@ -358,6 +358,15 @@ KeyTable outputs_keys() {
        {str_key(&Config::checkpoint, &Checkpoint::resume), "auto, never, or a path",
         "`auto`: the newest complete checkpoint in `dir`, if any; `never`; or a checkpoint "
         "directory"}},
+      {"checkpoint.async",
+       {bool_key(&Config::checkpoint, &Checkpoint::async), "true, false",
+        "save in the background: the step copies the shards to a staging buffer (in the memory "
+        "budget) and trains on while a thread writes them; the checkpoint is complete once every "
+        "rank's files are durable, agreed over a group of its own"}},
+      {"checkpoint.async_timeout",
+       {num_key(&Config::checkpoint, &Checkpoint::async_timeout), "1 – 86400 (seconds)",
+        "a background save not complete after this long is given up (its temporaries removed, "
+        "the previous checkpoint kept) and later saves are synchronous; training goes on"}},
       {"metrics.file",
        {str_key(&Config::metrics, &Metrics::file), "a file path",
         "JSON lines, one object per step"}},
@@ -744,6 +753,9 @@ void validate_outputs(const Config& c, int world_size) {
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)
     fail_input("checkpoint.keep = {} must be at least 1", c.checkpoint.keep);
+  if (!(c.checkpoint.async_timeout >= 1 && c.checkpoint.async_timeout <= 86400))
+    fail_input("checkpoint.async_timeout = {} must be in [1, 86400] seconds",
+               c.checkpoint.async_timeout);
 }
 
 }  // namespace

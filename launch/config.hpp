@@ -60,6 +60,8 @@ struct Config {
     int64_t every = 0;
     int64_t keep = 2;
     std::string resume = "auto";
+    bool async = false;          // write in the background while training goes on
+    double async_timeout = 300;  // s a background save may take before it is given up
   } checkpoint;
   struct {
     std::string file;

@@ -222,13 +222,16 @@ void print_memory_summary(Session& s) {
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(
       "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f} + "
-      "unsharded grads {:.1f} + activations {:.1f}{} = {:.1f} MiB, on top of {:.1f} MiB of "
+      "unsharded grads {:.1f} + activations {:.1f}{}{} = {:.1f} MiB, on top of {:.1f} MiB of "
       "libraries and data\n",
       double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
       double(b.unsharded_params) / kMiB, double(b.unsharded_grads) / kMiB,
       double(b.activations) / kMiB,
       b.matmul_workspace
           ? fmt::format(" + matmul packing {:.1f}", double(b.matmul_workspace) / kMiB)
+          : "",
+      b.checkpoint_staging
+          ? fmt::format(" + checkpoint staging {:.1f}", double(b.checkpoint_staging) / kMiB)
           : "",
       double(b.total()) / kMiB, s.baseline_rss_mib);
   if (const auto* blocks = dynamic_cast<const BlockModel*>(&t.model())) {
@@ -256,8 +259,9 @@ void print_summary(Session& s) {
   print_mesh(s);
   if (s.ranks.size() > 1)
     fmt::print(
-        "stall check: {} (training.stall_timeout; a rank silent or stuck outside the collectives "
-        "that long ends the job, named)\n",
+        "collective timeout: {} (training.stall_timeout: a rank silent, stuck outside the "
+        "collectives, or cut off by its link that long ends the job, named; a shorter outage "
+        "is waited out)\n",
         c.training.stall_timeout > 0 ? fmt::format("{:g} s", c.training.stall_timeout)
                                      : std::string("off"));
   print_memory_summary(s);

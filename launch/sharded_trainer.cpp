@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "collectives/agreement.hpp"
+#include "collectives/mpi_runtime.hpp"
 #include "core/json_parse.hpp"
 #include "core/memory_stats.hpp"
 #include "core/ops/matmul_path.hpp"
@@ -74,6 +75,18 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
   if (!config.training.init_from.empty())
     load_safetensors(config.training.init_from, sharded_->runtime());
   for (const UnitLayout& u : fsdp().units()) unit_names_.push_back(u.name);
+  if (config.checkpoint.async && !config.checkpoint.dir.empty()) {
+    // Without MPI_THREAD_MULTIPLE every group shares one communication thread: a commit waiting
+    // for a slow rank's files would hold up the training group's collectives behind it.
+    if (mpi_is_initialized() && !mpi_thread_multiple())
+      background_off_ =
+          "MPI did not grant MPI_THREAD_MULTIPLE, so a background commit would share the "
+          "training's communication thread";
+    else
+      async_ = std::make_unique<AsyncCheckpointer>(group_, fsdp().group(), fsdp(),
+                                                   int(checkpoint_states().size()),
+                                                   config.checkpoint.async_timeout);
+  }
   schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
                config.schedule.warmup_steps, config.training.max_steps};
 }
@@ -202,6 +215,8 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   if (packed_gemm_runs(config.precision.param_dtype))
     budget.matmul_workspace =
         int64_t(packed_gemm_workspace_bytes_per_thread()) * omp_get_max_threads();
+  if (config.checkpoint.async && !config.checkpoint.dir.empty())
+    budget.checkpoint_staging = AsyncCheckpointer::staging_bytes(units, 1 + states_per_element);
   return budget;
 }
 
@@ -289,6 +304,40 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
                                fsdp(), checkpoint_states(), options);
   if (mesh_->replica_group()) group_.barrier()->wait();
   return path;
+}
+
+ShardedTrainer::CheckpointStall ShardedTrainer::save_checkpoint_in_background(int64_t steps_done) {
+  CheckpointStall stall;
+  if (async_) {
+    stall.wait_ms = async_->settle(config_.checkpoint.dir);
+    if (async_->usable()) {
+      stall.background = true;
+      stall.path = checkpoint_path(config_.checkpoint.dir, steps_done);
+      if (mesh_->replica_index() != 0) return stall;  // replica 0's shard group writes
+      SaveOptions options;
+      options.keep = int(config_.checkpoint.keep);
+      options.slow_ms_per_unit = slow_checkpoint_ms_;
+      stall.save_ms = async_->start(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
+                                    fsdp(), checkpoint_states(), options);
+      return stall;
+    }
+  }
+  Timer saved;
+  stall.path = save_checkpoint(steps_done);
+  stall.save_ms = saved.ms();
+  return stall;
+}
+
+std::optional<BackgroundSave> ShardedTrainer::finished_background_save(bool wait,
+                                                                       double* duration_s) {
+  if (!async_) return std::nullopt;
+  std::optional<BackgroundSave> done = async_->finished(wait);
+  if (done && duration_s) *duration_s = async_->last_duration_s();
+  return done;
+}
+
+void ShardedTrainer::settle_background_saves() {
+  if (async_) async_->settle(config_.checkpoint.dir);
 }
 
 namespace {

@@ -3,11 +3,13 @@
 // gradients are reduce-scattered into FP32 shards, AdamW updates this rank's masters only.
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/model/model.hpp"
 #include "core/op_profile.hpp"
+#include "launch/async_checkpoint.hpp"
 #include "launch/config.hpp"
 #include "launch/sharded_model.hpp"
 #include "optim/optimizer.hpp"
@@ -73,6 +75,25 @@ class ShardedTrainer {
 
   // Collective. Saves the state after `steps_done` steps under checkpoint.dir; returns the path.
   std::string save_checkpoint(int64_t steps_done);
+  // What a save cost the training loop: waiting for the previous background save, and the
+  // staging copy (or the whole save, when it was synchronous).
+  struct CheckpointStall {
+    double wait_ms = 0, save_ms = 0;
+    bool background = false;  // handed to the writer thread (false: saved synchronously)
+    std::string path;
+  };
+  // Collective. checkpoint.async: hands the state after `steps_done` steps to the background
+  // writer (after the save in flight, if any, has finished); synchronous when background saves
+  // are off or were given up earlier in this job.
+  CheckpointStall save_checkpoint_in_background(int64_t steps_done);
+  // The background save that finished since the last call, once; `wait`: wait for the one in
+  // flight. Its seconds from hand-over to the end in *duration_s.
+  std::optional<BackgroundSave> finished_background_save(bool wait, double* duration_s);
+  // Collective. Waits for the background save in flight and agrees on what was given up (its
+  // temporaries go); at the end of training.
+  void settle_background_saves();
+  // Why checkpoint.async runs synchronously here ("" when it does not).
+  const std::string& background_saves_off() const { return background_off_; }
   // A test hook: checkpoint writes sleep `ms` after each unit, so a test can kill a save.
   void slow_checkpoint_writes(int ms) { slow_checkpoint_ms_ = ms; }
   // Called on the rank that publishes a checkpoint the moment it is complete on disk (before
@@ -112,6 +133,8 @@ class ShardedTrainer {
   std::vector<std::string> unit_names_;
   int slow_checkpoint_ms_ = 0;
   std::function<void(const std::string&)> on_checkpoint_complete_;
+  std::unique_ptr<AsyncCheckpointer> async_;  // checkpoint.async (MPI_THREAD_MULTIPLE)
+  std::string background_off_;
 };
 
 }  // namespace st

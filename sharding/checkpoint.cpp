@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -81,6 +82,9 @@ Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLay
       }
       if (options.slow_ms_per_unit > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms_per_unit));
+      if (std::chrono::steady_clock::now() > options.deadline)
+        fail("writing '{}': given up at the save's deadline (checkpoint.async_timeout)",
+             (dir / checkpoint_file_name(states[s].name, rank)).string());
     }
     out.sync_and_close();
     sums.data<uint64_t>()[2 * s] = bytes;
@@ -183,6 +187,104 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
   }
   group.barrier()->wait();
   return final_dir.string();
+}
+
+BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t step,
+                                             const nlohmann::json& meta, const FsdpRuntime& fsdp,
+                                             const std::vector<ShardSpan>& spans,
+                                             const std::vector<ShardedState>& states,
+                                             ProcessGroup& commit, const SaveOptions& options) {
+  const int rank = commit.rank(), world = commit.size();
+  check_states(states, spans);
+  const fs::path final_dir = fs::path(root) / step_dir_name(step);
+  const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
+  BackgroundSave result;
+  result.step = step;
+  result.path = final_dir.string();
+  // Waits for `work` until the deadline; past it the group is aborted, so every later step of
+  // this save (here and on the ranks still waiting) ends at once.
+  auto finished = [&](const std::shared_ptr<Work>& work) {
+    const double left =
+        std::chrono::duration<double>(options.deadline - std::chrono::steady_clock::now()).count();
+    try {
+      if (work->wait_for(left)) return true;
+      commit.abort(fmt::format("the background save of step {} passed its deadline", step));
+      result.message =
+          fmt::format("the ranks did not all finish their files within checkpoint.async_timeout");
+    } catch (const std::exception& e) {
+      result.message = e.what();
+    }
+    result.outcome = BackgroundSave::Outcome::abandoned;
+    return false;
+  };
+  // Every rank's slot: [ok, then per state its bytes and xxh64], summed over the ranks.
+  const size_t n = states.size(), slot = 1 + 2 * n;
+  Tensor exchange = Tensor::zeros("checkpoint.exchange", {int64_t(slot) * world}, DType::i64);
+  int64_t* mine = exchange.data<int64_t>() + slot * size_t(rank);
+  std::string error;
+  try {
+    std::error_code ec;
+    fs::create_directories(tmp_dir, ec);  // every rank: whichever comes first makes it
+    if (ec) fail("creating '{}': {}", tmp_dir.string(), ec.message());
+    const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
+    std::memcpy(mine + 1, sums.raw(), sums.nbytes());
+    mine[0] = 1;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  AllReduceOptions no_watchdog;
+  no_watchdog.timeout_s = 0;  // the deadline above bounds the wait instead
+  if (!finished(commit.all_reduce(exchange, no_watchdog))) return result;
+  const int64_t* all = exchange.data<int64_t>();
+  for (int r = 0; r < world; ++r)
+    if (all[slot * size_t(r)] != 1) result.failed_ranks.push_back(r);
+  if (!result.failed_ranks.empty()) {
+    result.outcome = std::chrono::steady_clock::now() > options.deadline
+                         ? BackgroundSave::Outcome::abandoned
+                         : BackgroundSave::Outcome::failed;
+    result.message = error;
+    result.lowest_failed = result.failed_ranks.front() == rank;
+    return result;
+  }
+  Tensor published = Tensor::zeros("checkpoint.published", {1}, DType::i64);
+  if (rank == 0) {
+    Tensor sums = Tensor::empty("checkpoint.all_sums", {int64_t(2 * n) * world}, DType::u64);
+    for (int r = 0; r < world; ++r)
+      std::memcpy(sums.data<uint64_t>() + 2 * n * size_t(r), all + slot * size_t(r) + 1,
+                  2 * n * sizeof(uint64_t));
+    try {
+      SaveOptions publish_options = options;
+      publish_options.on_complete = nullptr;  // the training thread learns of it when it polls
+      publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, sums),
+              publish_options);
+      published.data<int64_t>()[0] = 1;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!finished(commit.all_reduce(published, no_watchdog))) return result;
+  if (published.data<int64_t>()[0] != 1) {
+    result.outcome = BackgroundSave::Outcome::failed;
+    result.failed_ranks = {0};
+    result.message = error;
+    result.lowest_failed = rank == 0;
+    return result;
+  }
+  result.outcome = BackgroundSave::Outcome::complete;
+  return result;
+}
+
+bool remove_unfinished_save(const std::string& root, int64_t step) {
+  const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
+  std::error_code ec;
+  if (!fs::exists(tmp_dir, ec)) return false;
+  // Ranks whose writes failed may remove it at the same time: only what remains is an error.
+  fs::remove_all(tmp_dir, ec);
+  std::error_code still;
+  if (ec && fs::exists(tmp_dir, still))
+    fail("cannot remove '{}', left by a failed background save: {}", tmp_dir.string(),
+         ec.message());
+  return true;
 }
 
 std::vector<std::string> complete_checkpoints(const std::string& root) {

@@ -3,6 +3,7 @@
 // optimizer moments, ...), rank 0 a JSON manifest; the directory appears atomically with a
 // completion marker written last. Loading verifies everything first, then each rank reads only
 // the byte ranges of the old shards that overlap its new ones: any world size loads any other.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,8 @@ struct SaveOptions {
   // durable, with the checkpoint's path: from then on it is the newest complete one, even if
   // the process dies before save_checkpoint returns.
   std::function<void(const std::string&)> on_complete;
+  // A background save's writes give up past this (checked after each unit's shard).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 // Collective. Writes <root>/step-<step, 8 digits> (through a temporary directory, fsynced,
@@ -40,6 +43,38 @@ struct SaveOptions {
 std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
                             FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
                             const SaveOptions& options);
+
+// How a background save ended on this rank.
+struct BackgroundSave {
+  enum class Outcome { complete, failed, abandoned };
+  Outcome outcome = Outcome::abandoned;
+  int64_t step = 0;
+  std::string path;     // the checkpoint's directory
+  std::string message;  // failed: this rank's error ("" if only others failed); abandoned: why
+  std::vector<int> failed_ranks;  // failed: the ranks whose part failed
+  // failed: this rank is the lowest that failed: it removes the temporaries and reports (the
+  // others stay silent, so the job ends with one message)
+  bool lowest_failed = false;
+};
+
+// Collective over `commit` (the ranks of fsdp's group, in a group made for it, with its own
+// communicator and thread), run on a background thread while training goes on: writes this
+// rank's files of `states` (staging copies, shaped as for save_checkpoint) into the save's
+// temporary directory; then the ranks agree on the outcome (one all-reduce of every rank's
+// success, sizes and checksums), and the group's rank 0 publishes the checkpoint as
+// save_checkpoint does (manifest, rename, COMPLETE, older ones removed), only if every rank's
+// files are durable. A failed write does not throw: every rank learns of it through the
+// agreement. Past `options.deadline` it gives up: `commit` is aborted (a rank that never joins
+// cannot keep the others waiting) and the outcome is abandoned. `spans` is fsdp.spans(), taken
+// on the training thread.
+BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t step,
+                                             const nlohmann::json& meta, const FsdpRuntime& fsdp,
+                                             const std::vector<ShardSpan>& spans,
+                                             const std::vector<ShardedState>& states,
+                                             ProcessGroup& commit, const SaveOptions& options);
+// Removes what a failed or abandoned save of `step` left under `root` (its temporary
+// directory); true when there was something. Call only once no rank writes there any more.
+bool remove_unfinished_save(const std::string& root, int64_t step);
 
 // What interrupted saves left under `root` (a job killed mid-save): each `.step-N.tmp` is removed;
 // a `.step-N.old` (a checkpoint being replaced) is put back when its replacement is incomplete,

@@ -10,15 +10,16 @@
 namespace st {
 
 struct MemoryBudget {
-  int64_t master_and_grad = 0;   // 8·P/N: FP32 master + FP32 gradient shards
-  int64_t optimizer_state = 0;   // 4·k·P/N: k FP32 moments (AdamW 2, SGD 1)
-  int64_t unsharded_params = 0;  // largest unit in param_dtype × (1 + prefetch) + root
-  int64_t unsharded_grads = 0;   // 4·(largest unit) while reducing; every unit with reduce_last
-  int64_t activations = 0;       // one micro-batch's activations and scratch
-  int64_t matmul_workspace = 0;  // the packed GEMM's per-thread packing buffers, when it runs
+  int64_t master_and_grad = 0;     // 8·P/N: FP32 master + FP32 gradient shards
+  int64_t optimizer_state = 0;     // 4·k·P/N: k FP32 moments (AdamW 2, SGD 1)
+  int64_t unsharded_params = 0;    // largest unit in param_dtype × (1 + prefetch) + root
+  int64_t unsharded_grads = 0;     // 4·(largest unit) while reducing; every unit with reduce_last
+  int64_t activations = 0;         // one micro-batch's activations and scratch
+  int64_t matmul_workspace = 0;    // the packed GEMM's per-thread packing buffers, when it runs
+  int64_t checkpoint_staging = 0;  // checkpoint.async: a copy of the master and optimizer shards
   int64_t total() const {
     return master_and_grad + optimizer_state + unsharded_params + unsharded_grads + activations +
-           matmul_workspace;
+           matmul_workspace + checkpoint_staging;
   }
 };
 

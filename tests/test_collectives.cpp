@@ -208,6 +208,61 @@ TEST(Collectives, ASlowGroupDoesNotDelayAnother) {
   EXPECT_EQ(x.data<double>()[0], double(g.size()));
 }
 
+// Work::wait_for gives up at its deadline and the operation goes on; abort() ends an operation
+// waiting for a rank that never comes, refuses later ones, and leaves the other groups working.
+TEST(Collectives, WaitForADeadlineThenAbortTheGroup) {
+  auto& g = world();
+  auto group = g.split(0, g.rank(), "background");
+  group->make_interruptible();
+  Tensor x = Tensor::empty("x", {1}, DType::i64);
+  x.data<int64_t>()[0] = 1;
+  AllReduceOptions no_watchdog;
+  no_watchdog.timeout_s = 0;
+  // A barrier the last rank joins 300 ms late: not done at 50 ms, done within 10 s.
+  const bool late = g.size() > 1 && g.rank() == g.size() - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BarrierOptions barrier_options;
+  barrier_options.timeout_s = 0;
+  auto barrier = group->barrier(barrier_options);
+  if (!late && g.size() > 1) {
+    EXPECT_FALSE(barrier->wait_for(0.05));
+  }
+  EXPECT_TRUE(barrier->wait_for(10));
+  // An all-reduce the last rank never joins: rank 0 gives up at its deadline and aborts.
+  if (!late) {
+    auto reduce = group->all_reduce(x, no_watchdog);
+    if (g.size() > 1) {
+      EXPECT_FALSE(reduce->wait_for(0.2));
+      group->abort("a test gave up");
+      try {
+        reduce->wait();
+        ADD_FAILURE() << "an aborted all-reduce completed";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();
+      }
+    } else {
+      EXPECT_TRUE(reduce->wait_for(10));
+      group->abort("a test gave up");
+    }
+  } else {
+    group->abort("a test gave up");
+  }
+  EXPECT_TRUE(group->aborted());
+  try {
+    group->all_reduce(x, no_watchdog)->wait();
+    ADD_FAILURE() << "an aborted group ran an operation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("group 'background' was aborted (a test gave up)"),
+              std::string::npos)
+        << e.what();
+  }
+  // The world goes on.
+  Tensor y = Tensor::empty("y", {1}, DType::f64);
+  y.data<double>()[0] = 1;
+  g.all_reduce(y)->wait();
+  EXPECT_EQ(y.data<double>()[0], double(g.size()));
+}
+
 // split() records which node each rank is on; a ranks-per-node override splits one host into
 // pretend nodes, and a group spanning them never takes the shared-memory path.
 TEST(Collectives, NodeMapAndAnOverride) {

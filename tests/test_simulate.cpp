@@ -198,6 +198,7 @@ class RecordingGroup final : public ProcessGroup {
     return inner_.broadcast(b, root, o);
   }
   std::shared_ptr<Work> barrier(const BarrierOptions& o) override { return inner_.barrier(o); }
+  void abort(const std::string& reason) override { inner_.abort(reason); }
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name) override {
     return inner_.split(color, key, std::move(name));
   }

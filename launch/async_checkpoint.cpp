@@ -1,0 +1,118 @@
+#include "launch/async_checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/timer.hpp"
+#include "core/trace.hpp"
+
+namespace st {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int64_t AsyncCheckpointer::staging_bytes(const std::vector<UnitLayout>& units,
+                                         int states_per_span) {
+  int64_t elements = 0;
+  for (const UnitLayout& u : units) elements += u.shard_numel;
+  return elements * int64_t(sizeof(float)) * states_per_span;
+}
+
+AsyncCheckpointer::AsyncCheckpointer(ProcessGroup& world, ProcessGroup& shard_group,
+                                     const FsdpRuntime& fsdp, int states_per_span, double timeout_s)
+    : world_(world), timeout_s_(timeout_s) {
+  commit_ = shard_group.split(0, shard_group.rank(), shard_group.name() + "/checkpoint");
+  commit_->make_interruptible();
+  const std::vector<ShardSpan> spans = fsdp.spans();
+  for (int s = 0; s < states_per_span; ++s) {
+    ShardedState copy;
+    copy.name = fmt::format("staging{}", s);
+    for (const ShardSpan& span : spans)
+      copy.spans.push_back(
+          Tensor::empty("checkpoint.staging." + span.name, {span.master.numel()}, DType::f32));
+    staging_.push_back(std::move(copy));
+  }
+}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+std::optional<BackgroundSave> AsyncCheckpointer::finished(bool wait) {
+  if (writer_.joinable() && (wait || done_->load())) {
+    writer_.join();
+    last_duration_s_ = writer_seconds_;
+  }
+  if (!result_pending_ || writer_.joinable()) return std::nullopt;
+  result_pending_ = false;
+  if (result_.outcome == BackgroundSave::Outcome::abandoned) abandoned_step_ = step_in_flight_;
+  return result_;
+}
+
+double AsyncCheckpointer::settle(const std::string& root) {
+  Timer waited;
+  {
+    TraceScope span("checkpoint wait");
+    if (writer_.joinable()) {
+      writer_.join();
+      last_duration_s_ = writer_seconds_;
+    }
+  }
+  const double wait_ms = waited.ms();
+  // A result not yet taken stays for finished(); an abandoned save counts now.
+  if (result_pending_ && result_.outcome == BackgroundSave::Outcome::abandoned)
+    abandoned_step_ = step_in_flight_;
+  Tensor flag = Tensor::empty("checkpoint.abandoned", {1}, DType::i64);
+  flag.data<int64_t>()[0] = abandoned_step_;
+  AllReduceOptions max;
+  max.op = ReduceOp::max;
+  world_.all_reduce(flag, max)->wait();
+  const int64_t step = flag.data<int64_t>()[0];
+  if (step >= 0) {
+    usable_ = false;
+    if (world_.rank() == 0) remove_unfinished_save(root, step);
+    abandoned_step_ = -1;
+  }
+  return wait_ms;
+}
+
+double AsyncCheckpointer::start(const std::string& root, int64_t step, const nlohmann::json& meta,
+                                FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
+                                SaveOptions options) {
+  ST_CHECK(!writer_.joinable(), "a background save is in flight (settle() first)");
+  ST_CHECK(states.size() == staging_.size(), "{} states for {} staging buffers", states.size(),
+           staging_.size());
+  Timer staged;
+  {
+    TraceScope span("checkpoint stage");
+    for (size_t s = 0; s < states.size(); ++s) {
+      staging_[s].name = states[s].name;
+      for (size_t k = 0; k < states[s].spans.size(); ++k)
+        std::memcpy(staging_[s].spans[k].raw(), states[s].spans[k].raw(),
+                    states[s].spans[k].nbytes());
+    }
+  }
+  step_in_flight_ = step;
+  started_s_ = now_s();
+  options.deadline = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(timeout_s_));
+  done_->store(false);
+  result_pending_ = true;
+  writer_ =
+      std::thread([this, root, step, meta, &fsdp, spans = fsdp.spans(), options, done = done_] {
+        result_ = save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_,
+                                                options);
+        writer_seconds_ = now_s() - started_s_;
+        done->store(true);
+      });
+  return staged.ms();
+}
+
+}  // namespace st

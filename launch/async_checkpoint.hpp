@@ -1,0 +1,68 @@
+#pragma once
+// checkpoint.async: a save hands the shards to a writer thread through staging copies and
+// training goes on. The writer writes this rank's files and commits the checkpoint over a group
+// made for it at start-up (its own communicator and communication thread, as torchtitan gives
+// async saves their own gloo group), so the commit's collectives never wait behind, or hold up,
+// the training group's. Never two saves in flight: the next save waits for the previous.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/process_group.hpp"
+#include "sharding/checkpoint.hpp"
+#include "sharding/fsdp_runtime.hpp"
+
+namespace st {
+
+class AsyncCheckpointer {
+ public:
+  // Collective over `world` (every rank makes its shard group's commit group; with replicas only
+  // replica 0's writes). The staging buffers hold `states_per_span` FP32 copies of this rank's
+  // shard (the master and the optimizer's moments). `timeout_s`: checkpoint.async_timeout.
+  AsyncCheckpointer(ProcessGroup& world, ProcessGroup& shard_group, const FsdpRuntime& fsdp,
+                    int states_per_span, double timeout_s);
+  ~AsyncCheckpointer();  // waits for a save in flight
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // The staging buffers' bytes on this rank, for the memory budget.
+  static int64_t staging_bytes(const std::vector<UnitLayout>& units, int states_per_span);
+
+  // Collective over the world, at a step boundary: waits for the save in flight, then agrees
+  // whether any rank gave one up; if so, rank 0 removes its temporaries under `root` and
+  // background saves end for this job (usable() turns false on every rank: later saves are
+  // synchronous). Returns the ms spent waiting for the writer.
+  double settle(const std::string& root);
+  bool usable() const { return usable_; }
+
+  // Copies `states` into the staging buffers and starts the writer (after settle()). Returns
+  // the ms the copy took.
+  double start(const std::string& root, int64_t step, const nlohmann::json& meta, FsdpRuntime& fsdp,
+               const std::vector<ShardedState>& states, SaveOptions options);
+
+  // The save that finished since the last call, once (wait: block until the one in flight ends).
+  std::optional<BackgroundSave> finished(bool wait);
+  // Seconds from start() to the writer's end, for the save finished() last returned.
+  double last_duration_s() const { return last_duration_s_; }
+
+ private:
+  ProcessGroup& world_;
+  std::unique_ptr<ProcessGroup> commit_;
+  std::vector<ShardedState> staging_;  // states_per_span copies of the shard, span by span
+  double timeout_s_;
+  bool usable_ = true;
+  std::thread writer_;
+  std::shared_ptr<std::atomic<bool>> done_ = std::make_shared<std::atomic<bool>>(false);
+  BackgroundSave result_;
+  bool result_pending_ = false;  // result_ not yet returned by finished()
+  int64_t abandoned_step_ = -1;  // a save given up here, not yet settled
+  int64_t step_in_flight_ = -1;
+  double started_s_ = 0, last_duration_s_ = 0;
+  double writer_seconds_ = 0;  // set by the writer before it signals done
+};
+
+}  // namespace st

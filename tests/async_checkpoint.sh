@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# async_checkpoint.sh CASE SHARDRUN SHARDTRAIN: checkpoint.async = true at 2 ranks, FP32.
+#   same_files     a background save writes byte for byte the files a synchronous one does
+#   one_in_flight  saves every step with slow writes: the next save waits for the one in
+#                  flight (checkpoint_wait_ms in the metrics, "checkpoint wait" in the trace),
+#                  and every checkpoint kept is complete and loads
+#   disk_full      the second save meets a full disk: exit 1 at a step boundary naming the file
+#                  and the cause, its temporaries gone, the first checkpoint loadable
+#   given_up       rank 1's writes are too slow for checkpoint.async_timeout: the save is given
+#                  up, said, its temporaries removed; training goes on, later saves are
+#                  synchronous, the job ends 0 with a loadable final checkpoint
+set -u
+case_=$1 shardrun=$2 st=$3
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$case_" = disk_full ] && [ "${ASYNC_DISK_INSIDE:-}" != 1 ]; then
+  exec env ASYNC_DISK_INSIDE=1 unshare -m "$0" "$@"  # a private mount namespace for the tmpfs
+fi
+dir=$(mktemp -d /tmp/shardtrain-async-XXXXXX)
+trap 'umount "$dir/disk" 2> /dev/null; rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+model=(model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 training.seq_len=32
+       training.global_batch=4 precision.param_dtype=fp32)
+fail() { printf 'FAIL %s: %s\n' "$case_" "$*"; [ -f out ] && cat out; exit 1; }
+train() { "$shardrun" -n 2 "$st" train "${model[@]}" "$@"; }
+# loads CKPT: the checkpoint verifies (sizes, checksums) and loads at 2 ranks.
+loads() {
+  local step=${1##*step-}
+  train training.max_steps=$((10#$step)) "checkpoint.resume=$1" > load.out 2>&1 ||
+    { cat load.out; fail "'$1' does not load"; }
+  grep -q "resumed from $1 after step" load.out || { cat load.out; fail "'$1' was not resumed"; }
+}
+
+case $case_ in
+  same_files)
+    train training.max_steps=10 checkpoint.dir=a checkpoint.every=3 checkpoint.async=true \
+      > out 2>&1 || fail "exit $?"
+    [ "$(grep -c 'in the background' out)" -ge 3 ] || fail "want 3 saves in the background"
+    train training.max_steps=10 checkpoint.dir=b checkpoint.every=3 > out 2>&1 || fail "exit $?"
+    diff -r a/step-00000009 b/step-00000009 || fail "the background save's files differ"
+    ls -a a | grep -q '^\.step' && fail "temporaries left: $(ls -a a)"
+    ;;
+  one_in_flight)
+    train training.max_steps=6 checkpoint.dir=ck checkpoint.every=1 checkpoint.keep=6 \
+      checkpoint.async=true --test-slow-checkpoint-ms 30 metrics.file=m.jsonl \
+      metrics.trace=t.json > out 2>&1 || fail "exit $?"
+    waits=$(grep -o '"checkpoint_wait_ms":[0-9.e+-]*' m.jsonl | cut -d: -f2 | awk '$1 > 0' | wc -l)
+    [ "$waits" -ge 1 ] || fail "no save waited for the one in flight: $(grep -o '"checkpoint_wait_ms":[0-9.e+-]*' m.jsonl)"
+    grep -q '"checkpoint wait"' t.json || fail "no 'checkpoint wait' span in the trace"
+    grep -q '"checkpoint stage"' t.json || fail "no 'checkpoint stage' span in the trace"
+    [ "$(ls -d ck/step-* | wc -l)" = 6 ] || fail "want 6 checkpoints: $(ls ck)"
+    for c in ck/step-*; do [ -f "$c/COMPLETE" ] || fail "$c is incomplete"; done
+    loads ck/step-00000003
+    echo "$waits saves waited for the previous one"
+    ;;
+  disk_full)
+    # Room for one checkpoint (1.4 MB) but not two: the second save fails.
+    mkdir disk && mount -t tmpfs -o size=2200k shardtrain-async disk || fail "cannot mount a tmpfs"
+    train training.max_steps=20 checkpoint.dir=disk/ck checkpoint.every=3 checkpoint.async=true \
+      > out 2>&1
+    rc=$?
+    [ "$rc" = 1 ] || fail "exit $rc (want 1)"
+    grep -q "^shardtrain: rank [01]: failed: checkpoint.async: the background save of step 6 failed: writing 'disk/ck/.step-00000006.tmp/.*': No space left on device" out ||
+      fail "want the failed save, its file and the cause"
+    [ "$(grep -c '^shardtrain: ' out)" = 1 ] || fail "want one message"
+    ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck)"
+    [ -f disk/ck/step-00000003/COMPLETE ] || fail "the first checkpoint is gone: $(ls -a disk/ck)"
+    loads disk/ck/step-00000003
+    ;;
+  given_up)
+    # Rank 1 writes 1 unit in 0.4 s, 12 in all: past the 1 s timeout of the step-4 save.
+    "$shardrun" -n 2 "$here/on_rank.sh" 1 'set -- "$@" --test-slow-checkpoint-ms 400' "$st" \
+      train "${model[@]}" training.max_steps=8 checkpoint.dir=ck checkpoint.every=4 \
+      checkpoint.async=true checkpoint.async_timeout=1 > out 2>&1 || fail "exit $?"
+    grep -q "^checkpoint | gave up the background save of step 4 after [0-9.]*s (.*checkpoint.async_timeout = 1 s): none stays the newest complete checkpoint, and later saves are synchronous$" out ||
+      fail "want the line saying the save was given up"
+    grep -q '^step     8/8' out || fail "training did not go on"
+    ls -a ck | grep -q '^\.step' && fail "temporaries left: $(ls -a ck)"
+    [ ! -e ck/step-00000004 ] || fail "the given-up save appeared"
+    loads ck/step-00000008
+    ;;
+  *) echo "async_checkpoint.sh: unknown case '$case_'" >&2; exit 2 ;;
+esac
+echo "ok $case_"
