@@ -1,6 +1,9 @@
 #include "launch/async_checkpoint.hpp"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -44,30 +47,29 @@ AsyncCheckpointer::~AsyncCheckpointer() {
   if (writer_.joinable()) writer_.join();
 }
 
+void AsyncCheckpointer::collect(bool wait) {
+  if (!writer_.joinable() || !(wait || done_->load())) return;
+  writer_.join();
+  finished_.push_back({result_, writer_seconds_});
+  if (result_.outcome == BackgroundSave::Outcome::abandoned) abandoned_step_ = result_.step;
+}
+
 std::optional<BackgroundSave> AsyncCheckpointer::finished(bool wait) {
-  if (writer_.joinable() && (wait || done_->load())) {
-    writer_.join();
-    last_duration_s_ = writer_seconds_;
-  }
-  if (!result_pending_ || writer_.joinable()) return std::nullopt;
-  result_pending_ = false;
-  if (result_.outcome == BackgroundSave::Outcome::abandoned) abandoned_step_ = step_in_flight_;
-  return result_;
+  collect(wait);
+  if (finished_.empty()) return std::nullopt;
+  const BackgroundSave done = finished_.front().first;
+  last_duration_s_ = finished_.front().second;
+  finished_.pop_front();
+  return done;
 }
 
 double AsyncCheckpointer::settle(const std::string& root) {
   Timer waited;
   {
     TraceScope span("checkpoint wait");
-    if (writer_.joinable()) {
-      writer_.join();
-      last_duration_s_ = writer_seconds_;
-    }
+    collect(true);  // its outcome stays for finished()
   }
   const double wait_ms = waited.ms();
-  // A result not yet taken stays for finished(); an abandoned save counts now.
-  if (result_pending_ && result_.outcome == BackgroundSave::Outcome::abandoned)
-    abandoned_step_ = step_in_flight_;
   Tensor flag = Tensor::empty("checkpoint.abandoned", {1}, DType::i64);
   flag.data<int64_t>()[0] = abandoned_step_;
   AllReduceOptions max;
@@ -88,31 +90,52 @@ double AsyncCheckpointer::start(const std::string& root, int64_t step, const nlo
   ST_CHECK(!writer_.joinable(), "a background save is in flight (settle() first)");
   ST_CHECK(states.size() == staging_.size(), "{} states for {} staging buffers", states.size(),
            staging_.size());
-  Timer staged;
+  Timer handed;
+  TraceScope span("checkpoint hand-over");
+  for (size_t s = 0; s < states.size(); ++s) staging_[s].name = states[s].name;
   {
-    TraceScope span("checkpoint stage");
-    for (size_t s = 0; s < states.size(); ++s) {
-      staging_[s].name = states[s].name;
-      for (size_t k = 0; k < states[s].spans.size(); ++k)
-        std::memcpy(staging_[s].spans[k].raw(), states[s].spans[k].raw(),
-                    states[s].spans[k].nbytes());
-    }
+    std::lock_guard lock(staged_mutex_);
+    staged_ = false;
   }
-  step_in_flight_ = step;
   started_s_ = now_s();
   options.deadline = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(timeout_s_));
   done_->store(false);
-  result_pending_ = true;
-  writer_ =
-      std::thread([this, root, step, meta, &fsdp, spans = fsdp.spans(), options, done = done_] {
-        result_ = save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_,
-                                                options);
-        writer_seconds_ = now_s() - started_s_;
-        done->store(true);
-      });
-  return staged.ms();
+  // The states are the live shards: the writer copies them first (the training thread waits
+  // for that before its next update), then writes and commits the copies.
+  writer_ = std::thread([this, root, step, meta, &fsdp, spans = fsdp.spans(), states, options,
+                         done = done_] {
+    // Below the training threads: the writer takes the cores when they wait (communication,
+    // the other ranks), not from them.
+    ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
+    {
+      TraceScope span("checkpoint stage");
+      for (size_t s = 0; s < states.size(); ++s)
+        for (size_t k = 0; k < states[s].spans.size(); ++k)
+          std::memcpy(staging_[s].spans[k].raw(), states[s].spans[k].raw(),
+                      states[s].spans[k].nbytes());
+    }
+    {
+      std::lock_guard lock(staged_mutex_);
+      staged_ = true;
+    }
+    staged_cv_.notify_all();
+    result_ =
+        save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_, options);
+    writer_seconds_ = now_s() - started_s_;
+    done->store(true);
+  });
+  return handed.ms();
+}
+
+double AsyncCheckpointer::wait_until_staged() {
+  std::unique_lock lock(staged_mutex_);
+  if (staged_) return 0;
+  TraceScope span("checkpoint stage wait");
+  Timer waited;
+  staged_cv_.wait(lock, [&] { return staged_; });
+  return waited.ms();
 }
 
 }  // namespace st

@@ -1,12 +1,18 @@
 #pragma once
 // checkpoint.async: a save hands the shards to a writer thread through staging copies and
-// training goes on. The writer writes this rank's files and commits the checkpoint over a group
-// made for it at start-up (its own communicator and communication thread, as torchtitan gives
-// async saves their own gloo group), so the commit's collectives never wait behind, or hold up,
-// the training group's. Never two saves in flight: the next save waits for the previous.
+// training goes on. The writer makes the copies itself, while the next step's forward and
+// backward run (they only read the masters and moments); the step waits for the copies, if
+// they are not done yet, before its optimizer update changes them (wait_until_staged). The writer
+// writes this rank's files and commits the checkpoint over a group made for it at start-up (its own
+// communicator and communication thread, as torchtitan gives async saves their own gloo group), so
+// the commit's collectives never wait behind, or hold up, the training group's. Never two saves in
+// flight: the next save waits for the previous.
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -39,10 +45,13 @@ class AsyncCheckpointer {
   double settle(const std::string& root);
   bool usable() const { return usable_; }
 
-  // Copies `states` into the staging buffers and starts the writer (after settle()). Returns
-  // the ms the copy took.
+  // Starts the writer (after settle()): it copies `states` into the staging buffers, then
+  // writes and commits them. Returns the ms the hand-over took.
   double start(const std::string& root, int64_t step, const nlohmann::json& meta, FsdpRuntime& fsdp,
                const std::vector<ShardedState>& states, SaveOptions options);
+  // Before anything changes the states handed over (the optimizer update, a load): waits until
+  // the writer has copied them. Returns the ms waited (0 when no copy is pending).
+  double wait_until_staged();
 
   // The save that finished since the last call, once (wait: block until the one in flight ends).
   std::optional<BackgroundSave> finished(bool wait);
@@ -57,10 +66,16 @@ class AsyncCheckpointer {
   bool usable_ = true;
   std::thread writer_;
   std::shared_ptr<std::atomic<bool>> done_ = std::make_shared<std::atomic<bool>>(false);
-  BackgroundSave result_;
-  bool result_pending_ = false;  // result_ not yet returned by finished()
+  std::mutex staged_mutex_;
+  std::condition_variable staged_cv_;
+  bool staged_ = true;     // the states handed over are copied (false while the writer copies)
+  BackgroundSave result_;  // the writer's, read once it is joined
+  // Joined saves not yet returned by finished(), with their writer's seconds.
+  std::deque<std::pair<BackgroundSave, double>> finished_;
   int64_t abandoned_step_ = -1;  // a save given up here, not yet settled
-  int64_t step_in_flight_ = -1;
+  // Joins the writer when it is done (or, with `wait`, once it is) and queues its outcome.
+  void collect(bool wait);
+
   double started_s_ = 0, last_duration_s_ = 0;
   double writer_seconds_ = 0;  // set by the writer before it signals done
 };

@@ -179,8 +179,8 @@ void save_in_background(Session& s, int64_t steps_done, bool json, double& wait_
   if (!s.lead()) return;
   if (stall.background)
     fmt::print(json ? stderr : stdout,
-               "checkpoint | step {} handed to the background writer ({:.0f} ms staging{})\n",
-               steps_done, stall.save_ms,
+               "checkpoint | step {} handed to the background writer ({:.1f} ms{})\n", steps_done,
+               stall.save_ms,
                stall.wait_ms >= 1
                    ? fmt::format(", {:.0f} ms waiting for the previous save", stall.wait_ms)
                    : std::string());
@@ -333,6 +333,7 @@ int run_train(const CommonOptions& options) {
         nlohmann::json line = step_json(s, st);
         line["checkpoint_ms"] = checkpoint_ms;
         line["checkpoint_wait_ms"] = checkpoint_wait_ms;
+        line["checkpoint_stage_wait_ms"] = st.checkpoint_stage_wait_ms;
         if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", step + 1));
         if (options.json) {
           fmt::print("{}\n", line.dump());

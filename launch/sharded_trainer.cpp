@@ -111,6 +111,9 @@ StepStats ShardedTrainer::step(int64_t step) {
   for (int64_t micro = 0; micro < micro_batches; ++micro)
     loss_sum += forward_backward(step, micro, s);
   finish_backward(s);
+  // A background save's writer copies the masters and moments while forward and backward run;
+  // the update changes them, so it comes after the copy.
+  if (async_) s.checkpoint_stage_wait_ms = async_->wait_until_staged();
   update(loss_sum, s);
   s.step_ms = step_clock.ms();
   s.op_ms = thread_op_times();
@@ -369,6 +372,7 @@ void check_position(const CheckpointInfo& info) {
 }  // namespace
 
 int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
+  if (async_) async_->wait_until_staged();
   CheckpointInfo info;
   run_agreed(group_, [&] { check_checkpoint(path, info); });
   st::load_checkpoint(info, fsdp(), checkpoint_states());
