@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -320,7 +323,11 @@ int run_train(const CommonOptions& options) {
       fmt::print(options.json ? stderr : stdout,
                  "checkpoint | checkpoint.async: saves are synchronous here: {}\n",
                  s.trainer->background_saves_off());
+    const std::vector<int64_t> kill_after = injected_kills_from_environment(s.ranks.rank());
     for (int64_t step = start; step < max_steps; ++step) {
+      // shardrun --fault kill:R@S: this rank dies as a killed process does, after step S.
+      if (std::find(kill_after.begin(), kill_after.end(), step) != kill_after.end())
+        ::kill(::getpid(), SIGKILL);
       take_background_save(false);
       step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);

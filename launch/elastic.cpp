@@ -54,6 +54,21 @@ std::optional<RestartNotice> restart_notice_from_environment() {
   return n;
 }
 
+std::vector<int64_t> injected_kills_from_environment(int world_rank) {
+  std::vector<int64_t> steps;
+  std::istringstream in(environment("SHARDRUN_FAULT_KILL"));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t at = item.find('@');
+    if (at == std::string::npos)
+      fail_input("SHARDRUN_FAULT_KILL = '{}' must be RANK@STEP[,RANK@STEP...]", item);
+    const int64_t rank = parse_count(item.substr(0, at), "SHARDRUN_FAULT_KILL", 1 << 20);
+    const int64_t step = parse_count(item.substr(at + 1), "SHARDRUN_FAULT_KILL", int64_t(1) << 40);
+    if (rank == world_rank) steps.push_back(step);
+  }
+  return steps;
+}
+
 std::string adapt_config_to_restart(Config& c, int world_size) {
   std::string changes;
   if (c.checkpoint.resume != "auto" && !c.checkpoint.dir.empty()) {

@@ -25,6 +25,12 @@ struct RestartNotice {
 // naming it.
 std::optional<RestartNotice> restart_notice_from_environment();
 
+// shardrun --fault kill:R@S / lose:R@S, for tests: SHARDRUN_FAULT_KILL = "R@S[,R@S...]" asks
+// world rank R to SIGKILL itself once step S is done (at the start of step S + 1), so the fault
+// lands at the same step every time. Returns the steps (1-based, as printed) after which this
+// rank dies; a malformed value is an InputError naming the variable.
+std::vector<int64_t> injected_kills_from_environment(int world_rank);
+
 // A restarted run resumes (checkpoint.resume = auto), and a mesh the configured degrees no
 // longer fit (HSDP 2x2 on 3 ranks) falls back to the nearest valid one: the shard group's size
 // kept where it divides the ranks, else the replicas' count, else FSDP over all. Returns what

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # elastic.sh CASE SHARDRUN SHARDTRAIN: failures that shardrun --max-restarts recovers from (or
 # rightly does not), each against an uninterrupted run of the same FP32 training: 4 ranks, 20
-# steps, a checkpoint every 8, a global batch of 12 (which splits over 4, 3, 2 and 1 ranks).
-#   lost_rank        rank 1 killed after step 10 for good: finishes at 3 ranks
-#   crashed_rank     rank 2 killed after step 10, its slot free again: finishes at 4 ranks
+# steps, a checkpoint after step 10 (and the last), a global batch of 12 (which splits over 4,
+# 3, 2 and 1 ranks). A fault lands once shardrun sees its step's line, a step or more later on
+# a loaded machine; with no checkpoint between step 10 and the end, the restart always resumes
+# from step 10 and trains the steps since again.
+#   lost_rank        rank 1 killed after step 12 for good: finishes at 3 ranks
+#   crashed_rank     rank 2 killed after step 12, its slot free again: finishes at 4 ranks
 #   hsdp_mesh        HSDP 2x2 losing rank 3: falls back to FSDP over 3, and says so
-#   lost_host        4 ranks on 2 emulated hosts, host1's link down for good: finishes on host0
+#   lost_host        4 ranks on 2 emulated hosts, host1's link down for good after step 11:
+#                    finishes on host0
 #   link_outage      host1's link down for 3 s: survived, no restart
 #   link_lost        host1's link down for good, no --max-restarts: ends within the stall
 #                    timeout, naming host1
@@ -57,24 +61,24 @@ elapsed() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
 case $case_ in
   lost_rank)
-    "$shardrun" -n 4 --max-restarts 2 --restart-backoff 0.5 --fault lose:1@10 "$st" "${train[@]}" \
-      checkpoint.dir=ck checkpoint.every=8 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
-    [ "$(grep -c '^restart 1 of 2 | why: rank 1 on .* exited on signal 9 (Killed) | from ck/step-0000000[0-9] (step [0-9]*); [1-9][0-9]* steps\? recomputed | 3 ranks (was 4), FSDP over 3 ranks$' out)" = 1 ] ||
+    "$shardrun" -n 4 --max-restarts 2 --restart-backoff 0.5 --fault lose:1@12 "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    [ "$(grep -c '^restart 1 of 2 | why: rank 1 on .* exited on signal 9 (Killed) | from ck/step-00000010 (step 10); [1-9] steps\? recomputed | 3 ranks (was 4), FSDP over 3 ranks$' out)" = 1 ] ||
       fail "want one restart line naming the killed rank, the checkpoint and 3 ranks"
     one_restart m.jsonl 3
     same_curve m.jsonl
     ;;
   crashed_rank)
-    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault kill:2@10 "$st" "${train[@]}" \
-      checkpoint.dir=ck checkpoint.every=8 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault kill:2@12 "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
     grep -q '^restart 1 of 1 | why: rank 2 on .* exited on signal 9 (Killed) | .* | 4 ranks (was 4), FSDP over 4 ranks$' out ||
       fail "want the restart line at 4 ranks"
     one_restart m.jsonl 4
     same_curve m.jsonl
     ;;
   hsdp_mesh)
-    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:3@10 "$st" "${train[@]}" \
-      sharding.shard_degree=2 sharding.replicate_degree=2 checkpoint.dir=ck checkpoint.every=8 \
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:3@12 "$st" "${train[@]}" \
+      sharding.shard_degree=2 sharding.replicate_degree=2 checkpoint.dir=ck checkpoint.every=10 \
       metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
     grep -q '^restart 1 of 1 | .* | 3 ranks (was 4), FSDP over 3 ranks | sharding.shard_degree = 2 x replicate_degree = 2 does not fit 3 ranks: 3 x 1 instead.$' out ||
       fail "want the restart line to name the mesh it fell back to"
@@ -82,8 +86,8 @@ case $case_ in
     same_curve m.jsonl
     ;;
   lost_host)
-    "$shardrun" -n 4 --nodes 2 --max-restarts 1 --restart-backoff 0.5 --fault link-down:1@10 "$st" \
-      "${train[@]}" checkpoint.dir=ck checkpoint.every=8 training.stall_timeout=5 \
+    "$shardrun" -n 4 --nodes 2 --max-restarts 1 --restart-backoff 0.5 --fault link-down:1@11 "$st" \
+      "${train[@]}" checkpoint.dir=ck checkpoint.every=10 training.stall_timeout=5 \
       metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
     grep -q "^restart 1 of 1 | why: rank 0: rank 3 on host1 stopped responding .* | 2 ranks (was 4), FSDP over 2 ranks$" out ||
       fail "want the restart line to name host1's rank and 2 ranks"

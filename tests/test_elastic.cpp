@@ -68,6 +68,24 @@ TEST(Elastic, TheNoticeIsReadAndEveryNumberChecked) {
   }
 }
 
+TEST(Elastic, InjectedKillsNameTheirRankAndStep) {
+  ::setenv("SHARDRUN_FAULT_KILL", "1@12,3@4,1@20", 1);
+  EXPECT_EQ(injected_kills_from_environment(1), (std::vector<int64_t>{12, 20}));
+  EXPECT_EQ(injected_kills_from_environment(3), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(injected_kills_from_environment(0).empty());
+  ::setenv("SHARDRUN_FAULT_KILL", "1:12", 1);
+  try {
+    injected_kills_from_environment(1);
+    ADD_FAILURE() << "a malformed SHARDRUN_FAULT_KILL was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("SHARDRUN_FAULT_KILL = '1:12' must be RANK@STEP"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("SHARDRUN_FAULT_KILL");
+  EXPECT_TRUE(injected_kills_from_environment(1).empty());
+}
+
 TEST(Elastic, AMeshThatNoLongerFitsFallsBackToTheNearestValidOne) {
   Config c;
   c.checkpoint.dir = "ck";
