@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
@@ -163,9 +165,16 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   const ReduceOp op = options.op;
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
   return submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
-                [this, data, dtype, n, op] {
-                  mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
-                                 op == ReduceOp::max ? MPI_MAX : MPI_SUM);
+                [this, data, dtype, n, op, keep = buffer] {
+                  try {
+                    mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
+                                   op == ReduceOp::max ? MPI_MAX : MPI_SUM);
+                  } catch (...) {
+                    // Interrupted by abort(): MPI still holds the request and may write into
+                    // the buffer when another group's call makes progress, so it stays.
+                    if (comm_.interrupt && comm_.interrupt->load()) hold_forever(keep);
+                    throw;
+                  }
                   if (op != ReduceOp::avg) return;
                   if (dtype == DType::f32)
                     divide(static_cast<float*>(data), n, float(comm_.size));
@@ -197,6 +206,13 @@ std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& options) {
 
 void MpiProcessGroup::abort(const std::string& reason) {
   mark_aborted(reason);
+}
+
+void MpiProcessGroup::hold_forever(const Tensor& buffer) {
+  static std::mutex mutex;
+  static std::vector<Tensor> held;  // reachable to the end: never freed under a pending request
+  std::lock_guard lock(mutex);
+  held.push_back(buffer);
 }
 
 std::shared_ptr<Work> MpiProcessGroup::submit(std::string description, double timeout_s,

@@ -51,6 +51,8 @@ class MpiProcessGroup final : public ProcessGroup {
   // Queues an operation on this group's thread; it fails without running once aborted.
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
+  // Keeps the buffer of an operation abort() interrupted for the life of the process.
+  static void hold_forever(const Tensor& buffer);
 
   Comm comm_;
   std::string name_;

@@ -26,6 +26,14 @@ std::string step_dir_name(int64_t step) {
   return fmt::format("step-{:08}", step);
 }
 
+// An xxh64 state, reset, freed however its reading or writing ends (a failure throws).
+using HashState = std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)>;
+HashState new_hash() {
+  HashState state(XXH64_createState(), XXH64_freeState);
+  XXH64_reset(state.get(), 0);
+  return state;
+}
+
 // Element offset of each unit's shard within a rank's file, for shards of `shard_numel`.
 std::vector<int64_t> unit_file_offsets(const std::vector<int64_t>& shard_numel) {
   std::vector<int64_t> off(shard_numel.size() + 1, 0);
@@ -58,8 +66,8 @@ Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLay
   static const std::vector<float> zeros(4096, 0.f);
   for (size_t s = 0; s < n; ++s) {
     OutputFile out((dir / checkpoint_file_name(states[s].name, rank)).string());
-    XXH64_state_t* hash = XXH64_createState();
-    XXH64_reset(hash, 0);
+    const HashState state = new_hash();
+    XXH64_state_t* hash = state.get();
     uint64_t bytes = 0;
     auto put = [&](const void* data, size_t len) {
       out.write(data, len);
@@ -89,7 +97,6 @@ Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLay
     out.sync_and_close();
     sums.data<uint64_t>()[2 * s] = bytes;
     sums.data<uint64_t>()[2 * s + 1] = XXH64_digest(hash);
-    XXH64_freeState(hash);
   }
   return sums;
 }
@@ -379,8 +386,8 @@ FileStatus check_file(const std::string& path, const ManifestFile& entry) {
   InputFile f(path);
   const int64_t file_bytes = entry.bytes;
   if (f.size() != file_bytes) return FileStatus::wrong_size;
-  XXH64_state_t* hash = XXH64_createState();
-  XXH64_reset(hash, 0);
+  const HashState state = new_hash();
+  XXH64_state_t* hash = state.get();
   std::vector<char> buf(size_t(8) << 20);
   for (int64_t off = 0; off < file_bytes; off += int64_t(buf.size())) {
     const size_t len = size_t(std::min<int64_t>(int64_t(buf.size()), file_bytes - off));
@@ -388,7 +395,6 @@ FileStatus check_file(const std::string& path, const ManifestFile& entry) {
     XXH64_update(hash, buf.data(), len);
   }
   const bool good = fmt::format("{:016x}", XXH64_digest(hash)) == entry.xxh64;
-  XXH64_freeState(hash);
   return good ? FileStatus::ok : FileStatus::bad_checksum;
 }
 
