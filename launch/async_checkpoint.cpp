@@ -52,6 +52,11 @@ void AsyncCheckpointer::collect(bool wait) {
   writer_.join();
   finished_.push_back({result_, writer_seconds_});
   if (result_.outcome == BackgroundSave::Outcome::abandoned) abandoned_step_ = result_.step;
+  if (result_.outcome == BackgroundSave::Outcome::failed) failed_ = true;
+}
+
+bool AsyncCheckpointer::failed_save_pending() const {
+  return failed_;
 }
 
 std::optional<BackgroundSave> AsyncCheckpointer::finished(bool wait) {

@@ -44,6 +44,9 @@ class AsyncCheckpointer {
   // synchronous). Returns the ms spent waiting for the writer.
   double settle(const std::string& root);
   bool usable() const { return usable_; }
+  // A save failed (every rank agrees): no new save starts, since the job is about to end with
+  // that failure (reported by the lowest failing rank, the others waiting for its abort).
+  bool failed_save_pending() const;
 
   // Starts the writer (after settle()): it copies `states` into the staging buffers, then
   // writes and commits them. Returns the ms the hand-over took.
@@ -73,6 +76,7 @@ class AsyncCheckpointer {
   // Joined saves not yet returned by finished(), with their writer's seconds.
   std::deque<std::pair<BackgroundSave, double>> finished_;
   int64_t abandoned_step_ = -1;  // a save given up here, not yet settled
+  bool failed_ = false;          // a save failed: the job is ending
   // Joins the writer when it is done (or, with `wait`, once it is) and queues its outcome.
   void collect(bool wait);
 

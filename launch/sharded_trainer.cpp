@@ -316,7 +316,8 @@ ShardedTrainer::CheckpointStall ShardedTrainer::save_checkpoint_in_background(in
     if (async_->usable()) {
       stall.background = true;
       stall.path = checkpoint_path(config_.checkpoint.dir, steps_done);
-      if (mesh_->replica_index() != 0) return stall;  // replica 0's shard group writes
+      if (mesh_->replica_index() != 0) return stall;    // replica 0's shard group writes
+      if (async_->failed_save_pending()) return stall;  // the job ends with it, reported next
       SaveOptions options;
       options.keep = int(config_.checkpoint.keep);
       options.slow_ms_per_unit = slow_checkpoint_ms_;

@@ -62,7 +62,7 @@ case $case_ in
     grep -q "^shardtrain: rank [01]: failed: checkpoint.async: the background save of step 6 failed: writing 'disk/ck/.step-00000006.tmp/.*': No space left on device" out ||
       fail "want the failed save, its file and the cause"
     [ "$(grep -c '^shardtrain: ' out)" = 1 ] || fail "want one message"
-    ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck)"
+    ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck | tr "\n" " ")"
     [ -f disk/ck/step-00000003/COMPLETE ] || fail "the first checkpoint is gone: $(ls -a disk/ck)"
     loads disk/ck/step-00000003
     ;;
