@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "collectives/mpi_runtime.hpp"
@@ -164,15 +165,19 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   const size_t n = size_t(buffer.numel());
   const ReduceOp op = options.op;
   ST_CHECK(n <= size_t(INT32_MAX), "all_reduce of {} elements", n);
+  // An interruptible group's operation holds its buffer (see below); others do not, so a
+  // caller's buffer is freed when the caller frees it.
+  std::optional<Tensor> keep;
+  if (comm_.interrupt) keep = buffer;
   return submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
-                [this, data, dtype, n, op, keep = buffer] {
+                [this, data, dtype, n, op, keep = std::move(keep)] {
                   try {
                     mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
                                    op == ReduceOp::max ? MPI_MAX : MPI_SUM);
                   } catch (...) {
                     // Interrupted by abort(): MPI still holds the request and may write into
                     // the buffer when another group's call makes progress, so it stays.
-                    if (comm_.interrupt && comm_.interrupt->load()) hold_forever(keep);
+                    if (keep && comm_.interrupt->load()) hold_forever(*keep);
                     throw;
                   }
                   if (op != ReduceOp::avg) return;
