@@ -42,6 +42,7 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
   });
   return run_after_startup([&] {
     ProcessGroup& g = *s.ranks.group;
+    s.start_services();  // the heartbeat beside the saves, as in `train`
     if (g.rank() == 0) fs::remove_all(dir);  // an earlier run's checkpoints would count as newer
     g.barrier()->wait();
     s.trainer->step(0);  // optimizer state exists and is not all zeros
@@ -96,6 +97,7 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     g.all_reduce(total)->wait();
     const double bytes = double(total.data<int64_t>()[0]);
     if (g.rank() == 0) fs::remove_all(dir);
+    s.stop_services();
     if (!s.lead()) return 0;
     const double save_ms = median(save), load_ms = median(load), plain_ms = median(plain);
     const double stall_ms = median(stall), background_ms = median(background);

@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -20,6 +22,7 @@
 
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
+#include "core/thread_cpu.hpp"
 
 namespace st {
 namespace {
@@ -28,7 +31,6 @@ constexpr int kMaxAddresses = 6;
 constexpr int kHostWords = 8;  // the host name's first 63 bytes, zero-terminated
 // token, port, count, addresses, host name
 constexpr int kRecordWords = 3 + kMaxAddresses + kHostWords;
-constexpr double kPeriodS = 0.2;
 constexpr int32_t kAborting = 2;
 
 struct Beat {
@@ -97,38 +99,62 @@ struct Heartbeat::State {
   std::atomic<bool> stopping{false};
   std::thread thread;
 
+  std::atomic<int64_t> beats_sent{0}, datagrams_received{0};
+
+  // Takes in every datagram waiting on the socket, without answering any: the beats go out on
+  // this rank's own schedule, never in reply (a reply per arrival makes the ring race).
+  void drain(PeerBeat& beat) {
+    Beat in{};
+    while (::recv(fd, &in, sizeof in, MSG_DONTWAIT) == ssize_t(sizeof in)) {
+      datagrams_received.fetch_add(1, std::memory_order_relaxed);
+      if (in.token != token) continue;
+      if (in.waiting == kAborting) liveness::note_peer_failed(in.rank);
+      if (in.rank != prev) continue;
+      const double now = liveness::now_s();
+      if (!beat.heard || in.progress != beat.state.progress) beat.progress_at_s = now;
+      beat.heard = true;
+      beat.last_heard_s = now;
+      beat.state.progress = in.progress;
+      beat.state.step = in.step;
+      beat.state.waiting = in.waiting != 0;
+    }
+  }
+
+  void send_beat() {
+    const liveness::Snapshot self = liveness::snapshot();
+    const Beat out{token, rank, self.waiting ? 1 : 0, self.step, self.progress};
+    for (const sockaddr_in& to : next)
+      ::sendto(fd, &out, sizeof out, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
+               sizeof to);
+    beats_sent.fetch_add(1, std::memory_order_relaxed);
+  }
+
   void run() {
     // Signals go to the other threads: a SIGTERM handler waiting for this thread's abort
     // notice must not run on it.
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    name_this_thread(kHeartbeatThreadName);
     PeerBeat beat;
+    double due = liveness::now_s();  // the next beat's deadline
     while (!stopping.load()) {
-      const liveness::Snapshot self = liveness::snapshot();
-      const Beat out{token, rank, self.waiting ? 1 : 0, self.step, self.progress};
-      for (const sockaddr_in& to : next)
-        ::sendto(fd, &out, sizeof out, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
-                 sizeof to);
-      pollfd p{fd, POLLIN, 0};
-      ::poll(&p, 1, int(kPeriodS * 1000));
-      Beat in{};
-      while (::recv(fd, &in, sizeof in, MSG_DONTWAIT) == ssize_t(sizeof in)) {
-        if (in.token != token) continue;
-        if (in.waiting == kAborting) liveness::note_peer_failed(in.rank);
-        if (in.rank != prev) continue;
-        const double now = liveness::now_s();
-        if (!beat.heard || in.progress != beat.state.progress) beat.progress_at_s = now;
-        beat.heard = true;
-        beat.last_heard_s = now;
-        beat.state.progress = in.progress;
-        beat.state.step = in.step;
-        beat.state.waiting = in.waiting != 0;
+      // Until the deadline, arrivals are taken in as they come (an abort notice is acted on at
+      // once) but answered by nothing.
+      for (double left = due - liveness::now_s(); left > 0 && !stopping.load();
+           left = due - liveness::now_s()) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, std::max(1, int(std::ceil(left * 1000)))) > 0) drain(beat);
       }
       if (stopping.load()) return;
+      drain(beat);
       if (auto verdict =
               judge_peer(prev, beat, liveness::snapshot(), liveness::now_s(), timeout_s, prev_host))
         abort_job(*verdict);
+      send_beat();
+      // A fixed period; after a late wake (a stopped process resumed, a loaded machine) the
+      // schedule starts again from now rather than catching up with a burst.
+      due = std::max(due + kHeartbeatPeriodS, liveness::now_s());
     }
   }
 };
@@ -210,6 +236,12 @@ Heartbeat::Heartbeat(ProcessGroup& group, double timeout_s) {
   }
   set_abort_notifier(announce_abort);
   state_ = std::move(s);
+}
+
+HeartbeatCounts Heartbeat::counts() const {
+  if (!state_) return {};
+  return {state_->beats_sent.load(), int64_t(state_->next.size()),
+          state_->datagrams_received.load()};
 }
 
 Heartbeat::~Heartbeat() {

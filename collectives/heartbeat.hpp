@@ -7,8 +7,10 @@
 // The ranks form a ring over UDP, outside MPI: a stopped rank cannot take part in MPI, and the
 // beat must not wait behind a communication thread busy in a collective. A few times a second
 // every rank sends its liveness snapshot (core/liveness) to the next rank and judges the
-// previous one's. A rank never heard from is not judged (UDP blocked between hosts): the first
+// previous one's, on a fixed period (kHeartbeatPeriodS) whatever arrives: arrivals are taken in
+// as they come and never answered. A rank never heard from is not judged (UDP blocked between hosts): the first
 // beat arms the check.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +36,16 @@ std::optional<std::string> judge_peer(int peer, const PeerBeat& beat,
                                       const liveness::Snapshot& self, double now_s,
                                       double timeout_s, const std::string& peer_host = "");
 
+constexpr double kHeartbeatPeriodS = 0.2;
+constexpr const char* kHeartbeatThreadName = "st-heartbeat";
+
+// What a heartbeat has sent and received so far (what it costs the network).
+struct HeartbeatCounts {
+  int64_t beats_sent = 0;          // one per period
+  int64_t datagrams_per_beat = 0;  // one per address of the next rank
+  int64_t datagrams_received = 0;  // every datagram taken in: beats and abort notices
+};
+
 class Heartbeat {
  public:
   // Collective over `group` (exchanges addresses). timeout_s <= 0 or a group of one: no beat.
@@ -42,6 +54,9 @@ class Heartbeat {
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
+
+  bool running() const { return state_ != nullptr; }
+  HeartbeatCounts counts() const;
 
   struct State;
 

@@ -18,6 +18,7 @@
 #include "collectives/pending_work.hpp"
 #include "core/error.hpp"
 #include "core/liveness.hpp"
+#include "core/thread_cpu.hpp"
 
 namespace st {
 namespace {
@@ -187,6 +188,7 @@ struct CommThread::State {
   }
 
   void work_loop() {
+    name_this_thread(kCommThreadName);
     for (;;) {
       Task task;
       {
@@ -211,6 +213,7 @@ struct CommThread::State {
   }
 
   void watchdog_loop() {
+    name_this_thread(kWatchdogThreadName);
     std::unique_lock lock(mutex);
     while (!stopping) {
       watch.wait_for(lock, std::chrono::milliseconds(50));

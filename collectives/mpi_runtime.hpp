@@ -46,6 +46,10 @@ void announce_abort_to_peers();
 // The same without a message: another rank has said it.
 [[noreturn]] void abort_job_quietly(int code);
 
+// The names service threads go by (core/thread_cpu finds them: what each costs is measured).
+constexpr const char* kCommThreadName = "st-comm";
+constexpr const char* kWatchdogThreadName = "st-watchdog";
+
 // A communication thread: runs the operations submitted to it one at a time, in order, with a
 // watchdog. Each process group has its own (so a slow operation of one group never delays
 // another's), unless MPI lacks MPI_THREAD_MULTIPLE, when all share instance().

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstring>
 
+#include "core/thread_cpu.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
 
@@ -114,6 +116,7 @@ double AsyncCheckpointer::start(const std::string& root, int64_t step, const nlo
     // Below the training threads: the writer takes the cores when they wait (communication,
     // the other ranks), not from them.
     ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
+    name_this_thread(kCheckpointWriterThreadName);
     {
       TraceScope span("checkpoint stage");
       for (size_t s = 0; s < states.size(); ++s)
@@ -129,6 +132,9 @@ double AsyncCheckpointer::start(const std::string& root, int64_t step, const nlo
     result_ =
         save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_, options);
     writer_seconds_ = now_s() - started_s_;
+    timespec cpu{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    writer_cpu_s_.store(writer_cpu_s_.load() + double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9);
     done->store(true);
   });
   return handed.ms();

@@ -24,6 +24,8 @@
 
 namespace st {
 
+constexpr const char* kCheckpointWriterThreadName = "st-ckpt-writer";
+
 class AsyncCheckpointer {
  public:
   // Collective over `world` (every rank makes its shard group's commit group; with replicas only
@@ -60,6 +62,8 @@ class AsyncCheckpointer {
   std::optional<BackgroundSave> finished(bool wait);
   // Seconds from start() to the writer's end, for the save finished() last returned.
   double last_duration_s() const { return last_duration_s_; }
+  // The CPU seconds every writer of this job has used, those that ended.
+  double writer_cpu_seconds() const { return writer_cpu_s_.load(); }
 
  private:
   ProcessGroup& world_;
@@ -82,6 +86,7 @@ class AsyncCheckpointer {
 
   double started_s_ = 0, last_duration_s_ = 0;
   double writer_seconds_ = 0;  // set by the writer before it signals done
+  std::atomic<double> writer_cpu_s_{0};
 };
 
 }  // namespace st

@@ -14,7 +14,6 @@
 #include <optional>
 #include <thread>
 
-#include "collectives/heartbeat.hpp"
 #include "core/file_io.hpp"
 #include "core/liveness.hpp"
 #include "core/memory_stats.hpp"
@@ -248,9 +247,6 @@ void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics)
 
 int run_train(const CommonOptions& options) {
   Session s = open_session(options);
-  // Outside the work below: while a failure unwinds it, the heartbeat still carries this rank's
-  // abort notice to the others.
-  std::unique_ptr<Heartbeat> heartbeat;
   return run_after_startup([&] {
     std::unique_ptr<OutputFile> metrics;
     std::optional<DirectoryLock> checkpoint_lock;
@@ -301,7 +297,7 @@ int run_train(const CommonOptions& options) {
     // With --json, stdout carries only JSON; the progress line goes to stderr.
     Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
     install_interrupt_handlers(s.lead(), s.ranks.mpi);
-    heartbeat = std::make_unique<Heartbeat>(*s.ranks.group, s.config.training.stall_timeout);
+    s.start_services();
     std::string newest = latest_checkpoint(ckpt.dir);
     int64_t step_noted = start;
     // A save becomes the newest complete checkpoint the moment its marker is durable: an
@@ -372,9 +368,11 @@ int run_train(const CommonOptions& options) {
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
     s.trainer->on_checkpoint_complete(nullptr);  // it refers to this scope's variables
     finish_run(s, trace, options.json, metrics.get());
-    // Together, so no rank's beat stops while another still judges it.
-    s.ranks.group->barrier()->wait();
-    heartbeat.reset();
+    s.stop_services();
+    // What the heartbeat, the watchdog, the communication threads and the writer cost the run.
+    if (metrics)
+      write_metrics_line(*metrics, nlohmann::json{{"services", s.service_cost.json()}}.dump(),
+                         "the services' cost");
     return 0;
   });
 }

@@ -41,6 +41,18 @@ void Session::measure_peak() {
     peak_shapes += (peak_shapes.empty() ? "" : ", ") + s.describe();
 }
 
+void Session::start_services() {
+  heartbeat = std::make_unique<Heartbeat>(*ranks.group, config.training.stall_timeout);
+  services_clock.reset();
+}
+
+void Session::stop_services() {
+  service_cost = largest_over_ranks(
+      *ranks.group, this_rank_service_cost(heartbeat.get(), services_clock.seconds(),
+                                           trainer->background_writer_cpu_seconds()));
+  heartbeat.reset();
+}
+
 bool mfu_plausible(double mfu) {
   return std::isfinite(mfu) && mfu > 0 && mfu <= 1.0;
 }

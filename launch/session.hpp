@@ -8,10 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/timer.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/elastic.hpp"
 #include "launch/rank_context.hpp"
+#include "launch/service_cost.hpp"
 #include "launch/sharded_trainer.hpp"
 
 namespace st {
@@ -27,12 +29,26 @@ struct Session {
   double peak_gflops = 0;
   std::string peak_shapes;
   DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
-  double baseline_rss_mib = 0;    // RSS before the model existed (libraries, MPI, data)
+  double baseline_rss_mib = 0;
+  Timer services_clock;           // since start_services()    // RSS before the model existed (libraries, MPI, data)
   // Set when launch/shardrun started this run again after a failure, with what the config had
   // to change for it (a resume, a mesh that fits the ranks that remain).
   std::optional<RestartNotice> restart;
   std::string restart_changes;
+  // Beside the training loop, as `train` runs it (benchmarks too, so they measure what users
+  // run): the heartbeat (training.stall_timeout; the collectives' watchdog and, with
+  // checkpoint.async, the writer thread come with the trainer). Held here, outside the work
+  // that run_after_startup wraps, so that a failure unwinding still sends this rank's abort
+  // notice.
+  std::unique_ptr<Heartbeat> heartbeat;
+  // What the services cost while they ran (the largest over ranks), set by stop_services().
+  ServiceCost service_cost;
   bool lead() const { return ranks.rank() == 0; }
+  // Collective: starts the heartbeat over every rank.
+  void start_services();
+  // Collective: measures what the services cost, then every rank stops its heartbeat together
+  // (after that agreement), so none stops beating while another still judges it.
+  void stop_services();
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
   void measure_peak();
 };

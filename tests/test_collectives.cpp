@@ -6,9 +6,12 @@
 #include <cmath>
 #include <thread>
 
+#include "collectives/heartbeat.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/bf16.hpp"
+#include "core/thread_cpu.hpp"
+#include "core/timer.hpp"
 
 namespace st {
 namespace {
@@ -218,14 +221,18 @@ TEST(Collectives, WaitForADeadlineThenAbortTheGroup) {
   x.data<int64_t>()[0] = 1;
   AllReduceOptions no_watchdog;
   no_watchdog.timeout_s = 0;
-  // A barrier the last rank joins 300 ms late: not done at 50 ms, done within 10 s.
+  // A barrier the last rank joins only once the others have seen it unfinished (they tell it
+  // over the world group, which has a communication thread of its own): not done at 50 ms
+  // however slow the machine, done within 10 s of the last rank joining. Events, not sleeps.
+  ASSERT_TRUE(mpi_thread_multiple()) << "a group of its own needs MPI_THREAD_MULTIPLE";
   const bool late = g.size() > 1 && g.rank() == g.size() - 1;
-  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (late) g.barrier()->wait();  // the others have looked
   BarrierOptions barrier_options;
   barrier_options.timeout_s = 0;
   auto barrier = group->barrier(barrier_options);
   if (!late && g.size() > 1) {
     EXPECT_FALSE(barrier->wait_for(0.05));
+    g.barrier()->wait();
   }
   EXPECT_TRUE(barrier->wait_for(10));
   // An all-reduce the last rank never joins: rank 0 gives up at its deadline and aborts.
@@ -261,6 +268,45 @@ TEST(Collectives, WaitForADeadlineThenAbortTheGroup) {
   y.data<double>()[0] = 1;
   g.all_reduce(y)->wait();
   EXPECT_EQ(y.data<double>()[0], double(g.size()));
+}
+
+// The heartbeat beats on its period whatever arrives (a beat sent in answer to each arrival
+// races round the ring, thousands a second), and an idle process's service threads (the
+// heartbeat, the communication thread waiting for work, the watchdog) cost a sliver of a core.
+// The bounds are an order of magnitude above the design; counts and CPU time, never wall time.
+TEST(Heartbeat, BeatsOnItsPeriodAndIdleServicesAreCheap) {
+  auto& g = world();
+  g.barrier()->wait();  // the communication thread exists and has run
+  const std::vector<ThreadCpu> before = thread_cpu_times();
+  HeartbeatCounts counts;
+  std::vector<ThreadCpu> after;
+  Timer clock;
+  double wall_s = 0;
+  {
+    Heartbeat heartbeat(g, 30);
+    EXPECT_EQ(heartbeat.running(), g.size() > 1);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    counts = heartbeat.counts();
+    after = thread_cpu_times();  // while the heartbeat's thread is still there
+    wall_s = clock.seconds();
+    g.barrier()->wait();  // no rank stops beating while another judges it
+  }
+  const double design = wall_s / kHeartbeatPeriodS + 1;  // beats one rank sends in wall_s
+  if (g.size() > 1) {
+    EXPECT_GE(counts.beats_sent, 2) << "the heartbeat did not beat";
+    EXPECT_LE(double(counts.beats_sent), 10 * design) << "beats in " << wall_s << " s";
+    EXPECT_GE(counts.datagrams_per_beat, 1);
+    EXPECT_LE(double(counts.datagrams_received),
+              10 * design * double(std::max<int64_t>(1, counts.datagrams_per_beat)))
+        << "datagrams received in " << wall_s << " s";
+  } else {
+    EXPECT_EQ(counts.beats_sent, 0);  // a world of one has no one to watch
+  }
+  for (const char* name : {kHeartbeatThreadName, kCommThreadName, kWatchdogThreadName}) {
+    const double used = thread_cpu_seconds(after, name) - thread_cpu_seconds(before, name);
+    EXPECT_LE(used, 0.05 * wall_s) << name << " used " << used << " s of CPU in " << wall_s
+                                   << " s of idling";
+  }
 }
 
 // split() records which node each rank is on; a ranks-per-node override splits one host into
