@@ -42,7 +42,7 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
   });
   return run_after_startup([&] {
     ProcessGroup& g = *s.ranks.group;
-    s.start_services();  // the heartbeat beside the saves, as in `train`
+    s.start_services();                      // the heartbeat beside the saves, as in `train`
     if (g.rank() == 0) fs::remove_all(dir);  // an earlier run's checkpoints would count as newer
     g.barrier()->wait();
     s.trainer->step(0);  // optimizer state exists and is not all zeros

@@ -8,8 +8,8 @@
 // beat must not wait behind a communication thread busy in a collective. A few times a second
 // every rank sends its liveness snapshot (core/liveness) to the next rank and judges the
 // previous one's, on a fixed period (kHeartbeatPeriodS) whatever arrives: arrivals are taken in
-// as they come and never answered. A rank never heard from is not judged (UDP blocked between hosts): the first
-// beat arms the check.
+// as they come and never answered. A rank never heard from is not judged (UDP blocked between
+// hosts): the first beat arms the check.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 
 #include "core/thread_cpu.hpp"
 #include "core/timer.hpp"

@@ -40,8 +40,8 @@ ServiceCost this_rank_service_cost(const Heartbeat* heartbeat, double wall_s, do
 ServiceCost largest_over_ranks(ProcessGroup& world, const ServiceCost& mine) {
   ServiceCost out = mine;
   const std::array<double*, 8> fields = {
-      &out.wall_s,      &out.heartbeat_cpu_s, &out.comm_cpu_s,     &out.watchdog_cpu_s,
-      &out.writer_cpu_s, &out.beats_sent,     &out.datagrams_sent, &out.datagrams_received};
+      &out.wall_s,       &out.heartbeat_cpu_s, &out.comm_cpu_s,     &out.watchdog_cpu_s,
+      &out.writer_cpu_s, &out.beats_sent,      &out.datagrams_sent, &out.datagrams_received};
   Tensor t = Tensor::empty("service_cost", {int64_t(fields.size())}, DType::f64);
   for (size_t i = 0; i < fields.size(); ++i) t.data<double>()[i] = *fields[i];
   AllReduceOptions largest;

@@ -30,7 +30,8 @@ struct Session {
   std::string peak_shapes;
   DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
   double baseline_rss_mib = 0;
-  Timer services_clock;           // since start_services()    // RSS before the model existed (libraries, MPI, data)
+  Timer services_clock;  // since start_services()    // RSS before the model existed (libraries,
+                         // MPI, data)
   // Set when launch/shardrun started this run again after a failure, with what the config had
   // to change for it (a resume, a mesh that fits the ranks that remain).
   std::optional<RestartNotice> restart;

@@ -94,9 +94,7 @@ class ShardedTrainer {
   // temporaries go); at the end of training.
   void settle_background_saves();
   // The CPU seconds the background writer has used in this job (0 without one).
-  double background_writer_cpu_seconds() const {
-    return async_ ? async_->writer_cpu_seconds() : 0;
-  }
+  double background_writer_cpu_seconds() const { return async_ ? async_->writer_cpu_seconds() : 0; }
   // Why checkpoint.async runs synchronously here ("" when it does not).
   const std::string& background_saves_off() const { return background_off_; }
   // A test hook: checkpoint writes sleep `ms` after each unit, so a test can kill a save.

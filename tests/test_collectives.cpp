@@ -304,8 +304,8 @@ TEST(Heartbeat, BeatsOnItsPeriodAndIdleServicesAreCheap) {
   }
   for (const char* name : {kHeartbeatThreadName, kCommThreadName, kWatchdogThreadName}) {
     const double used = thread_cpu_seconds(after, name) - thread_cpu_seconds(before, name);
-    EXPECT_LE(used, 0.05 * wall_s) << name << " used " << used << " s of CPU in " << wall_s
-                                   << " s of idling";
+    EXPECT_LE(used, 0.05 * wall_s)
+        << name << " used " << used << " s of CPU in " << wall_s << " s of idling";
   }
 }
 
