@@ -16,7 +16,8 @@ out=$(timeout 30 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2
   "checkpoint.dir=$dir/disk/ckpt" 2>&1)
 rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] || fail "training onto a full disk: exit $rc: $out"
-printf '%s' "$out" | grep -q "No space left on device" || fail "the cause is not named: $out"
+printf '%s' "$out" | grep -Eq "writing '$dir/disk/ckpt/[^']+'.*No space left on device" ||
+  fail "the file and the cause are not named: $out"
 [ -z "$(ls -A "$dir/disk/ckpt" 2> /dev/null | grep -vx .lock)" ] || fail "left behind: $(ls -la "$dir/disk/ckpt")"
 # An export too large for the disk: a checkpoint on a roomy disk, exported onto the full one.
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=1 "checkpoint.dir=$dir/ckpt" \
@@ -26,5 +27,7 @@ out=$(timeout 30 "$shardrun" -n 2 "$st" export --checkpoint "$dir/ckpt/step-0000
   --out "$dir/disk/model.safetensors" --dtype fp32 2>&1)
 rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] || fail "export onto a full disk: exit $rc: $out"
+printf '%s' "$out" | grep -Eq "'$dir/disk/[^']*model.safetensors[^']*'.*No space left on device" ||
+  fail "the export's file and cause are not named: $out"
 ls "$dir/disk" | grep -q "safetensors" && fail "export left behind: $(ls "$dir/disk")"
 echo "a full disk fails the save and the export by name and leaves nothing behind"

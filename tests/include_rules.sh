@@ -4,10 +4,22 @@
 set -u
 cd "$1" || exit 1
 status=0
+# A folder that is not there would read as "nothing found": each one named must exist.
+for folder in core collectives sharding optim simulate launch bench app; do
+  [ -d "$folder" ] || { echo "include_rules.sh: no folder '$folder' (renamed? update the checks)"; exit 1; }
+done
+# Each check must find nothing, and must run: a grep that fails (a missing file, a bad pattern)
+# says so on stderr, and that fails the test rather than passing as "found nothing".
 check() {
-  local what=$1 found
+  local what=$1 found errors
   shift
-  found=$("$@" 2> /dev/null)
+  errors=$(mktemp)
+  found=$("$@" 2> "$errors")
+  if [ -s "$errors" ]; then
+    printf '%s: the check could not run:\n%s\n' "$what" "$(cat "$errors")"
+    status=1
+  fi
+  rm -f "$errors"
   if [ -n "$found" ]; then printf '%s:\n%s\n' "$what" "$found"; status=1; fi
 }
 check "launch/ included below it" grep -rn '#include "launch/' core collectives sharding optim simulate

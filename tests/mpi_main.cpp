@@ -1,6 +1,7 @@
 // main() for the multi-rank GoogleTest binaries run under mpirun by CTest.
 // --expect-ranks=N: the world size must be N, or the run fails (it never skips).
 // --family=NAME: the model family the training tests use (tests/support/test_family.hpp).
+// A run in which no test ran (a --gtest_filter matching nothing) fails.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -45,7 +46,13 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailurePrinter);
   }
-  const int result = RUN_ALL_TESTS();
+  int result = RUN_ALL_TESTS();
+  // A --gtest_filter that matches nothing (a renamed test) would otherwise pass having run
+  // nothing.
+  if (::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    std::fprintf(stderr, "rank %d: no test matched the filter\n", st::mpi_world_rank());
+    result = 1;
+  }
   if (result != 0) std::fprintf(stderr, "rank %d: tests failed\n", st::mpi_world_rank());
   st::mpi_finalize();
   return result;

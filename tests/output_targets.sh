@@ -59,7 +59,13 @@ refused)
   mkdir d
   run 2 "$st" tokenize --in t.txt --out d
   printf '%s' "$out" | grep -q "tokenize --out: 'd' is a directory" || fail "$out"
-  run 2 "$st" plot t.txt --out "$dir/d/"
+  # A real metrics file, so the refusal is of the output (a directory named like a plot), not
+  # of the input.
+  run 0 "$st" train "${tiny[@]}" "metrics.file=$dir/m.jsonl"
+  mkdir d.png
+  run 2 "$st" plot m.jsonl --out d.png
+  printf '%s' "$out" | grep -q "plot --out: 'd.png' is a directory" || fail "$out"
+  [ -z "$(ls -A d.png)" ] || fail "something was written into d.png: $(ls -A d.png)"
   run 2 "$st" train "${tiny[@]}" metrics.trace=d
   printf '%s' "$out" | grep -q "metrics.trace: 'd' is a directory" || fail "$out"
   run 0 "$st" train "${tiny[@]}" checkpoint.dir=ck

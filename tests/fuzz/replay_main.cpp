@@ -15,19 +15,28 @@ int main(int argc, char** argv) {
   std::vector<fs::path> files;
   for (int i = 1; i < argc; ++i) {
     if (argv[i][0] == '-') continue;  // libFuzzer flags, meaningless here
-    if (fs::is_directory(argv[i])) {
+    std::error_code ec;
+    if (fs::is_directory(argv[i], ec)) {
+      const size_t before = files.size();
       for (const auto& e : fs::directory_iterator(argv[i]))
         if (e.is_regular_file()) files.push_back(e.path());
-    } else {
+      if (files.size() == before) {
+        std::fprintf(stderr, "replay: corpus folder '%s' holds no file\n", argv[i]);
+        return 1;
+      }
+    } else if (fs::is_regular_file(argv[i], ec)) {
       files.emplace_back(argv[i]);
+    } else {  // a missing corpus must not replay as one empty input and pass
+      std::fprintf(stderr, "replay: '%s' is neither a corpus folder nor a file\n", argv[i]);
+      return 1;
     }
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "replay: no inputs given\n");
-    return 1;
   }
   for (const fs::path& f : files) {
     std::ifstream in(f, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "replay: cannot read '%s'\n", f.c_str());
+      return 1;
+    }
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }
