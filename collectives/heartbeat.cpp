@@ -72,8 +72,12 @@ std::optional<std::string> judge_peer(int peer, const PeerBeat& beat,
         peer, peer_host.empty() ? "" : " on " + peer_host, step_text(beat.state.step),
         now_s - beat.last_heard_s,
         peer_host.empty() ? "" : " or unreachable: " + peer_host + "'s link or network", timeout_s);
-  if (!beat.state.waiting && now_s - beat.progress_at_s > timeout_s && self.waiting &&
-      now_s - self.waiting_since_s > timeout_s)
+  // Stuck means alive (its beats still come) but not moving. A peer whose beats stopped may
+  // simply be stopped, and the silence above names it so once its own timeout is up, even when
+  // its last progress was older still (a long compute stretch, as under a sanitizer).
+  const bool still_beating = now_s - beat.last_heard_s <= kStuckNeedsABeatWithinS;
+  if (still_beating && !beat.state.waiting && now_s - beat.progress_at_s > timeout_s &&
+      self.waiting && now_s - self.waiting_since_s > timeout_s)
     return fmt::format(
         "rank {} is stuck {}: no progress for {:.1f} s outside any collective (a hung file read "
         "or write?) while the other ranks wait for it. Ending the job (training.stall_timeout "

@@ -29,14 +29,17 @@ struct PeerBeat {
 };
 
 // The verdict on the watched rank `peer` at time `now_s`: a message when it stopped (no beat
-// for `timeout_s`) or is stuck (no progress outside any wait for `timeout_s` while this rank,
-// `self`, has waited that long); nullopt while it is healthy. `peer_host` ("" where all ranks
-// share one host) is named in the message: a lost host's link is the likely cause.
+// for `timeout_s`) or is stuck (beats still coming, but no progress outside any wait for
+// `timeout_s` while this rank, `self`, has waited that long); nullopt while it is healthy.
+// `peer_host` ("" where all ranks share one host) is named in the message: a lost host's link is
+// the likely cause.
 std::optional<std::string> judge_peer(int peer, const PeerBeat& beat,
                                       const liveness::Snapshot& self, double now_s,
                                       double timeout_s, const std::string& peer_host = "");
 
 constexpr double kHeartbeatPeriodS = 0.2;
+// A peer is judged stuck only while its beats still come: heard within this long.
+constexpr double kStuckNeedsABeatWithinS = 5 * kHeartbeatPeriodS;
 constexpr const char* kHeartbeatThreadName = "st-heartbeat";
 
 // What a heartbeat has sent and received so far (what it costs the network).

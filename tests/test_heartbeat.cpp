@@ -58,6 +58,18 @@ TEST(Heartbeat, NoProgressOutsideAWaitWhileOthersWaitIsAStuckRank) {
       << *verdict;
 }
 
+// A rank stopped in the middle of a long compute stretch: its last progress is older than its
+// last beat. It is a stopped rank once its silence reaches the timeout, never "stuck" before
+// that (cli.stopped_rank_ends_the_job saw "stuck" under AddressSanitizer, whose steps are long).
+TEST(Heartbeat, ASilentRankIsStoppedNotStuckWhateverItsLastProgress) {
+  PeerBeat b = heard_at(100, false);
+  b.progress_at_s = 99;  // computing since 99, stopped at 100
+  EXPECT_FALSE(judge_peer(1, b, self_waiting_since(99), 100 + kTimeout - 0.5, kTimeout));
+  const auto verdict = judge_peer(1, b, self_waiting_since(99), 100 + kTimeout + 0.1, kTimeout);
+  ASSERT_TRUE(verdict);
+  EXPECT_NE(verdict->find("rank 1 stopped responding"), std::string::npos) << *verdict;
+}
+
 TEST(Heartbeat, SlowWaitingOrUnheardRanksAreLeftAlone) {
   PeerBeat busy = heard_at(200, false);
   busy.progress_at_s = 100;
