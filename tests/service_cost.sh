@@ -10,7 +10,10 @@ ranks=$1 shardrun=$2 st=$3
 dir=$(mktemp -d /tmp/shardtrain-services-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; cat "$dir/out"; exit 1; }
-"$shardrun" -n "$ranks" "$st" train training.max_steps=24 checkpoint.dir="$dir/ckpt" \
+# A small model, so the run takes seconds under AddressSanitizer too (the bounds scale with
+# its wall time).
+"$shardrun" -n "$ranks" "$st" train model.n_layer=2 model.n_embd=128 model.n_head=4 \
+  training.max_steps=24 checkpoint.dir="$dir/ckpt" \
   checkpoint.every=6 checkpoint.async=true metrics.file="$dir/m.jsonl" > "$dir/out" 2>&1 ||
   fail "train exited $?"
 saves=$(grep -c 'in the background' "$dir/out")
