@@ -31,6 +31,54 @@ double slowest_ms(ProcessGroup& g, Fn&& fn) {
   return ms.data<double>()[0];
 }
 
+// Every repeat's timings, for their medians.
+struct CheckpointSamples {
+  std::vector<double> save, load, plain, stall, background, overlapped_step, step_alone;
+};
+
+// The medians as JSON or a table (rank 0).
+void print_checkpoint_result(const CommonOptions& options, const Session& s, int ranks, int repeats,
+                             double bytes, const CheckpointSamples& m) {
+  const double save_ms = median(m.save), load_ms = median(m.load), plain_ms = median(m.plain);
+  const double stall_ms = median(m.stall), background_ms = median(m.background);
+  const double overlapped_ms = median(m.overlapped_step), alone_ms = median(m.step_alone);
+  auto gbps = [&](double ms) { return bytes / (ms / 1e3) / 1e9; };
+  const nlohmann::json result = {
+      {"config", options.config},
+      {"ranks", ranks},
+      {"bytes", bytes},
+      {"save_ms", save_ms},
+      {"load_ms", load_ms},
+      {"write_ms", plain_ms},
+      {"save_gbps", gbps(save_ms)},
+      {"load_gbps", gbps(load_ms)},
+      {"write_gbps", gbps(plain_ms)},
+      {"save_vs_write", plain_ms / save_ms},
+      {"async_stall_ms", stall_ms},
+      {"async_background_ms", background_ms},
+      {"async_stall_vs_save", stall_ms / save_ms},
+      {"step_beside_writer_ms", overlapped_ms},
+      {"step_alone_ms", alone_ms},
+      {"staging_mib", double(s.trainer->budget().checkpoint_staging) / kMiB}};
+  if (options.json) {
+    fmt::print("{}\n", result.dump());
+  } else {
+    fmt::print(
+        "bench checkpoint | config {} | {} rank{} | {:.1f} MiB | medians of {}\n"
+        "  save  {:8.1f} ms  {:6.2f} GB/s  ({:.0f}% of plain write bandwidth)\n"
+        "  load  {:8.1f} ms  {:6.2f} GB/s  (verify checksums + read own ranges)\n"
+        "  write {:8.1f} ms  {:6.2f} GB/s  (the same bytes, plain write + fsync)\n"
+        "  checkpoint.async: the loop stalls {:.1f} ms ({:.1f}% of the synchronous save; target "
+        "<= 10%: the hand-over, and the next update's wait for the writer's copy into {:.1f} "
+        "MiB of staging per rank); the writer takes {:.1f} ms in the background; the step "
+        "beside it {:.1f} ms, one alone {:.1f} ms\n",
+        options.config, ranks, ranks == 1 ? "" : "s", bytes / (1 << 20), repeats, save_ms,
+        gbps(save_ms), 100 * plain_ms / save_ms, load_ms, gbps(load_ms), plain_ms, gbps(plain_ms),
+        stall_ms, 100 * stall_ms / save_ms, double(s.trainer->budget().checkpoint_staging) / kMiB,
+        background_ms, overlapped_ms, alone_ms);
+  }
+}
+
 }  // namespace
 
 int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::string& dir) {
@@ -46,7 +94,8 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     if (g.rank() == 0) fs::remove_all(dir);  // an earlier run's checkpoints would count as newer
     g.barrier()->wait();
     s.trainer->step(0);  // optimizer state exists and is not all zeros
-    std::vector<double> save, load, plain, stall, background, overlapped_step, step_alone;
+    CheckpointSamples m;
+    auto& [save, load, plain, stall, background, overlapped_step, step_alone] = m;
     int64_t bytes_per_rank = 0;
     std::string path;
     Progress progress("bench checkpoint", repeats, s.lead());
@@ -98,45 +147,7 @@ int run_bench_checkpoint(const CommonOptions& options, int repeats, const std::s
     const double bytes = double(total.data<int64_t>()[0]);
     if (g.rank() == 0) fs::remove_all(dir);
     s.stop_services();
-    if (!s.lead()) return 0;
-    const double save_ms = median(save), load_ms = median(load), plain_ms = median(plain);
-    const double stall_ms = median(stall), background_ms = median(background);
-    const double overlapped_ms = median(overlapped_step), alone_ms = median(step_alone);
-    auto gbps = [&](double ms) { return bytes / (ms / 1e3) / 1e9; };
-    const nlohmann::json result = {
-        {"config", options.config},
-        {"ranks", g.size()},
-        {"bytes", bytes},
-        {"save_ms", save_ms},
-        {"load_ms", load_ms},
-        {"write_ms", plain_ms},
-        {"save_gbps", gbps(save_ms)},
-        {"load_gbps", gbps(load_ms)},
-        {"write_gbps", gbps(plain_ms)},
-        {"save_vs_write", plain_ms / save_ms},
-        {"async_stall_ms", stall_ms},
-        {"async_background_ms", background_ms},
-        {"async_stall_vs_save", stall_ms / save_ms},
-        {"step_beside_writer_ms", overlapped_ms},
-        {"step_alone_ms", alone_ms},
-        {"staging_mib", double(s.trainer->budget().checkpoint_staging) / kMiB}};
-    if (options.json) {
-      fmt::print("{}\n", result.dump());
-    } else {
-      fmt::print(
-          "bench checkpoint | config {} | {} rank{} | {:.1f} MiB | medians of {}\n"
-          "  save  {:8.1f} ms  {:6.2f} GB/s  ({:.0f}% of plain write bandwidth)\n"
-          "  load  {:8.1f} ms  {:6.2f} GB/s  (verify checksums + read own ranges)\n"
-          "  write {:8.1f} ms  {:6.2f} GB/s  (the same bytes, plain write + fsync)\n"
-          "  checkpoint.async: the loop stalls {:.1f} ms ({:.1f}% of the synchronous save; target "
-          "<= 10%: the hand-over, and the next update's wait for the writer's copy into {:.1f} "
-          "MiB of staging per rank); the writer takes {:.1f} ms in the background; the step "
-          "beside it {:.1f} ms, one alone {:.1f} ms\n",
-          options.config, g.size(), g.size() == 1 ? "" : "s", bytes / (1 << 20), repeats, save_ms,
-          gbps(save_ms), 100 * plain_ms / save_ms, load_ms, gbps(load_ms), plain_ms, gbps(plain_ms),
-          stall_ms, 100 * stall_ms / save_ms, double(s.trainer->budget().checkpoint_staging) / kMiB,
-          background_ms, overlapped_ms, alone_ms);
-    }
+    if (s.lead()) print_checkpoint_result(options, s, g.size(), repeats, bytes, m);
     return 0;
   });
 }

@@ -211,8 +211,50 @@ void write_metrics_line(OutputFile& metrics, std::string line, const std::string
   }
 }
 
+// checkpoint.every: saves after `steps_done` steps when a save is due then (never after the last
+// step, which the final save follows). Returns the ms the loop spent on it (0: none due), and
+// in `wait_ms` the part spent waiting for the previous background save.
+double save_if_due(Session& s, int64_t steps_done, bool json, double& wait_ms,
+                   const std::function<void()>& report_finished) {
+  const auto& ckpt = s.config.checkpoint;
+  wait_ms = 0;
+  if (ckpt.dir.empty() || ckpt.every <= 0 || steps_done % ckpt.every != 0 ||
+      steps_done >= s.config.training.max_steps)
+    return 0;
+  Timer saving;
+  if (ckpt.async)
+    save_in_background(s, steps_done, json, wait_ms, report_finished);
+  else
+    save(s, steps_done);
+  return saving.ms();
+}
+
+// One step's line, rank 0's: into metrics.file, and printed (JSON, or the text line with an ETA).
+struct StepPosition {
+  int64_t step, start, max_steps;
+};
+void report_step(Session& s, const StepStats& st, StepPosition at, double checkpoint_ms,
+                 double checkpoint_wait_ms, bool json, OutputFile* metrics, Progress& progress,
+                 const Timer& run_clock) {
+  nlohmann::json line = step_json(s, st);
+  line["checkpoint_ms"] = checkpoint_ms;
+  line["checkpoint_wait_ms"] = checkpoint_wait_ms;
+  line["checkpoint_stage_wait_ms"] = st.checkpoint_stage_wait_ms;
+  if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", at.step + 1));
+  if (json) {
+    fmt::print("{}\n", line.dump());
+    progress.update(long(at.step + 1 - at.start), fmt::format("loss {:.4f}", st.loss));
+  } else {
+    const double done = double(at.step + 1 - at.start);
+    print_step_line(st, line, at.max_steps,
+                    run_clock.seconds() / done * double(at.max_steps - at.step - 1));
+  }
+  flush_standard_output();
+}
+
 // After the last step: the trace file, then the validation loss (also into metrics.file, as
-// {"val_loss": ..., "after_step": N}, for `shardtrain plot`).
+// {"val_loss": ..., "after_step": N}, for `shardtrain plot`), then the services stopped (a
+// collective) and their cost ({"services": ...}).
 void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics) {
   if (trace.enabled()) {
     const int64_t spans = trace.write();
@@ -221,12 +263,17 @@ void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics)
                  s.config.metrics.trace, spans);
   }
   const double val = s.trainer->evaluate(64);
+  s.stop_services();
   if (!s.lead()) return;
   if (metrics && !std::isnan(val))
     write_metrics_line(
         *metrics,
         nlohmann::json{{"val_loss", val}, {"after_step", s.config.training.max_steps}}.dump(),
         "the validation loss");
+  // What the heartbeat, the watchdog, the communication threads and the writer cost the run.
+  if (metrics)
+    write_metrics_line(*metrics, nlohmann::json{{"services", s.service_cost.json()}}.dump(),
+                       "the services' cost");
   if (std::isnan(val)) {  // no whole window in the validation split
     if (json)
       fmt::print("{}\n", nlohmann::json{{"val_loss", nullptr}}.dump());
@@ -243,40 +290,55 @@ void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics)
   }
 }
 
+// What a run writes besides checkpoints, opened and checked on every rank with one agreed
+// outcome: metrics.file (with what an earlier run of a resumed job wrote there), checkpoint.dir
+// (locked by rank 0, an interrupted save's leftovers removed) and metrics.trace.
+struct RunOutputs {
+  std::unique_ptr<OutputFile> metrics;
+  std::optional<DirectoryLock> checkpoint_lock;
+  std::vector<std::string> cleaned;  // what was removed from checkpoint.dir
+  std::string earlier_metrics;       // what a resumed run carries over
+};
+
+// Fills `o` (not returned: a DirectoryLock does not move).
+void open_run_outputs(Session& s, RunOutputs& o) {
+  std::error_code ignored;  // a path that cannot be looked at has nothing to carry over
+  agree_on_startup(*s.ranks.group, [&] {
+    if (s.lead() && !s.config.metrics.file.empty()) {
+      if (s.config.checkpoint.resume != "never" && !s.config.checkpoint.dir.empty() &&
+          std::filesystem::is_regular_file(s.config.metrics.file, ignored))
+        o.earlier_metrics = read_text_file(s.config.metrics.file);
+      o.metrics = open_log_output(s.config.metrics.file, "metrics.file");
+    }
+    // Every rank writes its checkpoint files: checked from every rank's side, now rather than
+    // at the first save. Rank 0 then holds the directory for this job, so what an earlier,
+    // killed job left there can go.
+    if (!s.config.checkpoint.dir.empty()) {
+      try {
+        ensure_writable_directory(s.config.checkpoint.dir);
+      } catch (const InputError& e) {
+        fail_input("checkpoint.dir: {}", e.what());
+      }
+      if (s.lead()) {
+        o.checkpoint_lock.emplace(s.config.checkpoint.dir, "checkpoint.dir");
+        o.cleaned = clean_interrupted_saves(s.config.checkpoint.dir);
+      }
+    }
+    if (s.lead() && !s.config.metrics.trace.empty())
+      StagedOutput(s.config.metrics.trace, "metrics.trace").check_writable();
+  });
+}
+
 }  // namespace
 
 int run_train(const CommonOptions& options) {
   Session s = open_session(options);
   return run_after_startup([&] {
-    std::unique_ptr<OutputFile> metrics;
-    std::optional<DirectoryLock> checkpoint_lock;
-    std::vector<std::string> cleaned;
-    std::string earlier_metrics;  // what a resumed run carries over
-    std::error_code ignored;      // a path that cannot be looked at has nothing to carry over
-    agree_on_startup(*s.ranks.group, [&] {
-      if (s.lead() && !s.config.metrics.file.empty()) {
-        if (s.config.checkpoint.resume != "never" && !s.config.checkpoint.dir.empty() &&
-            std::filesystem::is_regular_file(s.config.metrics.file, ignored))
-          earlier_metrics = read_text_file(s.config.metrics.file);
-        metrics = open_log_output(s.config.metrics.file, "metrics.file");
-      }
-      // Every rank writes its checkpoint files: checked from every rank's side, now rather than
-      // at the first save. Rank 0 then holds the directory for this job, so what an earlier,
-      // killed job left there can go.
-      if (!s.config.checkpoint.dir.empty()) {
-        try {
-          ensure_writable_directory(s.config.checkpoint.dir);
-        } catch (const InputError& e) {
-          fail_input("checkpoint.dir: {}", e.what());
-        }
-        if (s.lead()) {
-          checkpoint_lock.emplace(s.config.checkpoint.dir, "checkpoint.dir");
-          cleaned = clean_interrupted_saves(s.config.checkpoint.dir);
-        }
-      }
-      if (s.lead() && !s.config.metrics.trace.empty())
-        StagedOutput(s.config.metrics.trace, "metrics.trace").check_writable();
-    });
+    RunOutputs outputs;
+    open_run_outputs(s, outputs);
+    std::unique_ptr<OutputFile>& metrics = outputs.metrics;
+    std::string& earlier_metrics = outputs.earlier_metrics;
+    const std::vector<std::string>& cleaned = outputs.cleaned;
     if (!options.json) print_summary(s);
     for (const std::string& line : cleaned)
       fmt::print(options.json ? stderr : stdout, "checkpoint | {}\n", line);
@@ -332,33 +394,11 @@ int run_train(const CommonOptions& options) {
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
-      if (s.lead()) {
-        nlohmann::json line = step_json(s, st);
-        line["checkpoint_ms"] = checkpoint_ms;
-        line["checkpoint_wait_ms"] = checkpoint_wait_ms;
-        line["checkpoint_stage_wait_ms"] = st.checkpoint_stage_wait_ms;
-        if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", step + 1));
-        if (options.json) {
-          fmt::print("{}\n", line.dump());
-          step_progress.update(long(step + 1 - start), fmt::format("loss {:.4f}", st.loss));
-        } else {
-          const double done = double(step + 1 - start);
-          print_step_line(st, line, max_steps,
-                          run_clock.seconds() / done * double(max_steps - step - 1));
-        }
-        flush_standard_output();
-      }
-      checkpoint_ms = checkpoint_wait_ms = 0;
-      if (!ckpt.dir.empty() && ckpt.every > 0 && (step + 1) % ckpt.every == 0 &&
-          step + 1 < max_steps) {
-        Timer saving;
-        if (ckpt.async)
-          save_in_background(s, step + 1, options.json, checkpoint_wait_ms,
-                             [&] { take_background_save(false); });
-        else
-          save(s, step + 1);
-        checkpoint_ms = saving.ms();
-      }
+      if (s.lead())
+        report_step(s, st, {step, start, max_steps}, checkpoint_ms, checkpoint_wait_ms,
+                    options.json, metrics.get(), step_progress, run_clock);
+      checkpoint_ms = save_if_due(s, step + 1, options.json, checkpoint_wait_ms,
+                                  [&] { take_background_save(false); });
       trace.end_step(step);  // a save's spans belong to the step that made it
     }
     if (ckpt.async && !ckpt.dir.empty()) {
@@ -368,11 +408,6 @@ int run_train(const CommonOptions& options) {
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
     s.trainer->on_checkpoint_complete(nullptr);  // it refers to this scope's variables
     finish_run(s, trace, options.json, metrics.get());
-    s.stop_services();
-    // What the heartbeat, the watchdog, the communication threads and the writer cost the run.
-    if (metrics)
-      write_metrics_line(*metrics, nlohmann::json{{"services", s.service_cost.json()}}.dump(),
-                         "the services' cost");
     return 0;
   });
 }
