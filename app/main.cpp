@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/rank_context.hpp"
 #include "app/version.hpp"
 #include "bench/bench_checkpoint.hpp"
 #include "bench/bench_collectives.hpp"
@@ -25,7 +26,6 @@
 #include "launch/config.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
-#include "launch/rank_context.hpp"
 #include "launch/simulate_command.hpp"
 
 namespace {

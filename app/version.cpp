@@ -1,10 +1,10 @@
 #include "app/version.hpp"
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include <string>
 
+#include "collectives/mpi_runtime.hpp"
 #include "core/cpu_features.hpp"
 #include "core/ops/matmul.hpp"
 
@@ -15,16 +15,6 @@ extern const char* const kBuildCommit;
 extern const char* const kBuildCompiler;
 
 namespace {
-
-// The MPI library's own version line (callable before MPI_Init), e.g. "Open MPI v4.1.4, ...".
-std::string mpi_library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
-  std::string line(text, size_t(length));
-  line = line.substr(0, line.find_first_of("\r\n"));
-  return line.substr(0, line.find(", package"));
-}
 
 std::string cpu_line() {
   const CpuFeatures& cpu = cpu_features();

@@ -140,7 +140,7 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
     const double tokens_per_s = tokens / (step_ms / 1e3);
     const double gflops = tokens_per_s * s.trainer->model().flops_per_token() / 1e9;
     const double budget_mib = double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib;
-    const double mfu = gflops / s.peak_gflops;
+    const double mfu = s.mfu(tokens_per_s);
     OpTimes breakdown{};
     for (int k = 0; k < kOpKinds; ++k) breakdown[size_t(k)] = median(m.by_kind[size_t(k)]);
     const nlohmann::json result = {

@@ -102,6 +102,15 @@ int mpi_world_rank() {
   return r;
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  std::string line(text, size_t(length));
+  line = line.substr(0, line.find_first_of("\r\n"));
+  return line.substr(0, line.find(", package"));
+}
+
 int mpi_world_size() {
   int n = 1;
   if (mpi_is_initialized()) MPI_Comm_size(MPI_COMM_WORLD, &n);

@@ -18,6 +18,8 @@ void mpi_finalize();
 bool mpi_is_initialized();
 int mpi_world_rank();
 int mpi_world_size();
+// The MPI library's own version line (callable before MPI_Init), e.g. "Open MPI v4.1.4".
+std::string mpi_library_version();
 // Ranks of the world that share this rank's node (from the shared-memory split).
 int mpi_ranks_on_node();
 // True when more ranks run on this machine (same kernel, whatever nodes MPI sees) than it has

@@ -64,9 +64,17 @@ double current_rss_mib() {
   return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
-int64_t MachineMemory::usable_bytes() const {
-  if (address_space_limit > 0 && address_space_limit < physical_bytes) return address_space_limit;
-  return physical_bytes;
+std::string MachineMemory::shortfall(int64_t per_rank_bytes, int ranks_on_node) const {
+  const double gib = 1024.0 * kMiB;
+  const double node_need = double(per_rank_bytes) * ranks_on_node, ram = double(physical_bytes);
+  if (node_need > ram)
+    return fmt::format(
+        "x {} rank{} on this node = {:.2f} GiB, more than the {:.2f} GiB available ({})",
+        ranks_on_node, ranks_on_node == 1 ? "" : "s", node_need / gib, ram / gib, describe());
+  if (address_space_limit > 0 && double(per_rank_bytes) > double(address_space_limit))
+    return fmt::format("on this rank, more than the {:.2f} GiB available to it ({})",
+                       double(address_space_limit) / gib, describe());
+  return "";
 }
 
 std::string MachineMemory::describe() const {

@@ -31,8 +31,10 @@ double current_rss_mib();
 struct MachineMemory {
   int64_t physical_bytes = 0;
   int64_t address_space_limit = 0;
-  // The smaller of physical memory and the limit.
-  int64_t usable_bytes() const;
+  // Whether `ranks_on_node` processes of `per_rank_bytes` each fit: the node's ranks share its
+  // RAM, and ulimit -v bounds each process on its own. "" when they fit, else what they exceed
+  // ("x 2 ranks on this node = 3.10 GiB, more than the 2.00 GiB available (...)").
+  std::string shortfall(int64_t per_rank_bytes, int ranks_on_node) const;
   std::string describe() const;  // "23.4 GiB of RAM, no ulimit -v"
 };
 MachineMemory machine_memory();

@@ -30,7 +30,7 @@ namespace {
 
 nlohmann::json step_json(Session& s, const StepStats& st) {
   const double tokens_per_s = double(st.tokens) / (st.slowest_step_ms / 1e3);
-  const double mfu = tokens_per_s * s.trainer->model().flops_per_token() / (s.peak_gflops * 1e9);
+  const double mfu = s.mfu(tokens_per_s);
   return {{"step", st.step},
           {"loss", st.loss},
           {"lr", st.lr},
@@ -47,9 +47,9 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
           // Rank 0's own bytes by kind (the unsharded buffers' peak within this step).
-          {"shards_mib", double(s.trainer->fsdp().memory().shard_bytes) / kMiB},
+          {"shards_mib", double(st.memory.shard_bytes) / kMiB},
           {"optimizer_mib", double(s.trainer->optimizer_state_bytes()) / kMiB},
-          {"unsharded_peak_mib", double(s.trainer->fsdp().memory().unsharded_peak_bytes) / kMiB},
+          {"unsharded_peak_mib", double(st.memory.unsharded_peak_bytes) / kMiB},
           {"activations_mib", double(s.trainer->budget().activations) / kMiB},
           {"gathered_mib", double(st.gathered_bytes) / kMiB},
           {"scattered_mib", double(st.scattered_bytes) / kMiB},
@@ -82,13 +82,13 @@ Resumed resume(Session& s) {
   Resumed r;
   agree_on_startup(*s.ranks.group, [&] {
     std::string from;
-    if (ckpt.resume == "auto") {
+    if (ckpt.resume.newest()) {
       from = latest_checkpoint(ckpt.dir);
       if (s.lead())
         for (const std::string& skipped : skipped_incomplete_checkpoints(ckpt.dir))
           fmt::print(stderr, "checkpoint | skipped {}\n", skipped);
-    } else if (ckpt.resume != "never")
-      from = ckpt.resume;
+    } else if (const std::string* path = ckpt.resume.path())
+      from = *path;
     if (from.empty()) return;
     Progress progress("checkpoint", 0, s.lead());
     progress.update(0, "verifying and loading " + from);
@@ -305,7 +305,7 @@ void open_run_outputs(Session& s, RunOutputs& o) {
   std::error_code ignored;  // a path that cannot be looked at has nothing to carry over
   agree_on_startup(*s.ranks.group, [&] {
     if (s.lead() && !s.config.metrics.file.empty()) {
-      if (s.config.checkpoint.resume != "never" && !s.config.checkpoint.dir.empty() &&
+      if (!s.config.checkpoint.resume.never() && !s.config.checkpoint.dir.empty() &&
           std::filesystem::is_regular_file(s.config.metrics.file, ignored))
         o.earlier_metrics = read_text_file(s.config.metrics.file);
       o.metrics = open_log_output(s.config.metrics.file, "metrics.file");

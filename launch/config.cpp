@@ -119,6 +119,12 @@ KeySpec dtype_key(T Config::*section, DType T::*field) {
   return enum_key(section, field, parse_float_dtype, dtype_name);
 }
 
+ResumeFrom parse_resume(const std::string& word, const std::string& key) {
+  if (word.empty())
+    fail_input("'{}' is empty: it must be auto, never, or a checkpoint directory", key);
+  return ResumeFrom(word);
+}
+
 using Model = ModelConfig;
 using Data = decltype(Config::data);
 using Training = decltype(Config::training);
@@ -355,7 +361,9 @@ KeyTable outputs_keys() {
        {int_key(&Config::checkpoint, &Checkpoint::keep), "≥ 1",
         "complete checkpoints kept; older ones go after a save completes"}},
       {"checkpoint.resume",
-       {str_key(&Config::checkpoint, &Checkpoint::resume), "auto, never, or a path",
+       {enum_key(&Config::checkpoint, &Checkpoint::resume, parse_resume,
+                 [](const ResumeFrom& r) { return r.name(); }),
+        "auto, never, or a path",
         "`auto`: the newest complete checkpoint in `dir`, if any; `never`; or a checkpoint "
         "directory"}},
       {"checkpoint.async",
@@ -374,8 +382,11 @@ KeyTable outputs_keys() {
        {str_key(&Config::metrics, &Metrics::trace), "a file path",
         "a merged Chrome trace-event timeline of every rank"}},
       {"metrics.trace_steps",
-       {str_key(&Config::metrics, &Metrics::trace_steps), "FIRST..LAST",
-        "1-based steps to trace; empty: every step"}},
+       {enum_key(
+            &Config::metrics, &Metrics::trace_steps,
+            [](const std::string& text, const std::string&) { return StepRange(text); },
+            [](const StepRange& r) { return r.name(); }),
+        "FIRST..LAST", "1-based steps to trace; empty: every step"}},
   };
 }
 
@@ -748,7 +759,6 @@ void validate_outputs(const Config& c, int world_size) {
       world_size % c.sharding.ranks_per_node != 0)
     fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
                c.sharding.ranks_per_node, world_size);
-  parse_trace_steps(c.metrics.trace_steps);
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)
@@ -759,6 +769,36 @@ void validate_outputs(const Config& c, int world_size) {
 }
 
 }  // namespace
+
+StepRange::StepRange(std::string_view view) {
+  const std::string text(view);
+  if (text.empty()) return;
+  const size_t dots = text.find("..");
+  try {
+    if (dots == std::string::npos) throw std::invalid_argument("no '..'");
+    size_t used = 0;
+    first = std::stoll(text.substr(0, dots), &used);
+    if (used != dots) throw std::invalid_argument("trailing characters");
+    const std::string rest = text.substr(dots + 2);
+    last = std::stoll(rest, &used);
+    if (used != rest.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    fail_input("metrics.trace_steps = '{}': expected FIRST..LAST step numbers, e.g. '10..12'",
+               text);
+  }
+  if (first < 1 || last < first)
+    fail_input("metrics.trace_steps = '{}': need 1 <= FIRST <= LAST", text);
+}
+
+std::string StepRange::name() const {
+  return first == 1 && last == INT64_MAX ? std::string() : fmt::format("{}..{}", first, last);
+}
+
+std::string ResumeFrom::name() const {
+  if (newest()) return "auto";
+  if (never()) return "never";
+  return *path();
+}
 
 void validate_config(const Config& c, int world_size) {
   validate_model_config(c.model);

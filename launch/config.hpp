@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "collectives/process_group.hpp"
@@ -15,6 +16,43 @@
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
+
+// metrics.trace_steps, parsed once: 1-based step numbers FIRST..LAST, inclusive ("": every step).
+struct StepRange {
+  int64_t first = 1, last = INT64_MAX;
+  StepRange() = default;
+  // "FIRST..LAST" or ""; an InputError naming metrics.trace_steps otherwise.
+  StepRange(std::string_view text);  // NOLINT: a config word converts implicitly
+  StepRange(const char* text) : StepRange(std::string_view(text)) {}  // NOLINT
+  bool contains(int64_t step_number) const { return step_number >= first && step_number <= last; }
+  std::string name() const;  // the config's text: "" or "FIRST..LAST"
+};
+
+// checkpoint.resume, parsed once: the newest complete checkpoint under checkpoint.dir ("auto"),
+// none ("never"), or the checkpoint directory given.
+struct ResumeFrom {
+  struct Newest {};
+  struct Never {};
+  std::variant<Newest, Never, std::string> choice;
+
+  ResumeFrom() = default;
+  // "auto", "never", else a path; an InputError naming checkpoint.resume for "".
+  ResumeFrom(std::string_view word);  // NOLINT: a config word converts implicitly
+  ResumeFrom(const char* word) : ResumeFrom(std::string_view(word)) {}  // NOLINT
+  bool newest() const { return std::holds_alternative<Newest>(choice); }
+  bool never() const { return std::holds_alternative<Never>(choice); }
+  const std::string* path() const { return std::get_if<std::string>(&choice); }
+  std::string name() const;  // the config's word: auto, never or the path
+  friend bool operator==(const ResumeFrom& r, std::string_view word) { return r.name() == word; }
+};
+inline ResumeFrom::ResumeFrom(std::string_view word) {
+  if (word == "auto")
+    choice = Newest{};
+  else if (word == "never")
+    choice = Never{};
+  else
+    choice = std::string(word);
+}
 
 struct Config {
   ModelConfig model;
@@ -59,14 +97,14 @@ struct Config {
     std::string dir;
     int64_t every = 0;
     int64_t keep = 2;
-    std::string resume = "auto";
+    ResumeFrom resume;
     bool async = false;          // write in the background while training goes on
     double async_timeout = 300;  // s a background save may take before it is given up
   } checkpoint;
   struct {
     std::string file;
     std::string trace;
-    std::string trace_steps;
+    StepRange trace_steps;
   } metrics;
 };
 

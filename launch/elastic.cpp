@@ -71,10 +71,10 @@ std::vector<int64_t> injected_kills_from_environment(int world_rank) {
 
 std::string adapt_config_to_restart(Config& c, int world_size) {
   std::string changes;
-  if (c.checkpoint.resume != "auto" && !c.checkpoint.dir.empty()) {
+  if (!c.checkpoint.resume.newest() && !c.checkpoint.dir.empty()) {
     changes = fmt::format("checkpoint.resume = {} becomes auto (the newest complete checkpoint). ",
-                          c.checkpoint.resume);
-    c.checkpoint.resume = "auto";
+                          c.checkpoint.resume.name());
+    c.checkpoint.resume = ResumeFrom{};  // the newest
   }
   if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0) {
     changes += fmt::format("sharding.ranks_per_node = {} does not divide {} ranks: detected. ",

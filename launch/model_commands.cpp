@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "api/evaluate.hpp"
+#include "api/rank_context.hpp"
 #include "collectives/agreement.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/gpt2_tokenizer.hpp"
@@ -17,10 +19,8 @@
 #include "core/staged_output.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
-#include "launch/evaluate.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/names.hpp"
-#include "launch/rank_context.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
 #include "sharding/safetensors.hpp"

@@ -53,6 +53,10 @@ void Session::stop_services() {
   heartbeat.reset();
 }
 
+double Session::mfu(double tokens_per_s) const {
+  return tokens_per_s * trainer->model().flops_per_token() / (peak_gflops * 1e9);
+}
+
 bool mfu_plausible(double mfu) {
   return std::isfinite(mfu) && mfu > 0 && mfu <= 1.0;
 }

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/rank_context.hpp"
 #include "core/timer.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/elastic.hpp"
-#include "launch/rank_context.hpp"
 #include "launch/service_cost.hpp"
 #include "launch/sharded_trainer.hpp"
 
@@ -29,9 +29,8 @@ struct Session {
   double peak_gflops = 0;
   std::string peak_shapes;
   DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
-  double baseline_rss_mib = 0;
-  Timer services_clock;  // since start_services()    // RSS before the model existed (libraries,
-                         // MPI, data)
+  double baseline_rss_mib = 0;    // RSS before the model existed (libraries, MPI, data)
+  Timer services_clock;           // since start_services()
   // Set when launch/shardrun started this run again after a failure, with what the config had
   // to change for it (a resume, a mesh that fits the ranks that remain).
   std::optional<RestartNotice> restart;
@@ -52,6 +51,9 @@ struct Session {
   void stop_services();
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
   void measure_peak();
+  // The one MFU formula: the model's FLOPs per token at `tokens_per_s`, over the peak of
+  // every rank together (peak_gflops).
+  double mfu(double tokens_per_s) const;
 };
 
 // `adjust` may change the config after loading (e.g. the benchmark's step count).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/phase_clock.hpp"
 #include "collectives/agreement.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/json_parse.hpp"
@@ -15,9 +16,7 @@
 #include "core/ops/packed_gemm.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
-#include "launch/evaluate.hpp"
 #include "launch/model_factory.hpp"
-#include "launch/phase_clock.hpp"
 #include "optim/clip.hpp"
 #include "sharding/safetensors.hpp"
 
@@ -89,12 +88,58 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
   }
   schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
                config.schedule.warmup_steps, config.training.max_steps};
+  budget_ = budget_for(fsdp().units(), sharded_->optimizer().states_per_element());
 }
 
-// One step, the library's (ShardedModel) in its phases with timing and tracing around each:
-// this rank's rows of each micro-batch forward and backward (gradients reduce-scattered as
-// units finish), the last reductions, clipping by the global norm, the optimizer on the master
-// shards, then the stats every rank agrees on.
+namespace {
+
+// The trainer's view of the library's step: each micro-batch's forward and backward timed
+// (PhaseClock: split at the end of the forward, units traced), the last reductions and the
+// update timed and traced, and a background save's copy awaited before the update changes the
+// masters and moments.
+class TrainerStepObserver final : public StepObserver {
+ public:
+  TrainerStepObserver(StepStats& s, const std::vector<std::string>& unit_names,
+                      AsyncCheckpointer* async)
+      : s_(s), unit_names_(unit_names), async_(async) {}
+
+  UnitHooks& micro_batch_hooks(int, UnitHooks& runtime) override {
+    return phases_.emplace(runtime, &unit_names_);
+  }
+  void after_micro_batch(int) override {
+    s_.forward_ms += phases_->forward_end_ms;
+    s_.backward_ms += phases_->clock.ms() - phases_->forward_end_ms;
+    phases_.reset();
+  }
+  void before(StepPhase phase) override {
+    if (phase == StepPhase::finish_backward) {
+      span_.emplace("finish backward (last reduce-scatters)");
+    } else {
+      // The writer copies the masters and moments while forward and backward run; the update
+      // changes them, so it waits for the copy.
+      if (async_) s_.checkpoint_stage_wait_ms = async_->wait_until_staged();
+      span_.emplace("optimizer (norm all-reduce, clip, AdamW)");
+    }
+    clock_ = Timer();
+  }
+  void after(StepPhase phase) override {
+    (phase == StepPhase::finish_backward ? s_.backward_ms : s_.optimizer_ms) += clock_.ms();
+    span_.reset();
+  }
+
+ private:
+  StepStats& s_;
+  const std::vector<std::string>& unit_names_;
+  AsyncCheckpointer* async_;
+  std::optional<PhaseClock> phases_;
+  std::optional<TraceScope> span_;
+  Timer clock_;
+};
+
+}  // namespace
+
+// One step: the library's (ShardedModel::step) over this rank's rows of each micro-batch, with
+// its phases timed and traced, then the stats every rank agrees on.
 StepStats ShardedTrainer::step(int64_t step) {
   StepStats s;
   s.step = step;
@@ -103,21 +148,17 @@ StepStats ShardedTrainer::step(int64_t step) {
   Timer step_clock;
   reset_thread_op_times();
   TraceScope step_span(fmt::format("step {}", step + 1), true);
-  fsdp().reset_comm();
-  fsdp().reset_memory_peak();
-  const int64_t micro_batches = config_.training.micro_batches;
-  sharded_->begin_step(int(micro_batches));
-  double loss_sum = 0;
-  for (int64_t micro = 0; micro < micro_batches; ++micro)
-    loss_sum += forward_backward(step, micro, s);
-  finish_backward(s);
-  // A background save's writer copies the masters and moments while forward and backward run;
-  // the update changes them, so it comes after the copy.
-  if (async_) s.checkpoint_stage_wait_ms = async_->wait_until_staged();
-  update(loss_sum, s);
+  std::vector<Batch> micro_batches;
+  for (int64_t micro = 0; micro < config_.training.micro_batches; ++micro)
+    micro_batches.push_back(rows_of(step, micro));
+  TrainerStepObserver observer(s, unit_names_, async_.get());
+  // Every token of the global step weighs the same, whichever rank holds it.
+  const StepResult r = sharded_->step(micro_batches, s.tokens, s.lr, &observer);
+  s.loss = r.loss;
+  s.grad_norm = r.grad_norm;
   s.step_ms = step_clock.ms();
   s.op_ms = thread_op_times();
-  agree_on_stats(s);
+  agree_on_stats(r, s);
   return s;
 }
 
@@ -130,34 +171,9 @@ Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
                         first + rows_per_rank, t.seq_len);
 }
 
-double ShardedTrainer::forward_backward(int64_t step, int64_t micro, StepStats& s) {
-  const Batch batch = rows_of(step, micro);
-  PhaseClock phases(fsdp(), &unit_names_);
-  // Every token of the global step weighs the same, whichever rank holds it.
-  const double loss = sharded_->forward_backward(int(micro), batch, s.tokens, &phases);
-  s.forward_ms += phases.forward_end_ms;
-  s.backward_ms += phases.clock.ms() - phases.forward_end_ms;
-  return loss;
-}
-
-void ShardedTrainer::finish_backward(StepStats& s) {
-  Timer clock;
-  TraceScope span("finish backward (last reduce-scatters)");
-  sharded_->finish_backward();
-  s.backward_ms += clock.ms();
-}
-
-void ShardedTrainer::update(double loss_sum, StepStats& s) {
-  Timer clock;
-  TraceScope span("optimizer (norm all-reduce, clip, AdamW)");
-  const StepResult r = sharded_->update(loss_sum, s.tokens, s.lr);
-  s.loss = r.loss;
-  s.grad_norm = r.grad_norm;
-  s.optimizer_ms = clock.ms();
-}
-
-void ShardedTrainer::agree_on_stats(StepStats& s) {
-  const CommStats& comm = fsdp().comm();
+void ShardedTrainer::agree_on_stats(const StepResult& r, StepStats& s) {
+  const CommStats& comm = r.comm;
+  s.memory = r.memory;
   s.exposed_comm_ms = comm.exposed_ms;
   s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
@@ -180,14 +196,14 @@ double ShardedTrainer::evaluate(int64_t max_windows) {
   const int64_t T = config_.training.seq_len;
   const int64_t windows = std::min(max_windows, window_count(data_.val(), T));
   if (windows == 0) return NAN;
-  const double sum = sharded_loss_sum(
-      *model_, fsdp(), windows, config_.training.global_batch,
+  const double sum = sharded_->loss_sum_over_windows(
+      windows, config_.training.global_batch,
       [&](int64_t first, int64_t rows) { return window_batch(data_.val(), first, rows, T); });
   return sum / double(windows * T);
 }
 
 MemoryBudget ShardedTrainer::budget() const {
-  return budget_for(fsdp().units(), sharded_->optimizer().states_per_element());
+  return budget_;
 }
 
 MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
@@ -226,25 +242,12 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
 void ShardedTrainer::check_budget_fits() const {
   const int S = mesh_->shape().shard;
   const MemoryBudget b = budget_for(layout_units(model_->param_specs(), model_->num_units(), S),
-                                    make_optimizer({}, config_.optimizer)->states_per_element());
+                                    states_per_element(config_.optimizer.kind));
   const auto& nodes = group_.nodes();
   const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group_.rank())]));
-  const MachineMemory machine = machine_memory();
+  const std::string beyond = machine_memory().shortfall(b.total(), on_node);
+  if (beyond.empty()) return;
   const double gib = 1024.0 * kMiB;
-  // The node's ranks share its RAM; ulimit -v bounds each process on its own.
-  const double node_need = double(b.total()) * on_node, ram = double(machine.physical_bytes);
-  const double limit = double(machine.address_space_limit);
-  std::string beyond;
-  if (node_need > ram)
-    beyond = fmt::format(
-        "x {} rank{} on this node = {:.2f} GiB, more than the {:.2f} GiB available "
-        "({})",
-        on_node, on_node == 1 ? "" : "s", node_need / gib, ram / gib, machine.describe());
-  else if (limit > 0 && double(b.total()) > limit)
-    beyond = fmt::format("on this rank, more than the {:.2f} GiB available to it ({})", limit / gib,
-                         machine.describe());
-  else
-    return;
   fail_input(
       "the memory budget is {:.2f} GiB per rank (shards {:.2f} + optimizer {:.2f} + unsharded "
       "{:.2f} + activations {:.2f}) {}. Reduce the model (model.n_layer, model.n_embd, "

@@ -5,13 +5,13 @@
 #include <memory>
 #include <optional>
 
+#include "api/async_checkpoint.hpp"
+#include "api/sharded_model.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/model/model.hpp"
 #include "core/op_profile.hpp"
-#include "launch/async_checkpoint.hpp"
 #include "launch/config.hpp"
-#include "launch/sharded_model.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "sharding/checkpoint.hpp"
@@ -39,6 +39,7 @@ struct StepStats {
   double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
   int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
   double checkpoint_stage_wait_ms = 0;  // the update waited for a background save's copy
+  FsdpMemory memory;                    // this rank's shards and unsharded peak in this step
 };
 
 FsdpOptions fsdp_options(const Config& config);
@@ -64,7 +65,7 @@ class ShardedTrainer {
   FsdpRuntime& fsdp() { return sharded_->runtime(); }
   const FsdpRuntime& fsdp() const { return sharded_->runtime(); }
   DeviceMesh& mesh() { return *mesh_; }
-  // The analytical per-rank budget and the bytes of optimizer state actually held.
+  // The analytical per-rank budget (computed once, at start-up).
   MemoryBudget budget() const;
   // The bytes a step moves, per rank and over each link class (sharding/traffic.hpp).
   Traffic traffic() const;
@@ -114,12 +115,8 @@ class ShardedTrainer {
   void check_checkpoint(const std::string& path, CheckpointInfo& info) const;
   // This rank's rows of micro-batch `micro` of step `step`'s global batch.
   Batch rows_of(int64_t step, int64_t micro) const;
-  double forward_backward(int64_t step, int64_t micro, StepStats& s);
-  void finish_backward(StepStats& s);
-  // Loss and norm reduced (one all-reduce without replicas), clipping, the optimizer step.
-  void update(double loss_sum, StepStats& s);
-  // Communication stats, and every rank's step time and peak RSS.
-  void agree_on_stats(StepStats& s);
+  // The step's communication stats and memory, and every rank's step time and peak RSS.
+  void agree_on_stats(const StepResult& r, StepStats& s);
   MemoryBudget budget_for(const std::vector<UnitLayout>& units, int states_per_element) const;
   // The budget of this node's ranks against the machine's memory (and ulimit -v), before any
   // allocation: an InputError naming the budget, what is available and the keys behind it.
@@ -138,6 +135,7 @@ class ShardedTrainer {
   std::function<void(const std::string&)> on_checkpoint_complete_;
   std::unique_ptr<AsyncCheckpointer> async_;  // checkpoint.async (MPI_THREAD_MULTIPLE)
   std::string background_off_;
+  MemoryBudget budget_;
 };
 
 }  // namespace st

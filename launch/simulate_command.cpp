@@ -151,7 +151,7 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   p.mesh_name = mesh_name;
   p.mesh = mesh;
   p.compute_source = times.source;
-  const int states = make_optimizer({}, config.optimizer)->states_per_element();
+  const int states = states_per_element(config.optimizer.kind);
   p.memory_bytes = double(config_memory_budget(config, *model, units, states, ranks).total());
   p.fits = !(spec.memory_per_node > 0) ||
            p.memory_bytes * platform.ranks_per_node <= spec.memory_per_node;

@@ -13,29 +13,8 @@
 
 namespace st {
 
-std::pair<int64_t, int64_t> parse_trace_steps(const std::string& text) {
-  if (text.empty()) return {1, INT64_MAX};
-  const size_t dots = text.find("..");
-  int64_t a = 0, b = 0;
-  try {
-    if (dots == std::string::npos) throw std::invalid_argument("no '..'");
-    size_t used = 0;
-    a = std::stoll(text.substr(0, dots), &used);
-    if (used != dots) throw std::invalid_argument("trailing characters");
-    const std::string rest = text.substr(dots + 2);
-    b = std::stoll(rest, &used);
-    if (used != rest.size()) throw std::invalid_argument("trailing characters");
-  } catch (const std::exception&) {
-    fail_input("metrics.trace_steps = '{}': expected FIRST..LAST step numbers, e.g. '10..12'",
-               text);
-  }
-  if (a < 1 || b < a) fail_input("metrics.trace_steps = '{}': need 1 <= FIRST <= LAST", text);
-  return {a, b};
-}
-
-TraceSession::TraceSession(ProcessGroup& group, std::string path, const std::string& steps)
-    : group_(group), path_(std::move(path)) {
-  std::tie(first_, last_) = parse_trace_steps(steps);
+TraceSession::TraceSession(ProcessGroup& group, std::string path, StepRange steps)
+    : group_(group), path_(std::move(path)), steps_(steps) {
   if (!enabled()) return;
   // Clock alignment: every rank reads its clock right after a barrier; the differences to
   // rank 0 are the offsets (good to the barrier's exit skew, microseconds on one node).
@@ -52,7 +31,7 @@ TraceSession::~TraceSession() {
 }
 
 void TraceSession::begin_step(int64_t step) {
-  if (enabled() && step + 1 >= first_ && step + 1 <= last_) TraceRecorder::set_active(&recorder_);
+  if (enabled() && steps_.contains(step + 1)) TraceRecorder::set_active(&recorder_);
 }
 
 void TraceSession::end_step(int64_t) {

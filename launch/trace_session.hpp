@@ -8,16 +8,14 @@
 
 #include "collectives/process_group.hpp"
 #include "core/trace.hpp"
+#include "launch/config.hpp"
 
 namespace st {
-
-// Parses "a..b" (1-based step numbers, inclusive) or "" (every step); InputError naming the key.
-std::pair<int64_t, int64_t> parse_trace_steps(const std::string& text);
 
 class TraceSession {
  public:
   // Collective (measures the clock offsets). An empty `path` makes a session that does nothing.
-  TraceSession(ProcessGroup& group, std::string path, const std::string& steps);
+  TraceSession(ProcessGroup& group, std::string path, StepRange steps);
   ~TraceSession();
   bool enabled() const { return !path_.empty(); }
   // Around training step `step` (0-based): recording is on for the steps asked for.
@@ -30,7 +28,7 @@ class TraceSession {
  private:
   ProcessGroup& group_;
   std::string path_;
-  int64_t first_ = 1, last_ = INT64_MAX;
+  StepRange steps_;
   double offset_us_ = 0;  // add to this rank's times to get rank 0's clock
   double origin_us_ = 0;  // rank 0's time at start-up: the trace's zero
   TraceRecorder recorder_;

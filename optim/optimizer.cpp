@@ -97,6 +97,10 @@ std::unique_ptr<Optimizer> make_optimizer(std::vector<OptimParam> params,
   fail("unknown optimizer kind {}", int(config.kind));
 }
 
+int states_per_element(OptimizerKind kind) {
+  return kind == OptimizerKind::adamw ? 2 : 1;
+}
+
 const char* optimizer_name(OptimizerKind kind) {
   return kind == OptimizerKind::adamw ? "adamw" : "sgd";
 }

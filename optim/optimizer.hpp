@@ -10,6 +10,9 @@ namespace st {
 
 enum class OptimizerKind { adamw, sgd };
 const char* optimizer_name(OptimizerKind kind);
+// FP32 state buffers per parameter element (AdamW 2, SGD 1): what a memory budget needs to
+// know before any optimizer exists.
+int states_per_element(OptimizerKind kind);
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adamw;
@@ -48,7 +51,7 @@ class AdamW final : public Optimizer {
   AdamW(std::vector<OptimParam> params, const OptimizerConfig& config);
   void step(float lr, float grad_scale = 1.0f) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
-  int states_per_element() const override { return 2; }
+  int states_per_element() const override { return st::states_per_element(OptimizerKind::adamw); }
 
  private:
   OptimizerConfig config_;
@@ -61,7 +64,7 @@ class SGD final : public Optimizer {
   SGD(std::vector<OptimParam> params, const OptimizerConfig& config);
   void step(float lr, float grad_scale = 1.0f) override;
   std::vector<std::pair<std::string, Tensor>> state() override;
-  int states_per_element() const override { return 1; }
+  int states_per_element() const override { return st::states_per_element(OptimizerKind::sgd); }
 
  private:
   OptimizerConfig config_;

@@ -59,9 +59,6 @@ class World {
   void build_platform();
   void build_groups();
   int node_of(int rank) const { return rank / platform_.ranks_per_node; }
-  const AlphaBeta& gather_link(int a, int b) const {
-    return node_of(a) == node_of(b) ? platform_.links.intra_gather : platform_.links.inter_gather;
-  }
   double reduce_extra(int a, int b) const {
     const PlatformLinks& l = platform_.links;
     return node_of(a) == node_of(b) ? std::max(0.0, l.intra_reduce.beta - l.intra_gather.beta)

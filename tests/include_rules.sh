@@ -5,7 +5,7 @@ set -u
 cd "$1" || exit 1
 status=0
 # A folder that is not there would read as "nothing found": each one named must exist.
-for folder in core collectives sharding optim simulate launch bench app; do
+for folder in core collectives sharding optim api simulate launch bench app; do
   [ -d "$folder" ] || { echo "include_rules.sh: no folder '$folder' (renamed? update the checks)"; exit 1; }
 done
 # Each check must find nothing, and must run: a grep that fails (a missing file, a bad pattern)
@@ -22,17 +22,19 @@ check() {
   rm -f "$errors"
   if [ -n "$found" ]; then printf '%s:\n%s\n' "$what" "$found"; status=1; fi
 }
-check "launch/ included below it" grep -rn '#include "launch/' core collectives sharding optim simulate
-check "bench/ included outside app/" grep -rn '#include "bench/' launch core collectives sharding optim simulate
-check "SimGrid outside simgrid_*" sh -c "grep -rln 'simgrid/' simulate | grep -v simgrid_"
-check "sharding/ including optim/" grep -rn '#include "optim/' sharding
-check "environment read below launch/" grep -rn getenv core collectives sharding optim
-check "core/ including a layer above it" grep -rnE '#include "(collectives|sharding|optim|simulate)/' core
-check "collectives/ including a layer above it" grep -rnE '#include "(sharding|optim|simulate)/' collectives
-check "the library layer (launch/sharded_model, launch/rank_context) including launch/ or simulate/" \
-  sh -c "grep -nE '#include \"(launch|simulate|bench)/' launch/sharded_model.cpp \
-  launch/rank_context.cpp launch/rank_context.hpp | grep -vE 'launch/(sharded_model|rank_context).hpp'"
-check "the library layer's header including more than core, collectives, sharding, optim" \
-  sh -c "grep -n '#include \"' launch/sharded_model.hpp | grep -vE '\"(core|collectives|sharding|optim)/'"
+# The layers, lowest first: core < collectives < sharding < optim < api (the library) <
+# launch (the program's commands); simulate/ beside api/, over core/ and sharding/ (the
+# runtime's schedule it replays); bench/ and app/ on top.
+check "core/ including a layer above it" grep -rnE '#include "(collectives|sharding|optim|api|simulate|launch|bench|app)/' core
+check "collectives/ including a layer above it" grep -rnE '#include "(sharding|optim|api|simulate|launch|bench|app)/' collectives
+check "sharding/ including a layer above it" grep -rnE '#include "(optim|api|simulate|launch|bench|app)/' sharding
+check "optim/ including a layer above it" grep -rnE '#include "(sharding|api|simulate|launch|bench|app)/' optim
+check "api/ (the library) including the program or the simulator" grep -rnE '#include "(simulate|launch|bench|app)/' api
+check "simulate/ including more than core/ and sharding/" grep -rnE '#include "(collectives|optim|api|launch|bench|app)/' simulate
+check "launch/ including bench/ or app/" grep -rnE '#include "(bench|app)/' launch
+check "bench/ including app/" grep -rn '#include "app/' bench
+check "SimGrid outside simulate/simgrid_*" sh -c "grep -rln 'simgrid/' core collectives sharding optim api simulate launch bench app | grep -v '^simulate/simgrid_'"
+check "MPI called outside collectives/" grep -rln '#include <mpi.h>' core sharding optim api simulate launch bench app
+check "environment read below the library" grep -rn getenv core collectives sharding optim
 [ $status = 0 ] && echo "the include rules hold"
 exit $status

@@ -11,8 +11,13 @@ dir=$(mktemp -d /tmp/shardtrain-install-XXXXXX); trap 'rm -rf "$dir"' EXIT
 fail() { printf '%s\n' "$*"; exit 1; }
 cmake --install "$build" --prefix "$dir/prefix" > "$dir/install.log" 2>&1 \
   || fail "install failed: $(cat "$dir/install.log")"
-for lib in core collectives sharding optim api launch; do
+for lib in core collectives sharding optim api; do
   [ -f "$dir/prefix/lib/libshardtrain_$lib.a" ] || fail "libshardtrain_$lib.a not installed"
+done
+# The program's commands and the simulator are not the library: neither installed nor linked.
+for lib in launch simulate; do
+  [ ! -e "$dir/prefix/lib/libshardtrain_$lib.a" ] || fail "libshardtrain_$lib.a is installed"
+  [ ! -d "$dir/prefix/include/shardtrain/$lib" ] || fail "$lib/ headers are installed"
 done
 [ -f "$dir/prefix/lib/cmake/shardtrain/shardtrainConfig.cmake" ] || fail "no CMake package"
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "api/rank_context.hpp"
 #include "collectives/mpi_runtime.hpp"
-#include "launch/rank_context.hpp"
 #include "tests/support/test_family.hpp"
 
 namespace {

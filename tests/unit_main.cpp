@@ -2,7 +2,7 @@
 // `SHARDTRAIN_KERNELS=portable ctest` runs every test on the portable kernels).
 #include <gtest/gtest.h>
 
-#include "launch/rank_context.hpp"
+#include "api/rank_context.hpp"
 
 int main(int argc, char** argv) {
   st::apply_kernel_choice_from_environment();

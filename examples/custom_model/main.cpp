@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/rank_context.hpp"
+#include "api/sharded_model.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "deep_regressor.hpp"
-#include "launch/rank_context.hpp"
-#include "launch/sharded_model.hpp"
 
 namespace {
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
+#include "api/phase_clock.hpp"
 #include "core/timer.hpp"
 #include "launch/model_factory.hpp"
-#include "launch/phase_clock.hpp"
 #include "optim/clip.hpp"
 
 namespace st {

@@ -1,4 +1,4 @@
-#include "launch/rank_context.hpp"
+#include "api/rank_context.hpp"
 
 #include <fmt/format.h>
 #include <omp.h>

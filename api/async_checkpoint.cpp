@@ -1,4 +1,4 @@
-#include "launch/async_checkpoint.hpp"
+#include "api/async_checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>

@@ -1,8 +1,9 @@
-#include "launch/sharded_model.hpp"
+#include "api/sharded_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "api/evaluate.hpp"
 #include "collectives/agreement.hpp"
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
@@ -42,30 +43,36 @@ std::unique_ptr<ShardedModel> fully_shard(Model& model, ProcessGroup& group,
   return std::make_unique<ShardedModel>(model, group, policy);
 }
 
-StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t loss_terms,
-                              float lr) {
+StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr,
+                              StepObserver* observer) {
   if (micro_batches.empty()) fail_input("ShardedModel::step: no micro-batches");
-  begin_step(int(micro_batches.size()));
+  if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
+  StepObserver none;
+  StepObserver& watch = observer ? *observer : none;
+  fsdp_->reset_comm();
+  fsdp_->reset_memory_peak();
+  fsdp_->begin_step(int(micro_batches.size()));
   double loss_sum = 0;
-  for (size_t m = 0; m < micro_batches.size(); ++m)
-    loss_sum += forward_backward(int(m), micro_batches[m], loss_terms);
-  finish_backward();
-  return update(loss_sum, loss_terms, lr);
-}
-
-void ShardedModel::begin_step(int micro_batches) {
-  fsdp_->begin_step(micro_batches);
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    loss_sum += forward_backward(int(m), micro_batches[m], loss_terms,
+                                 watch.micro_batch_hooks(int(m), *fsdp_));
+    watch.after_micro_batch(int(m));
+  }
+  watch.before(StepPhase::finish_backward);
+  fsdp_->finish_backward();
+  watch.after(StepPhase::finish_backward);
+  watch.before(StepPhase::update);
+  StepResult r = update(loss_sum, loss_terms, lr);
+  watch.after(StepPhase::update);
+  r.comm = fsdp_->comm();
+  r.memory = fsdp_->memory();
+  return r;
 }
 
 double ShardedModel::forward_backward(int micro, const Batch& batch, int64_t loss_terms,
-                                      UnitHooks* hooks) {
-  if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
+                                      UnitHooks& hooks) {
   fsdp_->begin_micro_batch(micro);
-  return model_.forward_backward(batch, 1.0f / float(loss_terms), hooks ? *hooks : *fsdp_);
-}
-
-void ShardedModel::finish_backward() {
-  fsdp_->finish_backward();
+  return model_.forward_backward(batch, 1.0f / float(loss_terms), hooks);
 }
 
 StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
@@ -94,11 +101,12 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
 }
 
 double ShardedModel::evaluate(const Batch& batch, int64_t loss_terms) {
-  Tensor sum = Tensor::empty("eval_loss", {1}, DType::f64);
-  sum.data<double>()[0] = model_.forward_loss(batch, *fsdp_);
-  fsdp_->reshard_all();
-  group_.all_reduce(sum)->wait();
-  return sum.data<double>()[0] / double(loss_terms);
+  return sum_over_group(model_.forward_loss(batch, *fsdp_), *fsdp_, group_) / double(loss_terms);
+}
+
+double ShardedModel::loss_sum_over_windows(int64_t windows, int64_t chunk,
+                                           const std::function<Batch(int64_t, int64_t)>& batch) {
+  return sharded_loss_sum(model_, *fsdp_, windows, chunk, batch);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-#include "launch/evaluate.hpp"
+#include "api/evaluate.hpp"
 
 #include <algorithm>
 
@@ -19,9 +19,13 @@ double sharded_loss_sum(Model& model, FsdpRuntime& fsdp, int64_t windows, int64_
         model.forward_loss(batch(dummy ? 0 : start + lo, dummy ? 1 : hi - lo), fsdp);
     if (!dummy) sum += loss;
   }
+  return sum_over_group(sum, fsdp, group);
+}
+
+double sum_over_group(double local_sum, FsdpRuntime& fsdp, ProcessGroup& group) {
   fsdp.reshard_all();
   Tensor total = Tensor::empty("eval_sum", {1}, DType::f64);
-  total.data<double>()[0] = sum;
+  total.data<double>()[0] = local_sum;
   group.all_reduce(total)->wait();
   return total.data<double>()[0];
 }

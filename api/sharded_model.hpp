@@ -4,10 +4,12 @@
 // grouped into units, forward/backward calling the unit hooks); this owns the FSDP runtime
 // over its units, the optimizer on the FP32 master shards, and sharded checkpoints.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "api/step_observer.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/batch.hpp"
 #include "core/model/model.hpp"
@@ -28,11 +30,13 @@ struct ShardPolicy {
 struct StepResult {
   double loss = 0;       // the global batch's mean loss (every rank gets the same)
   double grad_norm = 0;  // before clipping
+  CommStats comm;        // this rank's collectives in this step
+  FsdpMemory memory;     // this rank's shards, and its unsharded buffers' peak in this step
 };
 
 // The training step lives here once: the library's users and the program's trainer
-// (launch/sharded_trainer.hpp, which adds timing, tracing and stats around the phases) run the
-// same code. This file is the library layer (CMake target shardtrain::api): it includes only
+// (launch/sharded_trainer.hpp, which times and traces the phases through a StepObserver) run
+// the same code. This is the library (api/, CMake target shardtrain::api): it includes only
 // core/, collectives/, sharding/ and optim/, so a library user links no command, toml++ or
 // SimGrid.
 class ShardedModel {
@@ -47,24 +51,17 @@ class ShardedModel {
 
   // Collective. One optimizer step over this rank's micro-batches: forward and backward of each
   // (gradients reduce-scattered as units finish), clipping, the optimizer on the master
-  // shards. `loss_terms` counts the loss terms (tokens, samples) of the whole global batch over
-  // every rank; the model's loss is a sum, so gradients scaled by 1 / loss_terms add up to the
-  // gradient of the global mean.
-  StepResult step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr);
-
-  // step() in its phases, in this order, for callers that time or trace each:
-  void begin_step(int micro_batches);
-  // Micro-batch `micro`: its loss sum. `hooks` wraps the runtime's unit hooks (a timer, say)
-  // and must forward every call to runtime(); null: the runtime's own.
-  double forward_backward(int micro, const Batch& batch, int64_t loss_terms,
-                          UnitHooks* hooks = nullptr);
-  // The last reduce-scatters (and replica all-reduces).
-  void finish_backward();
-  // The global loss and gradient norm (one all-reduce without replicas), clipping, the
-  // optimizer step. `loss_sum` is this rank's, over its micro-batches.
-  StepResult update(double loss_sum, int64_t loss_terms, float lr);
+  // shards; `observer` sees each phase (api/step_observer.hpp). `loss_terms` counts the loss
+  // terms (tokens, samples) of the whole global batch over every rank; the model's loss is a
+  // sum, so gradients scaled by 1 / loss_terms add up to the gradient of the global mean.
+  StepResult step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr,
+                  StepObserver* observer = nullptr);
   // Collective. The global mean loss of a forward over `batch` (this rank's part).
   double evaluate(const Batch& batch, int64_t loss_terms);
+  // Collective. The sum of the token losses of windows [0, windows) (api/evaluate.hpp: chunks
+  // of `chunk` windows split over the shard group; `batch(first, rows)` builds windows).
+  double loss_sum_over_windows(int64_t windows, int64_t chunk,
+                               const std::function<Batch(int64_t, int64_t)>& batch);
 
   // Collective. A sharded checkpoint at root/step-<step> (any world size can load it); keeps
   // the newest `keep`. Returns its path.
@@ -73,6 +70,7 @@ class ShardedModel {
   // and optimizer) and returns its step; 0 when there is none.
   int64_t resume(const std::string& root);
 
+  // For what the step does not cover: loading weights, checkpoints' layouts, inspection.
   FsdpRuntime& runtime() { return *fsdp_; }
   const FsdpRuntime& runtime() const { return *fsdp_; }
   Optimizer& optimizer() { return *optimizer_; }
@@ -82,6 +80,10 @@ class ShardedModel {
  private:
   ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, DeviceMesh* mesh,
                const ShardPolicy& policy);
+  double forward_backward(int micro, const Batch& batch, int64_t loss_terms, UnitHooks& hooks);
+  // The global loss and gradient norm (one all-reduce without replicas), clipping, the
+  // optimizer step. `loss_sum` is this rank's, over its micro-batches.
+  StepResult update(double loss_sum, int64_t loss_terms, float lr);
 
   Model& model_;
   std::unique_ptr<DeviceMesh> own_mesh_;  // the 1-D mesh of the group constructor

@@ -14,4 +14,8 @@ namespace st {
 double sharded_loss_sum(Model& model, FsdpRuntime& fsdp, int64_t windows, int64_t chunk,
                         const std::function<Batch(int64_t, int64_t)>& batch);
 
+// The end of every evaluation: the gathered parameters released, then this rank's loss sum
+// added up over `group`.
+double sum_over_group(double local_sum, FsdpRuntime& fsdp, ProcessGroup& group);
+
 }  // namespace st
