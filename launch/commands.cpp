@@ -2,17 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <signal.h>
-#include <unistd.h>
 #include <algorithm>
-#include <chrono>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
 #include "core/file_io.hpp"
 #include "core/liveness.hpp"
@@ -21,6 +17,7 @@
 #include "core/staged_output.hpp"
 #include "core/timer.hpp"
 #include "launch/elastic.hpp"
+#include "launch/fault_injection.hpp"
 #include "launch/interrupt.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
@@ -342,7 +339,8 @@ int run_train(const CommonOptions& options) {
     if (!options.json) print_summary(s);
     for (const std::string& line : cleaned)
       fmt::print(options.json ? stderr : stdout, "checkpoint | {}\n", line);
-    s.trainer->slow_checkpoint_writes(options.test_slow_checkpoint_ms);
+    const FaultInjection faults(options, s.ranks.rank());
+    s.trainer->slow_checkpoint_writes(faults.slow_checkpoint_ms());
     const auto& ckpt = s.config.checkpoint;
     const Resumed resumed = resume(s);
     const int64_t start = resumed.steps, max_steps = s.config.training.max_steps;
@@ -381,17 +379,12 @@ int run_train(const CommonOptions& options) {
       fmt::print(options.json ? stderr : stdout,
                  "checkpoint | checkpoint.async: saves are synchronous here: {}\n",
                  s.trainer->background_saves_off());
-    const std::vector<int64_t> kill_after = injected_kills_from_environment(s.ranks.rank());
     for (int64_t step = start; step < max_steps; ++step) {
-      // shardrun --fault kill:R@S: this rank dies as a killed process does, after step S.
-      if (std::find(kill_after.begin(), kill_after.end(), step) != kill_after.end())
-        ::kill(::getpid(), SIGKILL);
+      faults.before_step(step);
       take_background_save(false);
       step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);
       liveness::set_step(step);
-      if (step + 1 == options.test_hang_at_step)
-        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       if (s.lead())

@@ -1,0 +1,391 @@
+#include "launch/config_schema.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <deque>
+#include <utility>
+
+#include "core/data/tokenizer.hpp"
+#include "core/error.hpp"
+#include "launch/names.hpp"
+
+namespace st {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer:
+      return "an integer";
+    case Kind::number:
+      return "a number";
+    case Kind::string:
+      return "a string";
+    case Kind::boolean:
+      return "true or false";
+  }
+  return "?";
+}
+
+namespace {
+
+// Every number a key takes is finite: NaN or infinity is never a meaningful setting.
+double finite(double v, const std::string& key) {
+  if (!std::isfinite(v))
+    fail_input("'{}' must be a finite number (in single precision where it is one), got {}", key,
+               v);
+  return v;
+}
+
+template <class T>
+KeySpec int_key(T Config::*section, int64_t T::*field) {
+  return {Kind::integer,
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = std::get<int64_t>(v);
+          },
+          [=](const Config& c) { return std::to_string(c.*section.*field); }};
+}
+template <class T>
+KeySpec num_key(T Config::*section, double T::*field) {
+  return {Kind::number,
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = finite(std::get<double>(v), key);
+          },
+          [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
+}
+template <class T>
+KeySpec float_key(T Config::*section, float T::*field) {
+  return {Kind::number,
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = float(finite(double(float(std::get<double>(v))), key));
+          },
+          [=](const Config& c) { return fmt::format("{}", c.*section.*field); }};
+}
+template <class T>
+KeySpec str_key(T Config::*section, std::string T::*field) {
+  return {Kind::string,
+          [=](Config& c, const Value& v, const std::string&) {
+            c.*section.*field = std::get<std::string>(v);
+          },
+          [=](const Config& c) { return fmt::format("\"{}\"", c.*section.*field); }};
+}
+template <class T>
+KeySpec bool_key(T Config::*section, bool T::*field) {
+  return {
+      Kind::boolean,
+      [=](Config& c, const Value& v, const std::string&) { c.*section.*field = std::get<bool>(v); },
+      [=](const Config& c) { return std::string(c.*section.*field ? "true" : "false"); }};
+}
+// A key whose words name the values of an enum: `parse` reads a word, `name` writes one.
+template <class T, class E, class Parse, class Name>
+KeySpec enum_key(T Config::*section, E T::*field, Parse parse, Name name) {
+  return {Kind::string,
+          [=](Config& c, const Value& v, const std::string& key) {
+            c.*section.*field = parse(std::get<std::string>(v), key);
+          },
+          [=](const Config& c) { return fmt::format("\"{}\"", name(c.*section.*field)); }};
+}
+template <class T>
+KeySpec dtype_key(T Config::*section, DType T::*field) {
+  return enum_key(section, field, parse_float_dtype, dtype_name);
+}
+
+ResumeFrom parse_resume(const std::string& word, const std::string& key) {
+  if (word.empty())
+    fail_input("'{}' is empty: it must be auto, never, or a checkpoint directory", key);
+  return ResumeFrom(word);
+}
+
+using Model = ModelConfig;
+using Data = decltype(Config::data);
+using Training = decltype(Config::training);
+using Schedule = decltype(Config::schedule);
+using Precision = decltype(Config::precision);
+using Sharding = decltype(Config::sharding);
+using Checkpoint = decltype(Config::checkpoint);
+using Metrics = decltype(Config::metrics);
+
+// The keys by section, each with what the reference documents (one table per section keeps
+// each function short; registry() merges them).
+using KeyTable = std::vector<std::pair<std::string, KeyEntry>>;
+
+KeyTable common_model_keys() {
+  return {
+      {"model.n_layer",
+       {int_key(&Config::model, &Model::n_layer), "1 – 65536", "transformer blocks"}},
+      {"model.n_embd",
+       {int_key(&Config::model, &Model::n_embd), "1 – 131072, divisible by `model.n_head`",
+        "channels C"}},
+      {"model.n_head", {int_key(&Config::model, &Model::n_head), "1 – 131072", "attention heads"}},
+      {"model.block_size",
+       {int_key(&Config::model, &Model::block_size), "1 – 1048576",
+        "context length (rows of `wpe`)"}},
+      {"model.vocab_size",
+       {int_key(&Config::model, &Model::vocab_size), "1 – 16777216",
+        "vocabulary (GPT-2's is 50,257); byte data (`data.path`, the built-in corpus) needs at "
+        "least 256"}},
+      {"model.padded_vocab_size",
+       {int_key(&Config::model, &Model::padded_vocab_size), "0, or `model.vocab_size` – 16777216",
+        "rows of `wte` and columns of the logits; 0: `vocab_size` rounded up to a multiple of 128 "
+        "(50,257 → 50,304); padding never reaches the loss, a sample or an export"}},
+  };
+}
+
+// The keys every family reads, then each family's own (launch/families/NAME.cpp), documented
+// as that family's only. Called once (registry() keeps the table).
+KeyTable model_keys() {
+  static std::deque<std::string> text;  // the reference's strings, alive as long as the table
+  std::vector<std::string> names, what;
+  for (const ModelFamily* f : model_families()) {
+    names.push_back(f->name);
+    what.push_back(fmt::format("`{}`: {}", f->name, f->description));
+  }
+  KeyTable keys = common_model_keys();
+  const std::string& allowed = text.emplace_back(fmt::format("{}", fmt::join(names, ", ")));
+  const std::string& meaning =
+      text.emplace_back(fmt::format("the architecture: {}", fmt::join(what, "; ")));
+  keys.push_back({"model.family",
+                  {str_key(&Config::model, &Model::family), allowed.c_str(), meaning.c_str()}});
+  for (const ModelFamily* f : model_families())
+    for (const FamilyKey& k : f->own_keys) {
+      const KeySpec spec = std::visit(
+          [](auto field) {
+            using T = std::remove_cvref_t<decltype(ModelConfig{}.*field)>;
+            if constexpr (std::is_same_v<T, int64_t>)
+              return int_key(&Config::model, field);
+            else if constexpr (std::is_same_v<T, double>)
+              return num_key(&Config::model, field);
+            else
+              return bool_key(&Config::model, field);
+          },
+          k.field);
+      keys.push_back({k.key,
+                      {spec, k.allowed,
+                       text.emplace_back(fmt::format("{} only: {}", f->name, k.meaning)).c_str()}});
+    }
+  return keys;
+}
+
+KeyTable data_keys() {
+  return {
+      {"data.path",
+       {str_key(&Config::data, &Data::path), "a file path",
+        "a text file whose bytes are the tokens; empty (and no `data.tokens`): the built-in "
+        "generated corpus"}},
+      {"data.val_fraction",
+       {num_key(&Config::data, &Data::val_fraction), "0 ≤ x < 1",
+        "the last fraction of the data is the validation split"}},
+      {"data.tokens",
+       {str_key(&Config::data, &Data::tokens), "a path or glob",
+        "token file(s) (`shards/train_*.bin`, sorted, read as one stream), memory-mapped"}},
+      {"data.val_tokens",
+       {str_key(&Config::data, &Data::val_tokens), "a path or glob",
+        "validation token file(s); empty: the last `data.val_fraction` of `data.tokens`"}},
+      {"data.token_format",
+       {enum_key(&Config::data, &Data::token_format, parse_token_format, token_format_name),
+        "auto, llmc, u16",
+        "`llmc` (llm.c's header + uint16), `u16` (raw little-endian uint16), `auto` (llmc when the "
+        "file starts with llm.c's magic)"}},
+  };
+}
+
+KeyTable training_keys() {
+  return {
+      {"training.max_steps",
+       {int_key(&Config::training, &Training::max_steps), "≥ 0", "optimizer steps"}},
+      {"training.global_batch",
+       {int_key(&Config::training, &Training::global_batch),
+        "1 – 16777216, a multiple of ranks × `micro_batches`",
+        "sequences per step, all ranks together"}},
+      {"training.micro_batches",
+       {int_key(&Config::training, &Training::micro_batches), "1 – 16777216",
+        "gradient-accumulation micro-batches per step"}},
+      {"training.seq_len",
+       {int_key(&Config::training, &Training::seq_len), "1 – `model.block_size`",
+        "tokens per sequence"}},
+      {"training.seed",
+       {int_key(&Config::training, &Training::seed), "≥ 0", "initial weights and data order"}},
+      {"training.grad_clip",
+       {num_key(&Config::training, &Training::grad_clip), "≥ 0",
+        "clip by the global gradient norm; 0 disables"}},
+      {"training.threads",
+       {int_key(&Config::training, &Training::threads), "0 – 1024",
+        "OpenMP threads per rank; 0: cores / ranks on the node"}},
+      {"training.stall_timeout",
+       {num_key(&Config::training, &Training::stall_timeout), "0 – 86400 (seconds)",
+        "a rank that sends no heartbeat, or stays outside every collective without progress while "
+        "the others wait, this long ends the job, named with its step; 0: off (the collectives' "
+        "300 s watchdog remains)"}},
+      {"training.init_from",
+       {str_key(&Config::training, &Training::init_from), "a safetensors path",
+        "start from these weights (shapes checked by name) instead of the seed's"}},
+  };
+}
+
+KeyTable optimizer_keys() {
+  return {
+      {"optimizer.name",
+       {enum_key(&Config::optimizer, &OptimizerConfig::kind, parse_optimizer, optimizer_name),
+        "adamw, sgd", "AdamW, or SGD with momentum `beta1`"}},
+      {"optimizer.lr", {num_key(&Config::schedule, &Schedule::lr), "> 0", "peak learning rate"}},
+      {"optimizer.beta1",
+       {float_key(&Config::optimizer, &OptimizerConfig::beta1), "0 ≤ x < 1",
+        "first-moment decay (SGD: momentum)"}},
+      {"optimizer.beta2",
+       {float_key(&Config::optimizer, &OptimizerConfig::beta2), "0 ≤ x < 1",
+        "second-moment decay"}},
+      {"optimizer.eps",
+       {float_key(&Config::optimizer, &OptimizerConfig::eps), "> 0", "AdamW's epsilon"}},
+      {"optimizer.weight_decay",
+       {float_key(&Config::optimizer, &OptimizerConfig::weight_decay), "≥ 0",
+        "decoupled weight decay, on the matmul weights only (not biases, norms, embeddings)"}},
+      {"optimizer.warmup_steps",
+       {int_key(&Config::schedule, &Schedule::warmup_steps), "≥ 0",
+        "linear warm-up, then cosine decay to `min_lr` at `max_steps`"}},
+      {"optimizer.min_lr",
+       {num_key(&Config::schedule, &Schedule::min_lr), "0 – `optimizer.lr`",
+        "floor of the cosine decay"}},
+  };
+}
+
+KeyTable precision_keys() {
+  return {
+      {"precision.param_dtype",
+       {dtype_key(&Config::precision, &Precision::param_dtype), "bf16, fp32",
+        "dtype parameters are gathered in and matmuls compute in"}},
+      {"precision.reduce_dtype",
+       {dtype_key(&Config::precision, &Precision::reduce_dtype), "fp32",
+        "gradient dtype of the reduce-scatter (bf16 is refused)"}},
+      {"precision.output_dtype",
+       {dtype_key(&Config::precision, &Precision::output_dtype), "fp32", "logits dtype"}},
+      {"precision.bf16_matmul",
+       {enum_key(&Config::precision, &Precision::bf16_matmul, parse_bf16_matmul_path,
+                 bf16_matmul_path_name),
+        "auto, native, widened",
+        "how BF16 matmuls run: `native` oneDNN BF16 (needs AVX512-core, else exit 2), `widened` "
+        "BF16 inputs widened to FP32 in shardtrain's packed GEMM with FP32 accumulation, `auto` "
+        "native with AVX512-BF16 or AMX, widened elsewhere"}},
+      {"precision.fp32_matmul",
+       {enum_key(&Config::precision, &Precision::fp32_matmul, parse_fp32_matmul_engine,
+                 fp32_matmul_engine_name),
+        "auto, onednn, packed",
+        "the FP32 matmul: oneDNN's, shardtrain's packed GEMM, or `auto` (packed on AVX2 + FMA CPUs "
+        "without AVX-512, oneDNN elsewhere)"}},
+  };
+}
+
+KeyTable sharding_keys() {
+  return {
+      {"sharding.reshard_after_forward",
+       {bool_key(&Config::sharding, &Sharding::reshard_after_forward), "true, false",
+        "free each block's gathered parameters after its forward (ZeRO-3); false keeps them for "
+        "its backward (ZeRO-2)"}},
+      {"sharding.prefetch",
+       {int_key(&Config::sharding, &Sharding::prefetch), "0 – 8",
+        "units whose all-gather is in flight ahead of the one computing"}},
+      {"sharding.accumulation",
+       {enum_key(&Config::sharding, &Sharding::accumulation, parse_accumulation, accumulation_name),
+        "reduce_each, reduce_last",
+        "with micro-batches: reduce-scatter every micro-batch (least memory) or keep unsharded "
+        "FP32 gradients and reduce-scatter once (least communication)"}},
+      {"sharding.collective_algorithm",
+       {enum_key(&Config::sharding, &Sharding::collective_algorithm, parse_algorithm,
+                 algorithm_name),
+        "auto, mpi, ring, shm", "the all-gather and reduce-scatter implementation"}},
+      {"sharding.shard_degree",
+       {int_key(&Config::sharding, &Sharding::shard_degree), "≥ 1, or -1 (the rest)",
+        "ranks that shard one copy of the parameters (consecutive ranks, ideally one node)"}},
+      {"sharding.replicate_degree",
+       {int_key(&Config::sharding, &Sharding::replicate_degree), "≥ 1, or -1 (the rest)",
+        "copies that all-reduce their gradient shards; shard × replicate = world size (1: FSDP, "
+        "world: DDP, between: HSDP)"}},
+      {"sharding.replica_sync",
+       {enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name),
+        "each, last",
+        "with micro-batches and replicas: all-reduce across replicas after every micro-batch, or "
+        "once after the last"}},
+      {"sharding.ranks_per_node",
+       {int_key(&Config::sharding, &Sharding::ranks_per_node), "≥ 0, dividing the world size",
+        "0: detect nodes (ranks sharing memory); K: ranks r / K share a node"}},
+      {"sharding.allow_cross_node_shard",
+       {bool_key(&Config::sharding, &Sharding::allow_cross_node_shard), "true, false",
+        "allow shard groups that straddle nodes while `replicate_degree` > 1"}},
+      {"sharding.activation_checkpointing",
+       {enum_key(&Config::sharding, &Sharding::activation_checkpointing,
+                 parse_activation_checkpointing, activation_checkpointing_name),
+        "none, selective, full",
+        "what a micro-batch keeps for its backward: everything; matmul outputs and the residual "
+        "stream; or each block's input only"}},
+  };
+}
+
+KeyTable outputs_keys() {
+  return {
+      {"checkpoint.dir",
+       {str_key(&Config::checkpoint, &Checkpoint::dir), "a directory path",
+        "where checkpoints go (`DIR/step-NNNNNNNN`); empty: none"}},
+      {"checkpoint.every",
+       {int_key(&Config::checkpoint, &Checkpoint::every), "≥ 0",
+        "save every this many steps (0: only at the end); the last step saves whenever `dir` is "
+        "set"}},
+      {"checkpoint.keep",
+       {int_key(&Config::checkpoint, &Checkpoint::keep), "≥ 1",
+        "complete checkpoints kept; older ones go after a save completes"}},
+      {"checkpoint.resume",
+       {enum_key(&Config::checkpoint, &Checkpoint::resume, parse_resume,
+                 [](const ResumeFrom& r) { return r.name(); }),
+        "auto, never, or a path",
+        "`auto`: the newest complete checkpoint in `dir`, if any; `never`; or a checkpoint "
+        "directory"}},
+      {"checkpoint.async",
+       {bool_key(&Config::checkpoint, &Checkpoint::async), "true, false",
+        "save in the background: the step copies the shards to a staging buffer (in the memory "
+        "budget) and trains on while a thread writes them; the checkpoint is complete once every "
+        "rank's files are durable, agreed over a group of its own"}},
+      {"checkpoint.async_timeout",
+       {num_key(&Config::checkpoint, &Checkpoint::async_timeout), "1 – 86400 (seconds)",
+        "a background save not complete after this long is given up (its temporaries removed, "
+        "the previous checkpoint kept) and later saves are synchronous; training goes on"}},
+      {"metrics.file",
+       {str_key(&Config::metrics, &Metrics::file), "a file path",
+        "JSON lines, one object per step"}},
+      {"metrics.trace",
+       {str_key(&Config::metrics, &Metrics::trace), "a file path",
+        "a merged Chrome trace-event timeline of every rank"}},
+      {"metrics.trace_steps",
+       {enum_key(
+            &Config::metrics, &Metrics::trace_steps,
+            [](const std::string& text, const std::string&) { return StepRange(text); },
+            [](const StepRange& r) { return r.name(); }),
+        "FIRST..LAST", "1-based steps to trace; empty: every step"}},
+  };
+}
+
+}  // namespace
+
+const std::map<std::string, KeyEntry>& registry() {
+  static const std::map<std::string, KeyEntry> keys = [] {
+    std::map<std::string, KeyEntry> all;
+    for (KeyTable (*table)() : {model_keys, data_keys, training_keys, optimizer_keys,
+                                precision_keys, sharding_keys, outputs_keys})
+      for (auto& [key, entry] : table()) all.emplace(key, std::move(entry));
+    return all;
+  }();
+  return keys;
+}
+
+const KeySpec& find_key(const std::string& key, const std::string& where) {
+  auto it = registry().find(key);
+  if (it != registry().end()) return it->second.spec;
+  const std::string suggestion = closest_key(key);
+  fail_input("{}: unknown config key '{}'{}", where, key,
+             suggestion.empty() ? std::string("; `shardtrain config --list` lists every key")
+                                : fmt::format("; did you mean '{}'?", suggestion));
+}
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [k, _] : registry()) keys.push_back(k);
+  return keys;
+}
+
+}  // namespace st

@@ -1,0 +1,36 @@
+#pragma once
+// The config keys' schema, inside launch/'s config code (config.hpp is the interface): each
+// key's kind, how it sets and shows its field, and what the reference documents for it.
+#include <functional>
+#include <map>
+#include <string>
+#include <variant>
+
+#include "launch/config.hpp"
+
+namespace st {
+
+using Value = std::variant<int64_t, double, std::string, bool>;
+enum class Kind { integer, number, string, boolean };
+
+struct KeySpec {
+  Kind kind;
+  std::function<void(Config&, const Value&, const std::string& key)> set;
+  std::function<std::string(const Config&)> show;
+};
+
+// A key as the reference documents it (`shardtrain config --list`, docs/config.md): the
+// values validate_config accepts and a one-line meaning.
+struct KeyEntry {
+  KeySpec spec;
+  const char* allowed;
+  const char* meaning;
+};
+
+const char* kind_name(Kind k);
+// Every key, by name (config_schema.cpp).
+const std::map<std::string, KeyEntry>& registry();
+// The key's spec, or an InputError naming `where` and the closest key.
+const KeySpec& find_key(const std::string& key, const std::string& where);
+
+}  // namespace st

@@ -1,0 +1,30 @@
+#pragma once
+// The faults a test injects into `train`, gathered in one seam the training loop calls once a
+// step: a rank that dies after a step (shardrun --fault kill:R@S, through SHARDRUN_FAULT_KILL),
+// a main thread that hangs before a step (--test-hang-at-step, while its heartbeat goes on),
+// checkpoint writes slowed so a test can kill a save (--test-slow-checkpoint-ms). The two flags
+// are hidden from `shardtrain train --help`; without them and the variable, nothing happens.
+#include <cstdint>
+#include <vector>
+
+namespace st {
+
+struct CommonOptions;
+
+class FaultInjection {
+ public:
+  // Read once at start-up; a malformed SHARDRUN_FAULT_KILL is an InputError naming it.
+  FaultInjection(const CommonOptions& options, int world_rank);
+  // Before training step `step` (0-based): SIGKILL if this rank is to die after step `step`
+  // (1-based: the step just done), or block forever if it is to hang before step `step` + 1.
+  void before_step(int64_t step) const;
+  // Milliseconds each checkpoint write sleeps after a unit (0: none).
+  int slow_checkpoint_ms() const { return slow_checkpoint_ms_; }
+
+ private:
+  std::vector<int64_t> kill_after_;
+  int64_t hang_at_step_ = 0;
+  int slow_checkpoint_ms_ = 0;
+};
+
+}  // namespace st
