@@ -380,11 +380,12 @@ int run_train(const CommonOptions& options) {
                  "checkpoint | checkpoint.async: saves are synchronous here: {}\n",
                  s.trainer->background_saves_off());
     for (int64_t step = start; step < max_steps; ++step) {
-      faults.before_step(step);
+      faults.kill_if_due(step);
       take_background_save(false);
       step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);
       liveness::set_step(step);
+      faults.hang_if_due(step);
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       if (s.lead())

@@ -1,7 +1,8 @@
 #pragma once
-// The faults a test injects into `train`, gathered in one seam the training loop calls once a
-// step: a rank that dies after a step (shardrun --fault kill:R@S, through SHARDRUN_FAULT_KILL),
-// a main thread that hangs before a step (--test-hang-at-step, while its heartbeat goes on),
+// The faults a test injects into `train`, gathered in one seam the training loop calls at the
+// start of each step: a rank that dies after a step (shardrun --fault kill:R@S, through
+// SHARDRUN_FAULT_KILL), a main thread that hangs before a step (--test-hang-at-step, while its
+// heartbeat goes on),
 // checkpoint writes slowed so a test can kill a save (--test-slow-checkpoint-ms). The two flags
 // are hidden from `shardtrain train --help`; without them and the variable, nothing happens.
 #include <cstdint>
@@ -15,9 +16,12 @@ class FaultInjection {
  public:
   // Read once at start-up; a malformed SHARDRUN_FAULT_KILL is an InputError naming it.
   FaultInjection(const CommonOptions& options, int world_rank);
-  // Before training step `step` (0-based): SIGKILL if this rank is to die after step `step`
-  // (1-based: the step just done), or block forever if it is to hang before step `step` + 1.
-  void before_step(int64_t step) const;
+  // At the start of training step `step` (0-based): SIGKILL if this rank is to die after step
+  // `step` (1-based: the step just done).
+  void kill_if_due(int64_t step) const;
+  // Once the step is noted as this rank's progress: blocks forever if the main thread is to
+  // hang before step `step` + 1 (1-based), so the others see it stuck at that step.
+  void hang_if_due(int64_t step) const;
   // Milliseconds each checkpoint write sleeps after a unit (0: none).
   int slow_checkpoint_ms() const { return slow_checkpoint_ms_; }
 
