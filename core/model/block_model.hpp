@@ -43,6 +43,18 @@ class BlockModel : public Model {
     return activation_bytes_for(B, T, mode_);
   }
 
+  // For a family's activations type: the per-block views of one activation of kind `kind`: `blocks`
+  // tensors made by `make()` when the mode keeps the kind per block, else one made once and shared
+  // by every block.
+  template <class Make>
+  static std::vector<Tensor> per_block(ActivationCheckpointing mode, BlockTensor kind,
+                                       int64_t blocks, Make&& make) {
+    std::vector<Tensor> views;
+    for (int64_t l = 0; l < blocks; ++l)
+      views.push_back(l == 0 || kept_per_block(mode, kind) ? make() : views.front());
+    return views;
+  }
+
  protected:
   virtual int64_t num_blocks() const = 0;
   // A block's forward and backward work (`per_token`: one token's forward, FLOPs and bytes)
@@ -59,17 +71,6 @@ class BlockModel : public Model {
   // Every block's backward in reverse order, each between its unit's hooks (so its parameters
   // are gathered), recomputing what the mode did not keep first.
   void backward_blocks(UnitHooks& hooks);
-
-  // The per-block views of one activation of kind `kind`: `blocks` tensors made by `make()`
-  // when the mode keeps the kind per block, else one made once and shared by every block.
-  template <class Make>
-  static std::vector<Tensor> per_block(ActivationCheckpointing mode, BlockTensor kind,
-                                       int64_t blocks, Make&& make) {
-    std::vector<Tensor> views;
-    for (int64_t l = 0; l < blocks; ++l)
-      views.push_back(l == 0 || kept_per_block(mode, kind) ? make() : views.front());
-    return views;
-  }
 
  private:
   ActivationCheckpointing mode_ = ActivationCheckpointing::none;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
+#include "core/model/decoder_model_impl.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
 #include "core/ops/gelu.hpp"
@@ -17,7 +18,7 @@ namespace st {
 // one ActivationArena.
 // With activation checkpointing, the per-layer vectors of recomputed kinds hold L views of one
 // shared tensor (BlockModel::per_block).
-struct GPT::Activations {
+struct GPTActivations {
   int64_t B, T;
   ActivationCheckpointing mode;
   AttentionShape att;
@@ -43,8 +44,8 @@ struct GPT::Activations {
   ActivationArena arena;              // last: its declaration passes fill the tensors above
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
-  Activations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_, ActivationCheckpointing mode_,
-              Device device)
+  GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
+                 ActivationCheckpointing mode_, Device device)
       : B(B_),
         T(T_),
         mode(mode_),
@@ -96,7 +97,9 @@ struct GPT::Activations {
   }
 };
 
-GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
+template class DecoderModel<GPTConfig, GPTActivations>;
+
+GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : DecoderModel(cfg, compute_dtype, "GPT") {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
   if (C % cfg.n_head != 0)
     fail_input("GPT: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
@@ -137,24 +140,6 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compu
 }
 
 GPT::~GPT() = default;
-
-GPT::Activations& GPT::activations_for(int64_t B, int64_t T) {
-  if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
-    acts_.reset();  // free the old set before allocating the new one
-    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, activation_checkpointing(),
-                                          Device::cpu);
-  }
-  return *acts_;
-}
-
-int64_t GPT::activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const {
-  return Activations(config_, dtype_, B, T, mode, Device::meta).arena.bytes();
-}
-
-LogitsView GPT::last_logits() const {
-  if (!acts_) fail("GPT::last_logits called before any forward");
-  return {acts_->logits.data<float>(), config_.padded_vocab(), config_.vocab_size};
-}
 
 std::string GPT::describe() const {
   const GPTConfig& c = config_;
@@ -271,10 +256,6 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
                      a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
 }
 
-LmHeadShape GPT::head_shape(const Activations& a) const {
-  return {a.B * a.T, config_.n_embd, config_.vocab_size, config_.padded_vocab()};
-}
-
 void GPT::block_backward(int64_t l) {
   Activations& a = *acts_;
   const int64_t M = a.B * a.T, C = config_.n_embd;
@@ -309,28 +290,6 @@ void GPT::block_backward(int64_t l) {
 void GPT::embed_backward(Activations& a, const Batch& batch) {
   embedding_backward(g(p_.wte), g(p_.wpe), a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
                      a.T, config_.n_embd);
-}
-
-double GPT::forward_loss(const Batch& batch, UnitHooks& hooks) {
-  check_token_batch(batch, config_.block_size, "GPT");
-  Activations& a = activations_for(batch.B(), batch.T());
-  hooks.before_forward(0);
-  embed_forward(a, batch);
-  forward_blocks(hooks);
-  const double loss = head_forward(a, batch);
-  hooks.after_forward(0);
-  return loss;
-}
-
-double GPT::forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) {
-  const double loss = forward_loss(batch, hooks);
-  Activations& a = *acts_;
-  hooks.before_backward(0);
-  head_backward(a, batch, grad_scale);
-  backward_blocks(hooks);
-  embed_backward(a, batch);
-  hooks.after_backward(0);
-  return loss;
 }
 
 }  // namespace st

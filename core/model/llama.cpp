@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
+#include "core/model/decoder_model_impl.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
 #include "core/ops/linear.hpp"
@@ -16,7 +17,7 @@ namespace st {
 // Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch, in
 // one ActivationArena; per-layer vectors of recomputed kinds share one tensor
 // (BlockModel::per_block). W = (H + 2·KV)·hs: q, k and v side by side, q and k rotated.
-struct Llama::Activations {
+struct LlamaActivations {
   int64_t B, T;
   ActivationCheckpointing mode;
   AttentionShape att;
@@ -43,8 +44,8 @@ struct Llama::Activations {
   Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
   ActivationArena arena;              // last: its declaration passes fill the tensors above
 
-  Activations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-              ActivationCheckpointing mode_, Device device)
+  LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
+                   ActivationCheckpointing mode_, Device device)
       : B(B_),
         T(T_),
         mode(mode_),
@@ -98,7 +99,10 @@ struct Llama::Activations {
   }
 };
 
-Llama::Llama(const LlamaConfig& cfg, DType compute_dtype) : config_(cfg), dtype_(compute_dtype) {
+template class DecoderModel<LlamaConfig, LlamaActivations>;
+
+Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
+    : DecoderModel(cfg, compute_dtype, "Llama") {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
   if (C % cfg.n_head != 0)
     fail_input("Llama: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
@@ -151,24 +155,6 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype) : config_(cfg), dtype_
 }
 
 Llama::~Llama() = default;
-
-Llama::Activations& Llama::activations_for(int64_t B, int64_t T) {
-  if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
-    acts_.reset();  // free the old set before allocating the new one
-    acts_ = std::make_unique<Activations>(config_, dtype_, B, T, activation_checkpointing(),
-                                          Device::cpu);
-  }
-  return *acts_;
-}
-
-int64_t Llama::activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const {
-  return Activations(config_, dtype_, B, T, mode, Device::meta).arena.bytes();
-}
-
-LogitsView Llama::last_logits() const {
-  if (!acts_) fail("Llama::last_logits called before any forward");
-  return {acts_->logits.data<float>(), config_.padded_vocab(), config_.vocab_size};
-}
 
 std::string Llama::describe() const {
   const LlamaConfig& c = config_;
@@ -329,32 +315,14 @@ void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) 
                    c.n_embd, dtype_);
 }
 
-LmHeadShape Llama::head_shape(const Activations& a) const {
-  return {a.B * a.T, config_.n_embd, config_.vocab_size, config_.padded_vocab()};
-}
-
-double Llama::forward_loss(const Batch& batch, UnitHooks& hooks) {
-  check_token_batch(batch, config_.block_size, "Llama");
-  Activations& a = activations_for(batch.B(), batch.T());
-  hooks.before_forward(0);
+void Llama::embed_forward(Activations& a, const Batch& batch) {
   embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.embed), nullptr, a.B,
                     a.T, config_.n_embd, config_.vocab_size, dtype_);
-  forward_blocks(hooks);
-  const double loss = head_forward(a, batch);
-  hooks.after_forward(0);
-  return loss;
 }
 
-double Llama::forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) {
-  const double loss = forward_loss(batch, hooks);
-  Activations& a = *acts_;
-  hooks.before_backward(0);
-  head_backward(a, batch, grad_scale);
-  backward_blocks(hooks);
+void Llama::embed_backward(Activations& a, const Batch& batch) {
   embedding_backward(g(p_.embed), nullptr, a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
                      a.T, config_.n_embd);
-  hooks.after_backward(0);
-  return loss;
 }
 
 }  // namespace st

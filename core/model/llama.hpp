@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/data/tokenizer.hpp"
-#include "core/model/block_model.hpp"
+#include "core/model/decoder_model.hpp"
 #include "core/ops/attention.hpp"
 #include "core/ops/lm_head.hpp"
 #include "core/ops/rope.hpp"
@@ -35,29 +35,22 @@ struct LlamaConfig {
   int64_t head_size() const { return n_embd / n_head; }
 };
 
-class Llama final : public BlockModel {
+struct LlamaActivations;  // llama.cpp
+extern template class DecoderModel<LlamaConfig, LlamaActivations>;
+
+class Llama final : public DecoderModel<LlamaConfig, LlamaActivations> {
  public:
   Llama(const LlamaConfig& config, DType compute_dtype);
   ~Llama() override;
 
-  const LlamaConfig& config() const { return config_; }
-  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
-  int num_units() const override { return int(config_.n_layer) + 1; }
-  DType compute_dtype() const override { return dtype_; }
-
-  double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
-  double forward_loss(const Batch& batch, UnitHooks& hooks) override;
   double flops_per_token() const override;
   std::array<int64_t, 3> largest_matmul(int64_t tokens) const override;
   ModelWork work(int64_t B, int64_t T) const override;
-  int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
   std::string describe() const override;
   std::vector<std::pair<std::string, int64_t>> hyperparameters() const override;
-  LogitsView last_logits() const override;
 
  private:
-  struct Activations;
-  Activations& activations_for(int64_t B, int64_t T);
+  using Activations = LlamaActivations;
 
   // Where each parameter sits in specs_, set once as the specs are declared.
   struct BlockParams {
@@ -69,21 +62,15 @@ class Llama final : public BlockModel {
     size_t norm = 0;
     size_t head = 0;  // lm_head, or embed when tied
   };
-  const void* w(size_t index) const { return param(index).value.raw(); }
-  float* g(size_t index) const { return param(index).grad.data<float>(); }
 
-  int64_t num_blocks() const override { return config_.n_layer; }
+  void embed_forward(Activations& a, const Batch& batch) override;
   void block_forward(int64_t layer, const BlockPass& pass) override;
   void block_backward(int64_t layer) override;
-  double head_forward(Activations& a, const Batch& batch);
-  void head_backward(Activations& a, const Batch& batch, float grad_scale);
-  LmHeadShape head_shape(const Activations& a) const;
+  double head_forward(Activations& a, const Batch& batch) override;
+  void head_backward(Activations& a, const Batch& batch, float grad_scale) override;
+  void embed_backward(Activations& a, const Batch& batch) override;
 
-  LlamaConfig config_;
-  DType dtype_;
-  std::vector<ParamSpec> specs_;
   ParamIndex p_;
-  std::unique_ptr<Activations> acts_;
 };
 
 }  // namespace st

@@ -1,0 +1,69 @@
+#pragma once
+// What GPT-2 and Llama share, and every decoder-only family after them: the config and compute
+// dtype, the parameter specs with the accessors the compute code finds parameters through, one
+// activation set (rebuilt when the batch shape or the checkpointing mode changes; counted on
+// the meta device for budgets), the logits of the last forward, and the root unit's work around
+// the blocks: embedding, blocks, head forward; head, blocks, embedding backward.
+//
+// A family derives from DecoderModel<ItsConfig, ItsActivations> and supplies the blocks
+// (BlockModel) and the four root pieces. ItsConfig has n_layer, n_embd, block_size, vocab_size
+// and padded_vocab(); ItsActivations is constructed as (config, dtype, B, T, mode, device) and
+// has B, T, mode, arena and logits. The member definitions are in decoder_model_impl.hpp, which
+// the family's .cpp includes and instantiates (`template class DecoderModel<...>`) once its
+// activations are complete.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/model/block_model.hpp"
+#include "core/ops/lm_head.hpp"
+
+namespace st {
+
+template <class Config, class Acts>
+class DecoderModel : public BlockModel {
+ public:
+  ~DecoderModel() override;
+
+  const Config& config() const { return config_; }
+  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
+  int num_units() const override { return int(config_.n_layer) + 1; }
+  DType compute_dtype() const override { return dtype_; }
+
+  double forward_loss(const Batch& batch, UnitHooks& hooks) override;
+  double forward_backward(const Batch& batch, float grad_scale, UnitHooks& hooks) override;
+  // Counted on the meta device: the same layout, no memory.
+  int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
+  // [B*T, padded V] (FP32): row stride padded_vocab(), the first vocab_size columns real.
+  LogitsView last_logits() const override;
+
+ protected:
+  // `name` ("GPT", "Llama") in messages.
+  DecoderModel(const Config& config, DType compute_dtype, const char* name);
+
+  // The activation set for a [B, T] batch (the current one when the shape and mode match).
+  Acts& activations_for(int64_t B, int64_t T);
+  // The compute-dtype value and the FP32 gradient of parameter `index`.
+  const void* w(size_t index) const { return param(index).value.raw(); }
+  float* g(size_t index) const { return param(index).grad.data<float>(); }
+  int64_t num_blocks() const override { return config_.n_layer; }
+  LmHeadShape head_shape(const Acts& a) const;
+
+  // The root unit: the embedding into the first residual stream, the head's logits and
+  // per-token losses (returns their sum), the gradient through the head into the residual
+  // stream's gradient, and the embedding's gradients.
+  virtual void embed_forward(Acts& a, const Batch& batch) = 0;
+  virtual double head_forward(Acts& a, const Batch& batch) = 0;
+  virtual void head_backward(Acts& a, const Batch& batch, float grad_scale) = 0;
+  virtual void embed_backward(Acts& a, const Batch& batch) = 0;
+
+  Config config_;
+  DType dtype_;
+  std::vector<ParamSpec> specs_;
+  std::unique_ptr<Acts> acts_;
+
+ private:
+  const char* name_;
+};
+
+}  // namespace st
