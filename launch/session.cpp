@@ -19,11 +19,11 @@
 
 namespace st {
 
-void Session::measure_peak() {
+void Session::measure_peak(const Model* model) {
   const auto& t = config.training;
   const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
   std::vector<MatmulShape> shapes = {{2048, 2048, 2048}};
-  const auto [m, k, n] = make_model(config)->largest_matmul(tokens);  // specs only: no memory
+  const auto [m, k, n] = (model ? *model : trainer->model()).largest_matmul(tokens);
   // At most 16M elements per operand (64 MiB of FP32 output): rows beyond that change nothing
   // in the rate and could cost more memory than training itself.
   constexpr int64_t kMaxElements = int64_t(1) << 24;
@@ -90,17 +90,20 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     if (adjust) adjust(s.config);
     s.restart = restart_notice_from_environment();
     if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());
-    validate_config(s.config, group.size());
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
   });
   apply_matmul_settings(s.config);
-  s.measure_peak();
+  // The model once: parameter specs only (no memory), measured by the peak, then the trainer's.
+  std::unique_ptr<Model> model;
+  agree_on_startup(group, [&] { model = make_model(s.config); });
+  s.measure_peak(model.get());
   reset_peak_rss();  // the peak measurement's matrices are not part of training
   reset_tensor_memory_peak();
   s.baseline_rss_mib = current_rss_mib();
-  agree_on_startup(group,
-                   [&] { s.trainer = std::make_unique<ShardedTrainer>(s.config, *s.data, group); });
+  agree_on_startup(group, [&] {
+    s.trainer = std::make_unique<ShardedTrainer>(s.config, *s.data, group, std::move(model));
+  });
   return s;
 }
 

@@ -50,7 +50,8 @@ struct Session {
   // (after that agreement), so none stops beating while another still judges it.
   void stop_services();
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
-  void measure_peak();
+  // `model` gives the shape of its largest matmul (trainer's model when null).
+  void measure_peak(const Model* model = nullptr);
   // The one MFU formula: the model's FLOPs per token at `tokens_per_s`, over the peak of
   // every rank together (peak_gflops).
   double mfu(double tokens_per_s) const;

@@ -47,8 +47,9 @@ ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
 
 }  // namespace
 
-ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group)
-    : config_(config), data_(data), group_(group) {
+ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group,
+                               std::unique_ptr<Model> model)
+    : config_(config), data_(data), group_(group), model_(std::move(model)) {
   validate_config(config, group.size());
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
                                        mesh_shape(config, group.size()));
@@ -60,7 +61,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
         "slow link. Make shard_degree divide the ranks per node, or set "
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().shard, mesh_->node_map(), mesh_->shape().replicate);
-  model_ = make_model(config);
+  if (!model_) model_ = make_model(config);
   // Checks whose outcome may differ between ranks (a file another node sees differently, this
   // process's ulimit -v), agreed on before the next collective; before anything is allocated.
   run_agreed(group, [&] {

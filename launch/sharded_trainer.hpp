@@ -52,9 +52,11 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
 
 class ShardedTrainer {
  public:
-  // Makes the config's model (parameter specs only: nothing is materialized) and materializes
-  // this rank's shards of its parameters, nothing more.
-  ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group);
+  // Validates the config at this world size, makes its model (parameter specs only: nothing is
+  // materialized) unless `model` is that model already, and materializes this rank's shards of
+  // its parameters, nothing more.
+  ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group,
+                 std::unique_ptr<Model> model = nullptr);
 
   // Training step `step` (0-based); a collective: every rank calls it.
   StepStats step(int64_t step);
