@@ -1,5 +1,8 @@
 #include "simulate/profile.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -202,13 +205,23 @@ CalibrationProfile profile_from_json(const std::string& text, const std::string&
     if (!m.contains(key)) fail_input("{}.{} is missing", mw, key);
     return json_int(m[key], mw + "." + key, 1, 1 << 24);
   };
+  // A word of a closed set (absent: the default): an unknown one is refused, never read as the
+  // default.
+  auto word = [&](const char* key, const char* fallback, std::vector<std::string> allowed) {
+    if (!m.contains(key)) return std::string(fallback);
+    const json& v = m[key];
+    if (!v.is_string() ||
+        std::find(allowed.begin(), allowed.end(), v.get<std::string>()) == allowed.end())
+      fail_input("{}.{} = {} must be one of {}", mw, key, v.dump(), fmt::join(allowed, ", "));
+    return v.get<std::string>();
+  };
   p.model = {dim("n_layer"),
              dim("n_embd"),
              dim("n_head"),
              dim("vocab"),
              dim("seq_len"),
-             m.value("activation_checkpointing", std::string("none")),
-             m.value("param_dtype", std::string("bf16"))};
+             word("activation_checkpointing", "none", {"none", "selective", "full"}),
+             word("param_dtype", "bf16", {"bf16", "fp32"})};
   p.memcpy_bandwidth = number(j, "memcpy_gbps", where, 1e-3, 1e5) * 1e9;
   if (j.contains("matmul_peak_gflops")) {
     const json& peaks = j["matmul_peak_gflops"];

@@ -3,6 +3,8 @@
 // scaling, and the strictness of profiles and cluster files.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -353,6 +355,40 @@ TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
         << e.what();
   }
   EXPECT_THROW(p.link("ib", "cluster 'x'", 1.0), InputError);
+}
+
+// A profile's closed-set words: an unknown one is refused naming the field, never read as the
+// default ("none", "bf16").
+TEST(Simulate, ProfileWordsAreChecked) {
+  CalibrationProfile p;
+  p.machine = "test";
+  p.model = {1, 64, 4, 256, 32, "selective", "fp32"};
+  ComputeSample s;
+  s.block_forward = {1e-3};
+  s.block_backward = {2e-3};
+  s.matmul_share = 0.5;
+  p.compute = {s};
+  p.memcpy_bandwidth = 5e9;
+  p.matmul_peak[2] = 700e9;
+  p.cores = 2;
+  const std::string text = profile_to_json(p);
+  EXPECT_EQ(profile_from_json(text, "p.json").model, p.model);
+  for (const auto& [from, to, field] :
+       {std::tuple{"\"selective\"", "\"partial\"", "activation_checkpointing"},
+        std::tuple{"\"fp32\"", "\"fp16\"", "param_dtype"}}) {
+    std::string bad = text;
+    const size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << text;
+    bad.replace(at, std::string(from).size(), to);
+    try {
+      profile_from_json(bad, "p.json");
+      ADD_FAILURE() << field << " = " << to << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("model.") + field + " = " + to),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Simulate, ClusterFilesAreStrict) {
