@@ -93,4 +93,11 @@ OptimizerKind parse_optimizer(std::string_view text, std::string_view key) {
       text, key, {{"adamw", OptimizerKind::adamw}, {"sgd", OptimizerKind::sgd}}, "adamw or sgd");
 }
 
+TokenFormat parse_token_format(std::string_view text, std::string_view key) {
+  if (text == "auto") return TokenFormat::automatic;
+  if (text == "llmc") return TokenFormat::llmc;
+  if (text == "u16") return TokenFormat::u16;
+  fail_input("{} = '{}' is not a token format; use auto, llmc or u16", key, text);
+}
+
 }  // namespace st

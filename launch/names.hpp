@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "collectives/process_group.hpp"
+#include "core/data/token_stream.hpp"
 #include "core/dtype.hpp"
 #include "core/model/model.hpp"
 #include "core/ops/matmul_path.hpp"
@@ -32,5 +33,6 @@ ReplicaSync parse_replica_sync(std::string_view text, std::string_view key);
 ActivationCheckpointing parse_activation_checkpointing(std::string_view text, std::string_view key);
 // "adamw" or "sgd".
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key);
+TokenFormat parse_token_format(std::string_view text, std::string_view key);
 
 }  // namespace st

@@ -17,13 +17,6 @@
 
 namespace st {
 
-TokenFormat parse_token_format(const std::string& text, const std::string& key) {
-  if (text == "auto") return TokenFormat::automatic;
-  if (text == "llmc") return TokenFormat::llmc;
-  if (text == "u16") return TokenFormat::u16;
-  fail_input("{} = '{}' is not a token format; use auto, llmc or u16", key, text);
-}
-
 const char* token_format_name(TokenFormat format) {
   switch (format) {
     case TokenFormat::automatic:

@@ -13,7 +13,6 @@ namespace st {
 // llm.c's token file: 256 little-endian int32 (magic, version, token count, zeros), then
 // uint16 tokens. u16: the tokens alone. auto: llmc when the file starts with the magic.
 enum class TokenFormat { automatic, llmc, u16 };
-TokenFormat parse_token_format(const std::string& text, const std::string& key);
 const char* token_format_name(TokenFormat format);
 
 constexpr int32_t kLlmcMagic = 20240520;
