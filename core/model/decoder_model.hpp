@@ -45,7 +45,7 @@ class DecoderModel : public BlockModel {
   Acts& activations_for(int64_t B, int64_t T);
   // The compute-dtype value and the FP32 gradient of parameter `index`.
   const void* w(size_t index) const { return param(index).value.raw(); }
-  float* g(size_t index) const { return param(index).grad.data<float>(); }
+  float* g(size_t index) const { return param(index).grad.template data<float>(); }
   int64_t num_blocks() const override { return config_.n_layer; }
   LmHeadShape head_shape(const Acts& a) const;
 
