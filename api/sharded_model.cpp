@@ -109,26 +109,34 @@ double ShardedModel::loss_sum_over_windows(int64_t windows, int64_t chunk,
   return sharded_loss_sum(model_, *fsdp_, windows, chunk, batch);
 }
 
-namespace {
-
-nlohmann::json model_meta(const Model& model, const Optimizer& optimizer, const ShardPolicy& policy,
-                          int64_t step) {
+nlohmann::json ShardedModel::checkpoint_meta(int64_t step, const nlohmann::json& extra) const {
   nlohmann::json hyper = nlohmann::json::object();
-  for (const auto& [key, value] : model.hyperparameters()) hyper[key] = value;
-  return {
+  for (const auto& [key, value] : model_.hyperparameters()) hyper[key] = value;
+  nlohmann::json meta = {
       {"model", hyper},
       {"optimizer",
-       {{"name", optimizer_name(policy.optimizer.kind)}, {"steps_taken", optimizer.steps_taken()}}},
-      {"precision", {{"param_dtype", std::string(dtype_name(policy.fsdp.param_dtype))}}},
+       {{"name", optimizer_name(policy_.optimizer.kind)},
+        {"steps_taken", optimizer_->steps_taken()}}},
+      {"precision", {{"param_dtype", std::string(dtype_name(policy_.fsdp.param_dtype))}}},
       {"schedule", {{"step", step}}}};
+  if (extra.is_object()) meta.update(extra);
+  return meta;
 }
 
-}  // namespace
+void ShardedModel::check_checkpoint(const CheckpointInfo& info, const nlohmann::json& want) const {
+  check_saved_sections(info.path, info.meta, want, {"model", "optimizer"});
+  check_checkpoint_layout(info, *fsdp_);
+}
+
+void ShardedModel::load(const CheckpointInfo& info) {
+  load_checkpoint(info, *fsdp_, optimizer_checkpoint_states(*optimizer_));
+  optimizer_->set_steps_taken(info.step);
+}
 
 std::string ShardedModel::save(const std::string& root, int64_t step, int keep) {
   SaveOptions options;
   options.keep = keep;
-  return save_checkpoint(root, step, model_meta(model_, *optimizer_, policy_, step), *fsdp_,
+  return save_checkpoint(root, step, checkpoint_meta(step), *fsdp_,
                          optimizer_checkpoint_states(*optimizer_), options);
 }
 
@@ -139,13 +147,10 @@ int64_t ShardedModel::resume(const std::string& root) {
     path = latest_checkpoint(root);
     if (path.empty()) return;
     info = read_checkpoint_info(path);
-    check_saved_sections(path, info.meta, model_meta(model_, *optimizer_, policy_, info.step),
-                         {"model", "optimizer"});
-    check_checkpoint_layout(info, *fsdp_);
+    check_checkpoint(info, checkpoint_meta(info.step));
   });
   if (path.empty()) return 0;
-  load_checkpoint(info, *fsdp_, optimizer_checkpoint_states(*optimizer_));
-  optimizer_->set_steps_taken(info.step);
+  load(info);
   return info.step;
 }
 

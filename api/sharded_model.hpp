@@ -70,6 +70,18 @@ class ShardedModel {
   // and optimizer) and returns its step; 0 when there is none.
   int64_t resume(const std::string& root);
 
+  // The pieces of save and resume, for a caller that records more (the program's trainer: its
+  // training position, mesh and data) or saves in the background:
+  // The manifest's meta after `step` steps: model (hyperparameters), optimizer (name, steps
+  // taken), precision and schedule, with `extra`'s sections added (or in their place).
+  nlohmann::json checkpoint_meta(int64_t step, const nlohmann::json& extra = {}) const;
+  // Checks a read checkpoint against `want` (a checkpoint_meta) in its model and optimizer
+  // sections, and its layout against this runtime's; an InputError naming the first
+  // difference. Local: run it inside an agreement.
+  void check_checkpoint(const CheckpointInfo& info, const nlohmann::json& want) const;
+  // Collective. Loads a checked checkpoint's shards and the optimizer's step count.
+  void load(const CheckpointInfo& info);
+
   // For what the step does not cover: loading weights, checkpoints' layouts, inspection.
   FsdpRuntime& runtime() { return *fsdp_; }
   const FsdpRuntime& runtime() const { return *fsdp_; }

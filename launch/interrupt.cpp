@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -34,8 +35,13 @@ extern "C" void on_interrupt(int sig) {
     const char* prefix =
         interrupted ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
     const char* line = g_lines[g_current.load()];
-    (void)!::write(STDERR_FILENO, prefix, std::strlen(prefix));
-    (void)!::write(STDERR_FILENO, line, std::strlen(line));
+    // One write: under mpirun, its own messages on the same stream could otherwise land in the
+    // middle of the line.
+    char whole[kLineBytes + 64];
+    const size_t p = std::strlen(prefix), l = std::min(std::strlen(line), sizeof whole - p);
+    std::memcpy(whole, prefix, p);
+    std::memcpy(whole + p, line, l);
+    (void)!::write(STDERR_FILENO, whole, p + l);
   }
   ::_exit(128 + (interrupted ? SIGINT : SIGTERM));
 }

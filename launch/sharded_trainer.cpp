@@ -278,23 +278,21 @@ namespace st {
 
 nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
   const Config& c = config_;
-  return {
-      {"model", model_meta_json(c.model, *model_)},
-      {"optimizer",
-       {{"name", optimizer_name(c.optimizer.kind)},
-        {"steps_taken", sharded_->optimizer().steps_taken()}}},
-      {"training",
-       {{"seed", c.training.seed},
-        {"global_batch", c.training.global_batch},
-        {"seq_len", c.training.seq_len},
-        {"max_steps", c.training.max_steps}}},
-      {"precision", {{"param_dtype", dtype_name(c.precision.param_dtype)}}},
-      {"mesh",
-       {{"shard_degree", mesh_->shape().shard}, {"replicate_degree", mesh_->shape().replicate}}},
-      // The data order is a function of (seed, global sample index), the schedule of the
-      // step and the initial weights of the seed: these positions are the whole RNG state.
-      {"data", {{"next_sample", steps_done * c.training.global_batch}}},
-      {"schedule", {{"step", steps_done}}}};
+  // The library's meta (optimizer, precision, schedule), with the family's record of the model
+  // and the training position, mesh and data beside it.
+  return sharded_->checkpoint_meta(
+      steps_done,
+      {{"model", model_meta_json(c.model, *model_)},
+       {"training",
+        {{"seed", c.training.seed},
+         {"global_batch", c.training.global_batch},
+         {"seq_len", c.training.seq_len},
+         {"max_steps", c.training.max_steps}}},
+       {"mesh",
+        {{"shard_degree", mesh_->shape().shard}, {"replicate_degree", mesh_->shape().replicate}}},
+       // The data order is a function of (seed, global sample index), the schedule of the
+       // step and the initial weights of the seed: these positions are the whole RNG state.
+       {"data", {{"next_sample", steps_done * c.training.global_batch}}}});
 }
 
 std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
@@ -380,8 +378,7 @@ int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
   if (async_) async_->wait_until_staged();
   CheckpointInfo info;
   run_agreed(group_, [&] { check_checkpoint(path, info); });
-  st::load_checkpoint(info, fsdp(), checkpoint_states());
-  sharded_->optimizer().set_steps_taken(info.step);  // check_position: steps_taken == step
+  sharded_->load(info);  // check_position: the optimizer's steps_taken is the step
   return info.step;
 }
 
@@ -389,14 +386,15 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
   info = read_checkpoint_info(path);
   check_position(info);
   const nlohmann::json want = checkpoint_meta(info.step);
-  // The architecture and the optimizer must be the ones saved; name the first difference.
+  // The family first, naming both (the sections of another family's model would differ in
+  // every key); then the architecture and optimizer saved, and the layout (the library's).
   const std::string saved_family =
       model_family_of(info.meta.value("model", nlohmann::json::object()),
                       fmt::format("checkpoint '{}': meta.model", path));
   if (saved_family != config_.model.family)
     fail_input("checkpoint '{}' holds a {} model, but this run has model.family = {}", path,
                saved_family, config_.model.family);
-  check_saved_sections(path, info.meta, want, {"model", "optimizer"});
+  sharded_->check_checkpoint(info, want);
   // The data order and the initial weights are functions of the seed, the data position of
   // the step and the batch: either changed, samples would repeat or be skipped in silence.
   for (const char* key : {"seed", "global_batch"}) {
@@ -411,7 +409,6 @@ void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& i
           path, key, saved.contains(key) ? saved[key].dump() : "nothing", now.dump(), key,
           saved.contains(key) ? saved[key].dump() : "its value", path);
   }
-  check_checkpoint_layout(info, fsdp());
 }
 
 }  // namespace st

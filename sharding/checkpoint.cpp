@@ -196,6 +196,40 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
   return final_dir.string();
 }
 
+namespace {
+
+// Every rank's slot of a background save's exchange: [ok, then per state its bytes and xxh64].
+struct RankSlots {
+  const int64_t* all;
+  size_t slot;
+  int world;
+};
+
+// Rank 0's part of a background save once every rank's files are durable: their checksums into
+// the manifest, then the checkpoint published. Returns "" or what failed.
+std::string publish_background_save(const std::string& root, const fs::path& tmp_dir,
+                                    const fs::path& final_dir, int64_t step,
+                                    const nlohmann::json& meta, const FsdpRuntime& fsdp,
+                                    const std::vector<ShardedState>& states, RankSlots slots,
+                                    const SaveOptions& options) {
+  const size_t n = states.size();
+  Tensor sums = Tensor::empty("checkpoint.all_sums", {int64_t(2 * n) * slots.world}, DType::u64);
+  for (int r = 0; r < slots.world; ++r)
+    std::memcpy(sums.data<uint64_t>() + 2 * n * size_t(r), slots.all + slots.slot * size_t(r) + 1,
+                2 * n * sizeof(uint64_t));
+  try {
+    SaveOptions publish_options = options;
+    publish_options.on_complete = nullptr;  // the training thread learns of it when it polls
+    publish(root, tmp_dir, final_dir, make_manifest(step, slots.world, meta, fsdp, states, sums),
+            publish_options);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
 BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t step,
                                              const nlohmann::json& meta, const FsdpRuntime& fsdp,
                                              const std::vector<ShardSpan>& spans,
@@ -255,19 +289,9 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   }
   Tensor published = Tensor::zeros("checkpoint.published", {1}, DType::i64);
   if (rank == 0) {
-    Tensor sums = Tensor::empty("checkpoint.all_sums", {int64_t(2 * n) * world}, DType::u64);
-    for (int r = 0; r < world; ++r)
-      std::memcpy(sums.data<uint64_t>() + 2 * n * size_t(r), all + slot * size_t(r) + 1,
-                  2 * n * sizeof(uint64_t));
-    try {
-      SaveOptions publish_options = options;
-      publish_options.on_complete = nullptr;  // the training thread learns of it when it polls
-      publish(root, tmp_dir, final_dir, make_manifest(step, world, meta, fsdp, states, sums),
-              publish_options);
-      published.data<int64_t>()[0] = 1;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+    error = publish_background_save(root, tmp_dir, final_dir, step, meta, fsdp, states,
+                                    {all, slot, world}, options);
+    published.data<int64_t>()[0] = error.empty() ? 1 : 0;
   }
   if (!finished(commit.all_reduce(published, no_watchdog))) return result;
   if (published.data<int64_t>()[0] != 1) {

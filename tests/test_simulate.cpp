@@ -323,10 +323,11 @@ TEST(Simulate, ComputeScalesByFlopsAndBytes) {
   EXPECT_NE(cl.block_forward[0], s.block_forward[0]);
 }
 
-TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
+// A small profile of `model` measured on machine "test" (2 cores).
+CalibrationProfile test_profile(const ProfiledModel& model) {
   CalibrationProfile p;
   p.machine = "test";
-  p.model = {1, 64, 4, 256, 32, "none", "bf16"};
+  p.model = model;
   ComputeSample s;
   s.block_forward = {1e-3};
   s.block_backward = {2e-3};
@@ -335,6 +336,11 @@ TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
   p.memcpy_bandwidth = 5e9;
   p.matmul_peak[2] = 700e9;
   p.cores = 2;
+  return p;
+}
+
+TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
+  CalibrationProfile p = test_profile({1, 64, 4, 256, 32, "none", "bf16"});
   p.links["tcp"] = {{2, {1e-5, 1e-9}, {1.5e-5, 2e-9}, {3e-5, 3e-9}},
                     {4, {1e-2, 1e-9}, {1e-2, 2e-9}, {}}};
   const CalibrationProfile q = profile_from_json(profile_to_json(p), "round trip");
@@ -360,17 +366,7 @@ TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
 // A profile's closed-set words: an unknown one is refused naming the field, never read as the
 // default ("none", "bf16").
 TEST(Simulate, ProfileWordsAreChecked) {
-  CalibrationProfile p;
-  p.machine = "test";
-  p.model = {1, 64, 4, 256, 32, "selective", "fp32"};
-  ComputeSample s;
-  s.block_forward = {1e-3};
-  s.block_backward = {2e-3};
-  s.matmul_share = 0.5;
-  p.compute = {s};
-  p.memcpy_bandwidth = 5e9;
-  p.matmul_peak[2] = 700e9;
-  p.cores = 2;
+  const CalibrationProfile p = test_profile({1, 64, 4, 256, 32, "selective", "fp32"});
   const std::string text = profile_to_json(p);
   EXPECT_EQ(profile_from_json(text, "p.json").model, p.model);
   for (const auto& [from, to, field] :
