@@ -85,6 +85,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
   Session s;
   s.ranks = start_ranks();
   ProcessGroup& group = *s.ranks.group;
+  std::unique_ptr<Model> model;
   agree_on_startup(group, [&] {
     s.config = load_config(options.config, options.overrides);
     if (adjust) adjust(s.config);
@@ -92,11 +93,11 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
+    // The model once: parameter specs only (no memory), measured by the peak, then the
+    // trainer's.
+    model = make_model(s.config);
   });
   apply_matmul_settings(s.config);
-  // The model once: parameter specs only (no memory), measured by the peak, then the trainer's.
-  std::unique_ptr<Model> model;
-  agree_on_startup(group, [&] { model = make_model(s.config); });
   s.measure_peak(model.get());
   reset_peak_rss();  // the peak measurement's matrices are not part of training
   reset_tensor_memory_peak();
