@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "collectives/mpi_algorithm.hpp"
 #include "collectives/process_group.hpp"
 
 namespace st {
@@ -23,6 +24,11 @@ struct RankContext {
 // Initializes MPI under mpirun (world group), else a one-rank in-process group. Applies
 // SHARDTRAIN_KERNELS first.
 RankContext start_ranks();
+
+// The backend's algorithm for the job's all-gathers and reduce-scatters (MPI's: groups split
+// from `world` afterwards inherit it); a one-rank in-process group has no choice to make. Before
+// the group's first operation.
+void use_collective_algorithm(ProcessGroup& world, Algorithm algorithm);
 
 // SHARDTRAIN_KERNELS=portable forces the portable CPU kernels (the packed GEMM's portable
 // micro-kernel, the portable BF16 conversion) in place of AVX2/AVX-512 ones, so that the whole

@@ -89,9 +89,9 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bo
     if (a == Algorithm::shm && !g.single_node()) continue;
     const double us = time_us(g, repeats, [&] {
       if (op == OpType::all_gather)
-        g.all_gather(shard, full, {a})->wait();
+        g.all_gather(shard, full, a)->wait();
       else
-        g.reduce_scatter(full, shard, {ReduceOp::sum, a})->wait();
+        g.reduce_scatter(full, shard, a)->wait();
     });
     if (a == Algorithm::mpi) mpi_us = us;
     const Algorithm chosen = a == Algorithm::automatic ? g.choose(op, size_t(bytes)) : a;

@@ -21,6 +21,7 @@
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
+#include "simulate/compute_model.hpp"
 #include "simulate/profile.hpp"
 
 namespace st {
@@ -273,11 +274,12 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
   const Config config = load_config(o.common.config, o.common.overrides);
   // A profile's rates come from GPT-2 runs; `simulate` scales them to any family's own work.
-  if (config.model.family != "gpt2")
+  if (!model_family(config.model.family).own_keys.empty())
     fail_input(
-        "simulate calibrate: model.family = {}: calibrate with a gpt2 config (simulate scales a "
-        "GPT-2 profile's measured rates to every family's own FLOPs and bytes)",
-        config.model.family);
+        "simulate calibrate: model.family = {}: calibrate with a config of {} (a profile records "
+        "the keys every family reads; simulate scales its measured rates to every family's own "
+        "FLOPs and bytes)",
+        config.model.family, families_without_own_keys());
   const Programs run{this_executable(), find_shardrun().string()};
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());

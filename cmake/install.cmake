@@ -1,12 +1,13 @@
 # `cmake --install build --prefix P`: the library (shardtrain::api, fully_shard and what it is
-# built on: ::core, ::collectives, ::sharding, ::optim), its headers under P/include/shardtrain
+# built on: ::core, ::collectives, ::sharding, ::optim; and ::models, the GPT-2 and Llama
+# families), its headers under P/include/shardtrain
 # (included as "core/tensor.hpp", as inside the project), a CMake package
 # (find_package(shardtrain)) and a pkg-config file (shardtrain.pc); and the program. The
 # program's commands (launch/) and the simulator (simulate/) are not a library: not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(SHARDTRAIN_EXPORTED core collectives sharding optim api)
+set(SHARDTRAIN_EXPORTED core models collectives sharding optim api)
 foreach(target ${SHARDTRAIN_EXPORTED})
   get_target_property(export_name ${target} EXPORT_NAME)
   if(NOT export_name)
@@ -27,7 +28,7 @@ install(TARGETS shardtrain shardtrain-simgrid RUNTIME DESTINATION ${CMAKE_INSTAL
 install(PROGRAMS launch/shardrun DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT shardtrainTargets NAMESPACE shardtrain::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain)
-install(DIRECTORY core collectives sharding optim api
+install(DIRECTORY core models collectives sharding optim api
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardtrain
         FILES_MATCHING PATTERN "*.hpp")
 

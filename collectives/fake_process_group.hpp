@@ -34,6 +34,7 @@ class FakeProcessGroup final : public ProcessGroup {
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
   // Later operations of this rank fail at once (an in-process group has nothing to interrupt).
   void abort(const std::string& reason) override { mark_aborted(reason); }
+  std::string transport(OpType, size_t) const override { return "in-process"; }
 
   struct Shared;
 

@@ -98,6 +98,20 @@ MpiProcessGroup::~MpiProcessGroup() {
   });
 }
 
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::mpi:
+      return "mpi";
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::shm:
+      return "shm";
+  }
+  return "?";
+}
+
 Algorithm MpiProcessGroup::choose(OpType op, size_t bytes) const {
   if (op != OpType::all_gather && op != OpType::reduce_scatter) return Algorithm::mpi;
   if (comm_.size == 1 || bytes < kSmallMessageBytes) return Algorithm::mpi;
@@ -111,6 +125,12 @@ Algorithm MpiProcessGroup::resolve(Algorithm requested, OpType op, size_t bytes)
   return a;
 }
 
+std::string MpiProcessGroup::transport(OpType op, size_t bytes) const {
+  if (op != OpType::all_gather && op != OpType::reduce_scatter)
+    return algorithm_name(Algorithm::mpi);
+  return algorithm_name(algorithm_ == Algorithm::automatic ? choose(op, bytes) : algorithm_);
+}
+
 std::string MpiProcessGroup::describe(OpType op, size_t bytes, Algorithm algorithm) {
   return fmt::format("{} #{} on group '{}' (rank {} of {}, {} bytes, {})", op_name(op), ++sequence_,
                      name_, comm_.rank, comm_.size, bytes, algorithm_name(algorithm));
@@ -118,9 +138,15 @@ std::string MpiProcessGroup::describe(OpType op, size_t bytes, Algorithm algorit
 
 std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Tensor& output,
                                                   const AllGatherOptions& options) {
+  return all_gather(input, output, algorithm_, options);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Tensor& output,
+                                                  Algorithm algorithm,
+                                                  const AllGatherOptions& options) {
   check_all_gather(*this, input, output);
   const size_t bytes = input.nbytes();
-  const Algorithm a = resolve(options.algorithm, OpType::all_gather, output.nbytes());
+  const Algorithm a = resolve(algorithm, OpType::all_gather, output.nbytes());
   const void* in = input.raw();
   void* out = output.raw();
   return submit(describe(OpType::all_gather, output.nbytes(), a), options.timeout_s,
@@ -136,10 +162,16 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
 
 std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                                       const ReduceScatterOptions& options) {
+  return reduce_scatter(input, output, algorithm_, options);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
+                                                      Algorithm algorithm,
+                                                      const ReduceScatterOptions& options) {
   check_reduce_scatter(*this, input, output);
   if (options.op == ReduceOp::max)
     fail("reduce_scatter on group '{}': max is not supported", name_);
-  const Algorithm a = resolve(options.algorithm, OpType::reduce_scatter, input.nbytes());
+  const Algorithm a = resolve(algorithm, OpType::reduce_scatter, input.nbytes());
   const void* in = input.raw();
   const DType dtype = input.dtype();
   float* out = output.data<float>();
@@ -235,8 +267,10 @@ std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::st
               "MPI_Comm_split");
   });
   if (sub == MPI_COMM_NULL) return nullptr;
-  return std::unique_ptr<ProcessGroup>(new MpiProcessGroup(
+  std::unique_ptr<MpiProcessGroup> group(new MpiProcessGroup(
       sub, name.empty() ? fmt::format("{}/{}", name_, color) : name, nodes_[size_t(comm_.rank)]));
+  group->algorithm_ = algorithm_;
+  return group;
 }
 
 }  // namespace st

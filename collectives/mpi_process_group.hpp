@@ -1,12 +1,14 @@
 #pragma once
 // ProcessGroup over an MPI communicator. Operations are queued to the communication thread
-// and carry a per-group sequence number; algorithm `automatic` picks by size and topology.
+// and carry a per-group sequence number. How all-gathers and reduce-scatters move their data is
+// this backend's option (set_algorithm; `automatic` picks by size and topology).
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/mpi_algorithm.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "collectives/process_group.hpp"
 #include "collectives/shm_arena.hpp"
@@ -27,10 +29,22 @@ class MpiProcessGroup final : public ProcessGroup {
   // Also drops the shared-memory window when the group now spans nodes.
   void set_ranks_per_node(int ranks_per_node) override;
 
+  // The algorithm of this group's all-gathers and reduce-scatters, and of the groups split
+  // from it afterwards (automatic unless set). Before the group's first operation.
+  void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
+  Algorithm algorithm() const { return algorithm_; }
+
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                    const AllGatherOptions& options = {}) override;
   std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
                                        const ReduceScatterOptions& options = {}) override;
+  // One operation with `algorithm` in place of the group's (tests and `bench collectives`
+  // compare them).
+  std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output, Algorithm algorithm,
+                                   const AllGatherOptions& options = {});
+  std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
+                                       Algorithm algorithm,
+                                       const ReduceScatterOptions& options = {});
   std::shared_ptr<Work> all_reduce(const Tensor& buffer,
                                    const AllReduceOptions& options = {}) override;
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
@@ -42,6 +56,8 @@ class MpiProcessGroup final : public ProcessGroup {
   // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
   // 64 KiB (latency-bound) and for one rank, shm within a node, ring across nodes.
   Algorithm choose(OpType op, size_t bytes) const;
+  // The group's algorithm for this operation, `automatic` resolved.
+  std::string transport(OpType op, size_t bytes) const override;
 
  private:
   // Takes ownership of comm; `my_node`: this rank's node id (gathered into nodes()).
@@ -62,6 +78,7 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShmArena> shm_;
   std::atomic<uint64_t> sequence_{0};
+  Algorithm algorithm_ = Algorithm::automatic;
 };
 
 }  // namespace st

@@ -48,20 +48,6 @@ const char* op_name(OpType op) {
   return "?";
 }
 
-const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::automatic:
-      return "auto";
-    case Algorithm::mpi:
-      return "mpi";
-    case Algorithm::ring:
-      return "ring";
-    case Algorithm::shm:
-      return "shm";
-  }
-  return "?";
-}
-
 void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& output) {
   if (input.dtype() != output.dtype())
     fail("all_gather on group '{}': input '{}' is {} but output '{}' is {}", g.name(), input.name(),

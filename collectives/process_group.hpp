@@ -14,23 +14,18 @@ namespace st {
 
 enum class OpType { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
 enum class ReduceOp { sum, avg, max };
-// How the data moves: MPI's built-in, a ring of point-to-point steps, or a shared-memory window
-// on one node; `automatic` lets the backend choose by operation, size and topology.
-enum class Algorithm { automatic, mpi, ring, shm };
 
 const char* op_name(OpType op);
-const char* algorithm_name(Algorithm a);
 
 // The watchdog aborts the job when an operation has not finished after this long.
 constexpr double kDefaultTimeoutS = 300;
 
+// What to do, never how: how the data moves is the backend's (MpiProcessGroup::set_algorithm).
 struct AllGatherOptions {
-  Algorithm algorithm = Algorithm::automatic;
   double timeout_s = kDefaultTimeoutS;
 };
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::sum;  // sum or avg
-  Algorithm algorithm = Algorithm::automatic;
   double timeout_s = kDefaultTimeoutS;
 };
 struct AllReduceOptions {
@@ -87,6 +82,9 @@ class ProcessGroup {
   // Makes all_reduce and barrier wait by polling, so abort() interrupts them too: for a group
   // off the training path (background checkpoint commits). Before its first operation.
   virtual void make_interruptible() {}
+  // How this group moves an operation of `bytes` ("shm", "ring", "mpi", "in-process"): the
+  // backend's answer, for summaries.
+  virtual std::string transport(OpType op, size_t bytes) const = 0;
 
  protected:
   // An Error naming this group and the abort's reason (for an operation refused after it).

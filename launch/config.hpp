@@ -6,11 +6,12 @@
 #include <variant>
 #include <vector>
 
+#include "collectives/mpi_algorithm.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/dtype.hpp"
 #include "core/ops/matmul_path.hpp"
-#include "launch/model_family.hpp"
+#include "models/family.hpp"
 #include "optim/optimizer.hpp"
 #include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"

@@ -130,7 +130,37 @@ KeyTable common_model_keys() {
   };
 }
 
-// The keys every family reads, then each family's own (launch/families/NAME.cpp), documented
+// A family's own key: kept by name in ModelConfig::own as its default's type; shows the value
+// in effect.
+KeySpec own_key(const ModelFamily& family, const OwnKey& k) {
+  const Kind kind = std::visit(
+      [](auto v) {
+        using T = decltype(v);
+        return std::is_same_v<T, int64_t>  ? Kind::integer
+               : std::is_same_v<T, double> ? Kind::number
+                                           : Kind::boolean;
+      },
+      k.default_value);
+  const std::string key = k.key;
+  return {kind,
+          [=](Config& c, const Value& v, const std::string& name) {
+            if (kind == Kind::integer) c.model.own[key] = std::get<int64_t>(v);
+            if (kind == Kind::number) c.model.own[key] = finite(std::get<double>(v), name);
+            if (kind == Kind::boolean) c.model.own[key] = std::get<bool>(v);
+          },
+          [&family, key](const Config& c) {
+            return std::visit(
+                [](auto v) {
+                  if constexpr (std::is_same_v<decltype(v), bool>)
+                    return std::string(v ? "true" : "false");
+                  else
+                    return fmt::format("{}", v);
+                },
+                family.own_value(c.model, key));
+          }};
+}
+
+// The keys every family reads, then each family's own (models/NAME/family.cpp), documented
 // as that family's only. Called once (registry() keeps the table).
 KeyTable model_keys() {
   static std::deque<std::string> text;  // the reference's strings, alive as long as the table
@@ -146,22 +176,10 @@ KeyTable model_keys() {
   keys.push_back({"model.family",
                   {str_key(&Config::model, &Model::family), allowed.c_str(), meaning.c_str()}});
   for (const ModelFamily* f : model_families())
-    for (const FamilyKey& k : f->own_keys) {
-      const KeySpec spec = std::visit(
-          [](auto field) {
-            using T = std::remove_cvref_t<decltype(ModelConfig{}.*field)>;
-            if constexpr (std::is_same_v<T, int64_t>)
-              return int_key(&Config::model, field);
-            else if constexpr (std::is_same_v<T, double>)
-              return num_key(&Config::model, field);
-            else
-              return bool_key(&Config::model, field);
-          },
-          k.field);
+    for (const OwnKey& k : f->own_keys)
       keys.push_back({k.key,
-                      {spec, k.allowed,
+                      {own_key(*f, k), k.allowed.c_str(),
                        text.emplace_back(fmt::format("{} only: {}", f->name, k.meaning)).c_str()}});
-    }
   return keys;
 }
 

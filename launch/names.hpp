@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/mpi_algorithm.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/token_stream.hpp"
 #include "core/dtype.hpp"

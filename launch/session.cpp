@@ -7,7 +7,6 @@
 #include <cmath>
 #include <thread>
 
-#include "collectives/mpi_process_group.hpp"
 #include "core/bf16.hpp"
 #include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
@@ -110,14 +109,9 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
 
 namespace {
 
-// "shm", "ring", ...: what `auto` (or the configured algorithm) takes on `group` for a buffer
-// of `bytes`; "-" for a group of one.
-std::string algorithm_on(ProcessGroup& group, Algorithm configured, OpType op, size_t bytes) {
-  if (group.size() == 1) return "-";
-  if (configured != Algorithm::automatic) return algorithm_name(configured);
-  if (auto* mpi = dynamic_cast<MpiProcessGroup*>(&group))
-    return algorithm_name(mpi->choose(op, bytes));
-  return "in-process";
+// "shm", "ring", ...: how `group`'s backend moves a buffer of `bytes`; "-" for a group of one.
+std::string transport_on(const ProcessGroup& group, OpType op, size_t bytes) {
+  return group.size() == 1 ? "-" : group.transport(op, bytes);
 }
 
 int node_count(const ProcessGroup& group) {
@@ -143,14 +137,13 @@ void print_mesh(Session& s) {
   std::string groups = fmt::format(
       "shard group '{}' ({} rank{} on {} node{}): all-gather {}, reduce-scatter {}", shard.name(),
       shard.size(), shard.size() == 1 ? "" : "s", node_count(shard),
-      node_count(shard) == 1 ? "" : "s",
-      algorithm_on(shard, c.sharding.collective_algorithm, OpType::all_gather, unit_bytes),
-      algorithm_on(shard, c.sharding.collective_algorithm, OpType::reduce_scatter, unit_bytes));
+      node_count(shard) == 1 ? "" : "s", transport_on(shard, OpType::all_gather, unit_bytes),
+      transport_on(shard, OpType::reduce_scatter, unit_bytes));
   if (ProcessGroup* replicas = mesh.replica_group())
     groups +=
         fmt::format("; replica group '{}' ({} ranks on {} node{}): all-reduce {}", replicas->name(),
                     replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
-                    algorithm_on(*replicas, Algorithm::automatic, OpType::all_reduce, 0));
+                    transport_on(*replicas, OpType::all_reduce, 0));
   fmt::print("collectives (this rank's groups, for a {:.1f} MiB unit): {}\n",
              double(unit_bytes) / kMiB, groups);
   const Traffic tr = t.traffic();

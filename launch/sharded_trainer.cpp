@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "api/phase_clock.hpp"
+#include "api/rank_context.hpp"
 #include "collectives/agreement.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/json_parse.hpp"
@@ -28,7 +29,6 @@ FsdpOptions fsdp_options(const Config& config) {
   o.reshard_after_forward = config.sharding.reshard_after_forward;
   o.prefetch = int(config.sharding.prefetch);
   o.accumulation = config.sharding.accumulation;
-  o.algorithm = config.sharding.collective_algorithm;
   o.replica_sync = config.sharding.replica_sync;
   return o;
 }
@@ -51,6 +51,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
                                std::unique_ptr<Model> model)
     : config_(config), data_(data), group_(group), model_(std::move(model)) {
   validate_config(config, group.size());
+  use_collective_algorithm(group, config.sharding.collective_algorithm);
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
                                        mesh_shape(config, group.size()));
   if (mesh_->shape().replicate > 1 && mesh_->shard_groups_span_nodes() &&

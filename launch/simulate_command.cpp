@@ -199,7 +199,7 @@ std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
 void print_table(const std::vector<Prediction>& rows, const Config& config,
                  const LoadedCluster& c) {
   fmt::print("config: {} L={} C={} T={}, global batch {} x {} micro-batch(es); cluster '{}'\n",
-             config.model.family == "gpt2" ? "GPT" : config.model.family, config.model.n_layer,
+             model_family(config.model.family).display_name, config.model.n_layer,
              config.model.n_embd, config.training.seq_len, config.training.global_batch,
              config.training.micro_batches, c.spec.name);
   if (!rows.empty()) fmt::print("compute: {}\n", rows.front().compute_source);

@@ -33,7 +33,6 @@ struct FsdpOptions {
   bool reshard_after_forward = true;  // ZeRO-3 (true) or ZeRO-2 (false)
   int prefetch = 1;                   // units whose all-gather is in flight ahead of compute
   Accumulation accumulation = Accumulation::reduce_each;
-  Algorithm algorithm = Algorithm::automatic;    // for the all-gathers and reduce-scatters
   double timeout_s = kDefaultTimeoutS;           // the watchdog's limit per collective
   ReplicaSync replica_sync = ReplicaSync::each;  // with a replica group
 };
@@ -126,7 +125,7 @@ class FsdpRuntime final : public UnitHooks {
     bool replica_stage = false;  // `work` is that all-reduce
   };
 
-  AllGatherOptions gather_options() const { return {options_.algorithm, options_.timeout_s}; }
+  AllGatherOptions gather_options() const { return {options_.timeout_s}; }
   void issue_gather(int unit);
   void wait_and_bind(int unit, bool with_grad);
   void release_full(int unit);

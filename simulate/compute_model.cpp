@@ -10,18 +10,32 @@
 
 namespace st {
 
-ModelWork gpt_work(const ProfiledModel& m, int64_t rows) {
-  if (m.family != "gpt2")
-    fail_input("a calibration profile of a {} model: profiles describe GPT-2 runs", m.family);
-  GPTConfig c;
+ModelWork profiled_work(const ProfiledModel& m, int64_t rows) {
+  // A profile records the keys every family reads: a family with keys of its own would be
+  // built with defaults it was not measured with.
+  const ModelFamily& family = model_family(m.family);
+  if (!family.own_keys.empty())
+    fail_input(
+        "a calibration profile of a {} model: profiles describe runs of families without "
+        "keys of their own ({})",
+        m.family, families_without_own_keys());
+  ModelConfig c;
+  c.family = m.family;
   c.n_layer = m.n_layer, c.n_embd = m.n_embd, c.n_head = m.n_head;
   c.block_size = m.seq_len, c.vocab_size = m.vocab, c.padded_vocab_size = m.vocab;
-  GPT gpt(c, DType::f32);  // on meta: shapes only
+  const std::unique_ptr<Model> model = family.build(c, DType::f32);  // on meta: shapes only
   using enum ActivationCheckpointing;
   for (const ActivationCheckpointing mode : {none, selective, full})
     if (m.activation_checkpointing == activation_checkpointing_name(mode))
-      gpt.set_activation_checkpointing(mode);
-  return gpt.work(rows, m.seq_len);
+      model->set_activation_checkpointing(mode);
+  return model->work(rows, m.seq_len);
+}
+
+std::string families_without_own_keys() {
+  std::vector<std::string> names;
+  for (const ModelFamily* f : model_families())
+    if (f->own_keys.empty()) names.push_back(f->name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 namespace {
@@ -70,7 +84,7 @@ const ComputeSample& nearest_sample(const CalibrationProfile& p, int threads, do
 ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster,
                            const CalibrationProfile* profile) {
   const int64_t L = shape.model.n_layer;
-  const ModelWork work = shape.work ? *shape.work : gpt_work(shape.model, shape.rows);
+  const ModelWork work = shape.work ? *shape.work : profiled_work(shape.model, shape.rows);
   ComputeTimes c;
   if (profile) {
     const double ranks_per_core = std::min(cluster.ranks_per_core(), 1.0 / shape.threads);
@@ -81,7 +95,7 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
       c.source = fmt::format("measured ({} rows, {} threads)", s.rows, s.threads);
     } else {
       // The sample's own work at its rows gives its achieved rates.
-      const ModelWork at = gpt_work(profile->model, s.rows);
+      const ModelWork at = profiled_work(profile->model, s.rows);
       const double total = s.total();
       const double flops_rate = at.total_flops(profile->model.n_layer) / (s.matmul_share * total);
       const double bytes_rate =

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model/gpt.hpp"
 #include "core/model/model.hpp"
+#include "models/family.hpp"
 #include "simulate/cluster.hpp"
 #include "simulate/profile.hpp"
 
@@ -19,12 +19,15 @@ struct ComputeShape {
   ProfiledModel model;  // the family, shapes (vocab padded), checkpointing and param dtype
   int64_t rows = 1;     // sequences per rank per micro-batch
   int threads = 1;
-  // The model's work at `rows` (Model::work); absent: a GPT-2 of `model`'s shapes.
+  // The model's work at `rows` (Model::work); absent: profiled_work(model, rows).
   std::optional<ModelWork> work;
 };
 
-// The work of the GPT-2 a profile describes (calibration runs GPT-2 configs), at `rows`.
-ModelWork gpt_work(const ProfiledModel& model, int64_t rows);
+// The work of the model a profile describes, at `rows`, built through the family registry.
+// Profiles record the keys every family reads, so their family has no keys of its own.
+ModelWork profiled_work(const ProfiledModel& model, int64_t rows);
+// The families a profile can describe ("gpt2"), for messages.
+std::string families_without_own_keys();
 
 struct ComputeTimes {
   double root_forward_pre = 0, root_forward_post = 0, root_backward_pre = 0, root_backward_post = 0;

@@ -44,18 +44,6 @@ float read(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f32 ? t.data<float>()[i] : bf16_to_f32(t.data<bf16>()[i]);
 }
 
-// Options of any collective with `algorithm` and `op` where the operation has them.
-struct With {
-  Algorithm a;
-  ReduceOp op;
-  operator AllGatherOptions() const { return {a}; }
-  operator ReduceScatterOptions() const { return {op, a}; }
-  operator AllReduceOptions() const { return {op}; }
-};
-With with(Algorithm a, ReduceOp op = ReduceOp::sum) {
-  return {a, op};
-}
-
 TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {
   auto& g = world();
   for (Algorithm a : kAlgorithms)
@@ -63,7 +51,7 @@ TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {
       for (int64_t n : kSizes) {
         Tensor in = filled("in", n, dtype, g.rank());
         Tensor out = Tensor::zeros("out", {n * g.size()}, dtype);
-        g.all_gather(in, out, with(a))->wait();
+        g.all_gather(in, out, a)->wait();
         for (int r = 0; r < g.size(); ++r)
           for (int64_t i = 0; i < n; ++i)
             ASSERT_EQ(read(out, r * n + i), value(r, i))
@@ -78,7 +66,7 @@ TEST(Collectives, AllGatherInPlace) {
     Tensor out = Tensor::zeros("out", {n * g.size()}, DType::bf16);
     Tensor mine = out.slice(g.rank() * n, (g.rank() + 1) * n);
     for (int64_t i = 0; i < n; ++i) mine.data<bf16>()[i] = f32_to_bf16(value(g.rank(), i));
-    g.all_gather(mine, out, with(a))->wait();
+    g.all_gather(mine, out, a)->wait();
     for (int r = 0; r < g.size(); ++r)
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(read(out, r * n + i), value(r, i)) << algorithm_name(a);
@@ -93,7 +81,7 @@ TEST(Collectives, ReduceScatterSumAndAverageEveryAlgorithm) {
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
           Tensor in = filled("grad", n * g.size(), dtype, g.rank());
           Tensor out = Tensor::zeros("shard", {n}, DType::f32);
-          g.reduce_scatter(in, out, with(a, op))->wait();
+          g.reduce_scatter(in, out, a, {op})->wait();
           for (int64_t i = 0; i < n; ++i) {
             float sum = 0;
             for (int r = 0; r < g.size(); ++r) sum += value(r, g.rank() * n + i);
@@ -113,7 +101,7 @@ TEST(Collectives, LargeBuffersOver256MiB) {
   for (int64_t i = 0; i < n * g.size(); ++i) in.data<float>()[i] = float((g.rank() + i) % 8);
   Tensor out = Tensor::empty("big_shard", {n}, DType::f32);
   for (Algorithm a : {Algorithm::ring, Algorithm::automatic}) {
-    g.reduce_scatter(in, out, with(a))->wait();
+    g.reduce_scatter(in, out, a)->wait();
     int64_t wrong = 0;
     for (int64_t i = 0; i < n; ++i) {
       float want = 0;
@@ -151,11 +139,11 @@ TEST(Collectives, AllReduceBroadcastBarrier) {
   EXPECT_EQ(d.data<double>()[1], 1e-300 * n);
   Tensor m = Tensor::empty("m", {1}, DType::f32);
   m.data<float>()[0] = float(g.rank());
-  g.all_reduce(m, with(Algorithm::automatic, ReduceOp::max))->wait();
+  g.all_reduce(m, {ReduceOp::max})->wait();
   EXPECT_EQ(m.data<float>()[0], float(n - 1));
   Tensor a = Tensor::empty("a", {1}, DType::f32);
   a.data<float>()[0] = float(g.rank());
-  g.all_reduce(a, with(Algorithm::automatic, ReduceOp::avg))->wait();
+  g.all_reduce(a, {ReduceOp::avg})->wait();
   EXPECT_EQ(a.data<float>()[0], float(n * (n - 1) / 2) / float(n));
   Tensor b = Tensor::empty("b", {5}, DType::i32);
   for (int i = 0; i < 5; ++i) b.data<int32_t>()[i] = g.rank() == n - 1 ? 40 + i : -1;
@@ -334,7 +322,7 @@ TEST(Collectives, NodeMapAndAnOverride) {
   if (g.size() == 2) return;
   EXPECT_THROW(
       a.all_gather(Tensor::zeros("i", {1 << 16}, DType::f32),
-                   Tensor::zeros("o", {int64_t(a.size()) << 16}, DType::f32), {Algorithm::shm}),
+                   Tensor::zeros("o", {int64_t(a.size()) << 16}, DType::f32), Algorithm::shm),
       Error)
       << "shm across nodes must be refused";
   Tensor v = Tensor::zeros("v", {1 << 16}, DType::f32);
@@ -349,7 +337,7 @@ TEST(Collectives, ManyInFlightCompleteInOrder) {
   for (int k = 0; k < 8; ++k) {
     ins.push_back(filled("in", 3000 + k, DType::bf16, g.rank() + k));
     outs.push_back(Tensor::zeros("out", {(3000 + k) * g.size()}, DType::bf16));
-    works.push_back(g.all_gather(ins.back(), outs.back(), with(kAlgorithms[size_t(k) % 4])));
+    works.push_back(g.all_gather(ins.back(), outs.back(), kAlgorithms[size_t(k) % 4]));
   }
   works.back()->wait();
   for (auto& w : works) EXPECT_TRUE(w->is_completed());  // queued in order, so all are done
@@ -367,8 +355,7 @@ TEST(Collectives, CallingThreadComputesWhileInFlight) {
   // overlap must be seen in at least one of five attempts (every rank agrees via all_reduce).
   Tensor overlapped = Tensor::zeros("overlapped", {1}, DType::f32);
   for (int attempt = 0; attempt < 5 && overlapped.data<float>()[0] == 0.f; ++attempt) {
-    auto work =
-        g.reduce_scatter(in.slice(0, (n / g.size()) * g.size()), out, with(Algorithm::ring));
+    auto work = g.reduce_scatter(in.slice(0, (n / g.size()) * g.size()), out, Algorithm::ring);
     int64_t iterations = 0;
     volatile double sink = 0;
     while (!work->is_completed()) {
@@ -377,7 +364,7 @@ TEST(Collectives, CallingThreadComputesWhileInFlight) {
     }
     work->wait();
     overlapped.data<float>()[0] = iterations > 0 ? 1.f : 0.f;
-    g.all_reduce(overlapped, with(Algorithm::automatic, ReduceOp::max))->wait();
+    g.all_reduce(overlapped, {ReduceOp::max})->wait();
   }
   EXPECT_EQ(overlapped.data<float>()[0], 1.f)
       << "no compute ran while a reduce-scatter was in flight";

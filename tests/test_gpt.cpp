@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/model/gpt.hpp"
+#include "models/gpt2/gpt.hpp"
 #include "tests/grad_check.hpp"
 #include "tests/support/local_params.hpp"
 #include "tests/support/mlp.hpp"

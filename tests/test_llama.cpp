@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/model/llama.hpp"
+#include "models/llama/llama.hpp"
 #include "tests/support/local_params.hpp"
 #include "tests/support/model_checks.hpp"
 

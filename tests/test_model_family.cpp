@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
+#include "models/llama/llama_keys.hpp"
 
 namespace st {
 namespace {
@@ -45,17 +46,18 @@ TEST(ModelFamily, ReadsHuggingFaceLlamaConfig) {
   EXPECT_EQ(c.n_layer, 2);
   EXPECT_EQ(c.n_embd, 64);
   EXPECT_EQ(c.n_head, 4);
-  EXPECT_EQ(c.n_kv_head, 2);
-  EXPECT_EQ(c.ffn_hidden, 160);
+  const LlamaKeys own = llama_keys(c);
+  EXPECT_EQ(own.n_kv_head, 2);
+  EXPECT_EQ(own.ffn_hidden, 160);
   EXPECT_EQ(c.block_size, 32);
   EXPECT_EQ(c.vocab_size, 300);
-  EXPECT_EQ(c.norm_eps, 1e-6);
-  EXPECT_EQ(c.rope_theta, 500000.0);
-  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_EQ(own.norm_eps, 1e-6);
+  EXPECT_EQ(own.rope_theta, 500000.0);
+  EXPECT_FALSE(own.tie_embeddings);
   // Without num_key_value_heads every head has its own kv head (as transformers reads it).
   nlohmann::json mha = hf_llama();
   mha.erase("num_key_value_heads");
-  EXPECT_EQ(model_config_from_hf(mha, "config.json").n_kv_head, 4);
+  EXPECT_EQ(llama_keys(model_config_from_hf(mha, "config.json")).n_kv_head, 4);
 }
 
 TEST(ModelFamily, RefusesWhatItCannotHonour) {
@@ -96,10 +98,11 @@ TEST(ModelFamily, CheckpointRecordRoundTrips) {
   EXPECT_EQ(meta["family"], "llama");
   const ModelConfig back = model_config_from_json(meta, "meta.model");
   EXPECT_EQ(back.family, "llama");
-  EXPECT_EQ(back.n_kv_head, 1);
-  EXPECT_EQ(back.ffn_hidden, 768);
-  EXPECT_EQ(back.rope_theta, 5e5);
-  EXPECT_FALSE(back.tie_embeddings);
+  const LlamaKeys own = llama_keys(back);
+  EXPECT_EQ(own.n_kv_head, 1);
+  EXPECT_EQ(own.ffn_hidden, 768);
+  EXPECT_EQ(own.rope_theta, 5e5);
+  EXPECT_FALSE(own.tie_embeddings);
   EXPECT_EQ(model_family(back.family).build(back, DType::f32)->describe(), model->describe());
   nlohmann::json old =
       model_meta_json(load_config("tiny", {}).model, *make_model(load_config("tiny", {})));

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "collectives/fake_process_group.hpp"
-#include "core/model/gpt.hpp"
-#include "core/model/llama.hpp"
 #include "launch/cluster_config.hpp"
+#include "models/gpt2/gpt.hpp"
+#include "models/llama/llama.hpp"
 #include "sharding/fsdp_runtime.hpp"
 #include "simulate/alpha_beta.hpp"
 #include "simulate/compute_model.hpp"
@@ -201,6 +201,9 @@ class RecordingGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> barrier(const BarrierOptions& o) override { return inner_.barrier(o); }
   void abort(const std::string& reason) override { inner_.abort(reason); }
+  std::string transport(OpType op, size_t bytes) const override {
+    return inner_.transport(op, bytes);
+  }
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name) override {
     return inner_.split(color, key, std::move(name));
   }
@@ -274,7 +277,7 @@ TEST(Simulate, ComputeScalesByFlopsAndBytes) {
   const ProfiledModel tiny{4, 256, 4, 256, 256, "none", "bf16"},
       small{6, 512, 8, 256, 256, "none", "bf16"};
   const double flops_rate = 500e9, bytes_rate = 8e9;
-  const ModelWork w = gpt_work(tiny, 8);
+  const ModelWork w = profiled_work(tiny, 8);
   auto t = [&](const SegmentWork& s) { return s.flops / flops_rate + s.bytes / bytes_rate; };
   CalibrationProfile profile;
   profile.model = tiny;
@@ -296,7 +299,7 @@ TEST(Simulate, ComputeScalesByFlopsAndBytes) {
   cluster.ranks_per_node = 2;
   cluster.cores_per_node = 4;
   const ComputeTimes c = compute_times({small, 4, 2, std::nullopt}, cluster, &profile);
-  const ModelWork ws = gpt_work(small, 4);
+  const ModelWork ws = profiled_work(small, 4);
   EXPECT_NEAR(c.block_forward[0], t(ws.block_forward), 1e-9 * t(ws.block_forward));
   EXPECT_NEAR(c.block_backward[5], t(ws.block_backward), 1e-9 * t(ws.block_backward));
   EXPECT_NEAR(c.root_forward_post, t(ws.root_forward_post), 1e-9 * t(ws.root_forward_post));

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
-#include "core/model/gpt.hpp"
+#include "models/gpt2/gpt.hpp"
 #include "sharding/safetensors.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 

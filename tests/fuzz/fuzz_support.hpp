@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
-#include "core/model/gpt.hpp"
+#include "models/gpt2/gpt.hpp"
 
 namespace st::fuzzing {
 

@@ -6,7 +6,7 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "core/data/dataset.hpp"
-#include "core/model/gpt.hpp"
+#include "models/gpt2/gpt.hpp"
 #include "launch/config.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "optim/optimizer.hpp"

@@ -1,4 +1,4 @@
-#include "launch/model_family.hpp"
+#include "models/family.hpp"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 
 namespace st {
 
-const ModelFamily& gpt2_family();
-const ModelFamily& llama_family();
+const ModelFamily& gpt2_family();   // models/gpt2/family.cpp
+const ModelFamily& llama_family();  // models/llama/family.cpp
 
 const std::vector<const ModelFamily*>& model_families() {
   // The one line a new family adds.
@@ -16,9 +16,16 @@ const std::vector<const ModelFamily*>& model_families() {
 }
 
 bool ModelFamily::owns(const std::string& key) const {
-  for (const FamilyKey& k : own_keys)
+  for (const OwnKey& k : own_keys)
     if (key == k.key) return true;
   return false;
+}
+
+OwnValue ModelFamily::own_value(const ModelConfig& config, const std::string& key) const {
+  if (const auto it = config.own.find(key); it != config.own.end()) return it->second;
+  for (const OwnKey& k : own_keys)
+    if (key == k.key) return k.default_value;
+  fail("{} is not a key of model.family = {}", key, name);
 }
 
 const ModelFamily* model_family_owning(const std::string& key) {

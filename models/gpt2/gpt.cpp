@@ -1,4 +1,4 @@
-#include "core/model/gpt.hpp"
+#include "models/gpt2/gpt.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // GPT-2 as a model family: no keys of its own, Hugging Face's GPT2LMHeadModel config.json.
-#include "core/model/gpt.hpp"
-#include "launch/model_family.hpp"
+#include "models/family.hpp"
+#include "models/gpt2/gpt.hpp"
 
 namespace st {
 namespace {
@@ -56,11 +56,17 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
 
 const ModelFamily& gpt2_family() {
   static const ModelFamily family{
-      "gpt2",    "GPT-2 (learned positions, LayerNorm, a GELU MLP, biases)",
-      {},        validate,
-      build,     to_meta,
-      from_meta, "gpt2",
-      hf_config, from_hf_config};
+      .name = "gpt2",
+      .display_name = "GPT",
+      .description = "GPT-2 (learned positions, LayerNorm, a GELU MLP, biases)",
+      .own_keys = {},
+      .validate = validate,
+      .build = build,
+      .to_meta = to_meta,
+      .from_meta = from_meta,
+      .hf_model_type = "gpt2",
+      .hf_config = hf_config,
+      .from_hf_config = from_hf_config};
   return family;
 }
 

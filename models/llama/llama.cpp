@@ -1,4 +1,4 @@
-#include "core/model/llama.hpp"
+#include "models/llama/llama.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,10 @@
 #pragma once
-// Model families: everything outside a family's model code that knows the family — its
-// [model] keys and their checks, its builder, its checkpoint record and its Hugging Face
-// config.json in both directions — reached through one registration
-// (launch/families/NAME.cpp, listed once in model_family.cpp), as torchtitan's ModelSpec.
+// Model families. A family is one folder, models/NAME/: its model code (a Model, usually a
+// DecoderModel), its own [model] keys as its own struct (own_keys.hpp), and its registration
+// (family.cpp: checks, builder, checkpoint record, Hugging Face config.json both ways), listed
+// once in models/family.cpp, as torchtitan's ModelSpec. Everything else reaches a family only
+// through this registry.
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,8 +18,12 @@
 
 namespace st {
 
-// The [model] section: the family, the keys every family reads, then those of one family
-// (a key another family reads is refused: model_keys_given says which were written).
+// A value of a key only one family reads.
+using OwnValue = std::variant<int64_t, double, bool>;
+
+// The [model] section: the family and the keys every family reads. A family's own keys are kept
+// by name as they were set, and the family reads them into its own struct (own_keys.hpp), its
+// defaults filling the rest; a key another family reads is refused (model_keys_given).
 struct ModelConfig {
   std::string family = "gpt2";
   int64_t n_layer = 4;
@@ -26,32 +32,28 @@ struct ModelConfig {
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
   int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up to a multiple of 128
-  // Llama's.
-  int64_t n_kv_head = 0;   // 0: n_head
-  int64_t ffn_hidden = 0;  // 0: 8·n_embd/3 rounded up to a multiple of 256
-  double rope_theta = 10000.0;
-  double norm_eps = 1e-5;
-  bool tie_embeddings = true;
+  // The family's own keys that were set ("model.n_kv_head" → 2).
+  std::map<std::string, OwnValue> own;
   // The model.* keys a config file or an override wrote (not the defaults).
   std::vector<std::string> model_keys_given;
 
   int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
 };
 
-// A [model] key only one family reads: its field, and what the config reference says of it.
-struct FamilyKey {
-  const char* key;  // "model.n_kv_head"
-  std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*> field;
-  const char* allowed;
-  const char* meaning;
+// A [model] key only one family reads, as the config reference documents it.
+struct OwnKey {
+  std::string key;  // "model.n_kv_head"
+  OwnValue default_value;
+  std::string allowed;
+  std::string meaning;
 };
 
 struct ModelFamily {
-  const char* name;  // model.family
+  const char* name;          // model.family
+  const char* display_name;  // in tables ("GPT", "llama")
   const char* description;
   // The model.* keys only this family reads (the common ones are every family's).
-  std::vector<FamilyKey> own_keys;
-  bool owns(const std::string& key) const;
+  std::vector<OwnKey> own_keys;
   // The family's own checks of a shape (the common keys' ranges and n_embd % n_head are
   // checked before); InputErrors naming the key.
   void (*validate)(const ModelConfig&);
@@ -64,6 +66,10 @@ struct ModelFamily {
   const char* hf_model_type;
   nlohmann::ordered_json (*hf_config)(const ModelConfig&, DType dtype);
   ModelConfig (*from_hf_config)(const nlohmann::json&, const std::string& where);
+
+  bool owns(const std::string& key) const;
+  // The value of own key `key` in effect for `config` (the default when it was not set).
+  OwnValue own_value(const ModelConfig& config, const std::string& key) const;
 };
 
 // Every registered family, and the one named `name` (an InputError listing them otherwise).

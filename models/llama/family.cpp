@@ -1,0 +1,161 @@
+// Llama as a model family: its own keys (LlamaKeys: n_kv_head, ffn_hidden, rope_theta,
+// norm_eps, tie_embeddings) and Hugging Face's LlamaForCausalLM config.json.
+#include <cmath>
+
+#include "models/family.hpp"
+#include "models/llama/llama.hpp"
+#include "models/llama/llama_keys.hpp"
+#include "models/own_keys.hpp"
+
+namespace st {
+namespace {
+
+const OwnKeys<LlamaKeys>& keys() {
+  static const OwnKeys<LlamaKeys> keys({
+      {"model.n_kv_head", &LlamaKeys::n_kv_head, "0, or a divisor of `model.n_head`",
+       "key/value heads (grouped-query attention); 0: `n_head`"},
+      {"model.ffn_hidden", &LlamaKeys::ffn_hidden, "0 – 1048576",
+       "the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of 256"},
+      {"model.rope_theta", &LlamaKeys::rope_theta, "> 0",
+       "the base of the rotary embeddings' frequencies"},
+      {"model.norm_eps", &LlamaKeys::norm_eps, "0 < x < 1", "RMSNorm's epsilon"},
+      {"model.tie_embeddings", &LlamaKeys::tie_embeddings, "true, false",
+       "the output head is the token embedding (no `lm_head.weight`)"},
+  });
+  return keys;
+}
+
+int64_t kv_heads(const ModelConfig& m, const LlamaKeys& c) {
+  return c.n_kv_head > 0 ? c.n_kv_head : m.n_head;
+}
+
+// Llama's rule, 8C/3 rounded up to a multiple of 256 (its `multiple_of`).
+int64_t ffn_width(const ModelConfig& m, const LlamaKeys& c) {
+  return c.ffn_hidden > 0 ? c.ffn_hidden : (8 * m.n_embd / 3 + 255) / 256 * 256;
+}
+
+LlamaConfig llama_config(const ModelConfig& m) {
+  const LlamaKeys c = llama_keys(m);
+  LlamaConfig l;
+  l.n_layer = m.n_layer, l.n_embd = m.n_embd, l.n_head = m.n_head, l.n_kv_head = kv_heads(m, c);
+  l.ffn_hidden = ffn_width(m, c), l.block_size = m.block_size, l.vocab_size = m.vocab_size;
+  l.padded_vocab_size = m.padded_vocab_size, l.rope_theta = c.rope_theta;
+  l.norm_eps = c.norm_eps, l.tie_embeddings = c.tie_embeddings;
+  return l;
+}
+
+// After the checks every family's keys get (n_embd divisible by n_head among them).
+void validate(const ModelConfig& m) {
+  const LlamaKeys c = llama_keys(m);
+  if ((m.n_embd / m.n_head) % 2 != 0)
+    fail_input(
+        "model.n_embd / model.n_head = {} must be even: rotary embeddings rotate pairs of a "
+        "head's channels",
+        m.n_embd / m.n_head);
+  if (c.n_kv_head < 0 || c.n_kv_head > m.n_head || (c.n_kv_head > 0 && m.n_head % c.n_kv_head))
+    fail_input(
+        "model.n_kv_head = {} must divide model.n_head = {} (query heads share kv heads in "
+        "equal groups); 0 means n_head",
+        c.n_kv_head, m.n_head);
+  if (c.ffn_hidden < 0 || c.ffn_hidden > (1 << 20))
+    fail_input(
+        "model.ffn_hidden = {} must be in [0, {}] (0: 8·n_embd/3 rounded up to a multiple of 256)",
+        c.ffn_hidden, 1 << 20);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    fail_input("model.rope_theta = {} must be a positive number", c.rope_theta);
+  if (!(c.norm_eps > 0 && c.norm_eps < 1))
+    fail_input("model.norm_eps = {} must be in (0, 1)", c.norm_eps);
+}
+
+std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+  return std::make_unique<Llama>(llama_config(c), dtype);
+}
+
+// n_kv_head, ffn_hidden and tie_embeddings come with Model::hyperparameters().
+void to_meta(const ModelConfig& m, nlohmann::json& model) {
+  const LlamaKeys c = llama_keys(m);
+  model["rope_theta"] = c.rope_theta;
+  model["norm_eps"] = c.norm_eps;
+}
+
+void from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where) {
+  LlamaKeys c;
+  c.n_kv_head = json_int_at(j, "n_kv_head", where, 1, 1 << 17);
+  c.ffn_hidden = json_int_at(j, "ffn_hidden", where, 1, 1 << 20);
+  c.tie_embeddings = json_int_at(j, "tie_embeddings", where, 0, 1) == 1;
+  c.rope_theta = json_number_at(j, "rope_theta", where);
+  c.norm_eps = json_number_at(j, "norm_eps", where);
+  keys().write(c, m);
+}
+
+nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
+  const LlamaKeys c = llama_keys(m);
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", m.vocab_size},
+          {"hidden_size", m.n_embd},
+          {"intermediate_size", ffn_width(m, c)},
+          {"num_hidden_layers", m.n_layer},
+          {"num_attention_heads", m.n_head},
+          {"num_key_value_heads", kv_heads(m, c)},
+          {"max_position_embeddings", m.block_size},
+          {"rms_norm_eps", c.norm_eps},
+          {"rope_theta", c.rope_theta},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"tie_word_embeddings", c.tie_embeddings},
+          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+}
+
+ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+  ModelConfig m;
+  LlamaKeys c;
+  m.family = "llama";
+  m.n_layer = json_int_at(j, "num_hidden_layers", where);
+  m.n_embd = json_int_at(j, "hidden_size", where);
+  m.n_head = json_int_at(j, "num_attention_heads", where);
+  c.n_kv_head =
+      j.contains("num_key_value_heads") ? json_int_at(j, "num_key_value_heads", where) : m.n_head;
+  c.ffn_hidden = json_int_at(j, "intermediate_size", where, 1, 1 << 20);
+  m.block_size = json_int_at(j, "max_position_embeddings", where);
+  m.vocab_size = json_int_at(j, "vocab_size", where);
+  if (j.contains("rms_norm_eps")) c.norm_eps = json_number_at(j, "rms_norm_eps", where);
+  if (j.contains("rope_theta")) c.rope_theta = json_number_at(j, "rope_theta", where);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      fail_input("{}: tie_word_embeddings = {} must be true or false", where,
+                 j["tie_word_embeddings"].dump());
+    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    fail_input("{}: rope_scaling = {} is not supported (plain rotary embeddings only)", where,
+               j["rope_scaling"].dump());
+  keys().write(c, m);
+  return m;
+}
+
+}  // namespace
+
+LlamaKeys llama_keys(const ModelConfig& config) {
+  return keys().read(config);
+}
+
+const ModelFamily& llama_family() {
+  static const ModelFamily family{
+      .name = "llama",
+      .display_name = "llama",
+      .description =
+          "Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases)",
+      .own_keys = keys().describe(),
+      .validate = validate,
+      .build = build,
+      .to_meta = to_meta,
+      .from_meta = from_meta,
+      .hf_model_type = "llama",
+      .hf_config = hf_config,
+      .from_hf_config = from_hf_config};
+  return family;
+}
+
+}  // namespace st
