@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
+#include "core/model/decoder_activations.hpp"
 #include "core/model/decoder_model_impl.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
@@ -18,82 +19,47 @@ namespace st {
 // one ActivationArena.
 // With activation checkpointing, the per-layer vectors of recomputed kinds hold L views of one
 // shared tensor (BlockModel::per_block).
-struct GPTActivations {
-  int64_t B, T;
-  ActivationCheckpointing mode;
-  AttentionShape att;
-  std::vector<Tensor> x;         // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
-  std::vector<Tensor> x_mid;     // L, after attention, FP32 [B,T,C]
-  std::vector<Tensor> ln1, ln2;  // L, dtype [B,T,C]
+struct GPTActivations : DecoderActivations {
+  std::vector<Tensor> ln1, ln2;                                // L, dtype [B,T,C]
   std::vector<Tensor> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // L, FP32 [B*T]
   std::vector<Tensor> qkv;                                     // L, dtype [B,T,3C]
-  std::vector<Tensor> probs;                                   // L, dtype [B,H,T,T]
-  std::vector<Tensor> att_y;                                   // L, dtype [B,T,C]
   std::vector<Tensor> fc, fc_gelu;                             // L, dtype [B,T,4C]
   Tensor lnf, lnf_mean, lnf_rstd;                              // dtype [B,T,C]; FP32 [B*T]
-  Tensor logits;  // FP32 [B*T, V] (gradient in place in backward)
-  Tensor losses;  // FP32 [B*T]
   // Scratch shared by all layers.
-  Tensor proj_out;                    // dtype [B,T,C]
-  Tensor dx;                          // FP32 [B,T,C] gradient of the residual stream
-  Tensor d_small;                     // FP32 [B,T,C]
-  Tensor d_qkv;                       // FP32 [B,T,3C]
-  Tensor d_big;                       // FP32 [B,T,4C]
-  Tensor cast_scratch;                // dtype [B*T, max(4C, V)]
-  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
-  ActivationArena arena;              // last: its declaration passes fill the tensors above
+  Tensor d_qkv;           // FP32 [B,T,3C]
+  Tensor d_big;           // FP32 [B,T,4C]
+  Tensor cast_scratch;    // dtype [B*T, max(4C, V)]
+  ActivationArena arena;  // last: its declaration passes fill the tensors above
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts.
   GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
                  ActivationCheckpointing mode_, Device device)
-      : B(B_),
-        T(T_),
-        mode(mode_),
+      : DecoderActivations(B_, T_, mode_),
         arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
 
   void declare(const GPTConfig& cfg, DType dt, ActivationArena& arena) {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, Vp = cfg.padded_vocab();
     att = {B, T, H, C / H};  // query blocks of AttentionShape::block rows
+    declare_common(arena, dt, L, C, Vp, "attn");
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
-    x.clear();
-    for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
     // Each per-layer activation with the kind of step that produces it (BlockTensor).
-    auto layers = [&](BlockTensor kind, auto make) {
-      return BlockModel::per_block(mode, kind, L, make);
-    };
     using enum BlockTensor;
-    x_mid = layers(kept, [&] { return f32("x_mid", {B, T, C}); });
-    ln1 = layers(cheap, [&] { return act("ln_1.out", {B, T, C}); });
-    ln2 = layers(cheap, [&] { return act("ln_2.out", {B, T, C}); });
-    ln1_mean = layers(cheap, [&] { return f32("ln_1.mean", {B * T}); });
-    ln1_rstd = layers(cheap, [&] { return f32("ln_1.rstd", {B * T}); });
-    ln2_mean = layers(cheap, [&] { return f32("ln_2.mean", {B * T}); });
-    ln2_rstd = layers(cheap, [&] { return f32("ln_2.rstd", {B * T}); });
-    qkv = layers(kept, [&] { return act("attn.qkv", {B, T, 3 * C}); });
-    probs = layers(cheap, [&] { return act("attn.probs", {B, H, T, T}); });
-    att_y = layers(kept, [&] { return act("attn.y", {B, T, C}); });
-    fc = layers(kept, [&] { return act("mlp.fc", {B, T, 4 * C}); });
-    fc_gelu = layers(cheap, [&] { return act("mlp.gelu", {B, T, 4 * C}); });
+    ln1 = layers(cheap, L, [&] { return act("ln_1.out", {B, T, C}); });
+    ln2 = layers(cheap, L, [&] { return act("ln_2.out", {B, T, C}); });
+    ln1_mean = layers(cheap, L, [&] { return f32("ln_1.mean", {B * T}); });
+    ln1_rstd = layers(cheap, L, [&] { return f32("ln_1.rstd", {B * T}); });
+    ln2_mean = layers(cheap, L, [&] { return f32("ln_2.mean", {B * T}); });
+    ln2_rstd = layers(cheap, L, [&] { return f32("ln_2.rstd", {B * T}); });
+    qkv = layers(kept, L, [&] { return act("attn.qkv", {B, T, 3 * C}); });
+    fc = layers(kept, L, [&] { return act("mlp.fc", {B, T, 4 * C}); });
+    fc_gelu = layers(cheap, L, [&] { return act("mlp.gelu", {B, T, 4 * C}); });
     lnf = act("ln_f.out", {B, T, C});
     lnf_mean = f32("ln_f.mean", {B * T});
     lnf_rstd = f32("ln_f.rstd", {B * T});
-    logits = f32("logits", {B * T, Vp});
-    losses = f32("losses", {B * T});
-    proj_out = act("proj_out", {B, T, C});
-    dx = f32("d_x", {B, T, C});
-    d_small = f32("d_small", {B, T, C});
     d_qkv = f32("d_qkv", {B, T, 3 * C});
     d_big = f32("d_big", {B, T, 4 * C});
     cast_scratch = act("grad_cast", {B * T, std::max(4 * C, Vp)});
-    att_scores = f32("attn.scores", {B, H, T, T});
-    att_dy = act("attn.d_y", {B, T, C});
-    att_ds = act("attn.d_s", {B, H, T, T});
-  }
-
-  AttentionSaved saved(int64_t l) const { return {probs[l].raw()}; }
-  AttentionScratch scratch() const {
-    return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
   }
 };
 

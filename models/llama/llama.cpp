@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/model/activation_arena.hpp"
+#include "core/model/decoder_activations.hpp"
 #include "core/model/decoder_model_impl.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
@@ -17,38 +18,24 @@ namespace st {
 // Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch, in
 // one ActivationArena; per-layer vectors of recomputed kinds share one tensor
 // (BlockModel::per_block). W = (H + 2·KV)·hs: q, k and v side by side, q and k rotated.
-struct LlamaActivations {
-  int64_t B, T;
-  ActivationCheckpointing mode;
-  AttentionShape att;
+struct LlamaActivations : DecoderActivations {
   RopeTable rope;
-  std::vector<Tensor> x;         // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
-  std::vector<Tensor> x_mid;     // L, after attention, FP32 [B,T,C]
-  std::vector<Tensor> ln1, ln2;  // L, dtype [B,T,C]
+  std::vector<Tensor> ln1, ln2;      // L, dtype [B,T,C]
   std::vector<Tensor> rstd1, rstd2;  // L, FP32 [B*T]
   std::vector<Tensor> qkv;           // L, dtype [B,T,W] (after the rotation)
-  std::vector<Tensor> probs;         // L, dtype [B,H,T,T]
-  std::vector<Tensor> att_y;         // L, dtype [B,T,C]
   std::vector<Tensor> gate_up;       // L, dtype [B,T,2F]
   std::vector<Tensor> swiglu;        // L, dtype [B,T,F]
   Tensor lnf, lnf_rstd;              // dtype [B,T,C]; FP32 [B*T]
-  Tensor logits;                     // FP32 [B*T, Vp] (gradient in place in backward)
-  Tensor losses;                     // FP32 [B*T]
   // Scratch shared by all layers.
-  Tensor proj_out;                    // dtype [B,T,C]
-  Tensor dx, d_small;                 // FP32 [B,T,C]: the residual stream's gradient, and one more
-  Tensor d_qkv;                       // FP32 [B,T,W]
-  Tensor d_gate_up;                   // dtype [B,T,2F]
-  Tensor d_swiglu;                    // FP32 [B,T,F]
-  Tensor cast_scratch;                // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
-  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
-  ActivationArena arena;              // last: its declaration passes fill the tensors above
+  Tensor d_qkv;           // FP32 [B,T,W]
+  Tensor d_gate_up;       // dtype [B,T,2F]
+  Tensor d_swiglu;        // FP32 [B,T,F]
+  Tensor cast_scratch;    // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
+  ActivationArena arena;  // last: its declaration passes fill the tensors above
 
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
                    ActivationCheckpointing mode_, Device device)
-      : B(B_),
-        T(T_),
-        mode(mode_),
+      : DecoderActivations(B_, T_, mode_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
         arena("Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
@@ -57,45 +44,25 @@ struct LlamaActivations {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, F = cfg.ffn_hidden;
     const int64_t Vp = cfg.padded_vocab();
     att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head};
+    declare_common(arena, dt, L, C, Vp, "self_attn");
     const int64_t W = att.qkv_width();
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
-    x.clear();
-    for (int64_t l = 0; l <= L; ++l) x.push_back(f32("x", {B, T, C}));
-    auto layers = [&](BlockTensor kind, auto make) {
-      return BlockModel::per_block(mode, kind, L, make);
-    };
     using enum BlockTensor;
-    x_mid = layers(kept, [&] { return f32("x_mid", {B, T, C}); });
-    ln1 = layers(cheap, [&] { return act("input_layernorm.out", {B, T, C}); });
-    ln2 = layers(cheap, [&] { return act("post_attention_layernorm.out", {B, T, C}); });
-    rstd1 = layers(cheap, [&] { return f32("input_layernorm.rstd", {B * T}); });
-    rstd2 = layers(cheap, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
-    qkv = layers(kept, [&] { return act("self_attn.qkv", {B, T, W}); });
-    probs = layers(cheap, [&] { return act("self_attn.probs", {B, H, T, T}); });
-    att_y = layers(kept, [&] { return act("self_attn.y", {B, T, C}); });
-    gate_up = layers(kept, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
-    swiglu = layers(cheap, [&] { return act("mlp.swiglu", {B, T, F}); });
+    ln1 = layers(cheap, L, [&] { return act("input_layernorm.out", {B, T, C}); });
+    ln2 = layers(cheap, L, [&] { return act("post_attention_layernorm.out", {B, T, C}); });
+    rstd1 = layers(cheap, L, [&] { return f32("input_layernorm.rstd", {B * T}); });
+    rstd2 = layers(cheap, L, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
+    qkv = layers(kept, L, [&] { return act("self_attn.qkv", {B, T, W}); });
+    gate_up = layers(kept, L, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
+    swiglu = layers(cheap, L, [&] { return act("mlp.swiglu", {B, T, F}); });
     lnf = act("norm.out", {B, T, C});
     lnf_rstd = f32("norm.rstd", {B * T});
-    logits = f32("logits", {B * T, Vp});
-    losses = f32("losses", {B * T});
-    proj_out = act("proj_out", {B, T, C});
-    dx = f32("d_x", {B, T, C});
-    d_small = f32("d_small", {B, T, C});
     d_qkv = f32("d_qkv", {B, T, W});
     d_gate_up = act("d_gate_up", {B, T, 2 * F});
     d_swiglu = f32("d_swiglu", {B, T, F});
     // SwiGLU's backward writes its own dtype output (d_gate_up): 2F is not needed here.
     cast_scratch = act("grad_cast", {B * T, std::max({W, Vp, C})});
-    att_scores = f32("attn.scores", {B, H, T, T});
-    att_dy = act("attn.d_y", {B, T, C});
-    att_ds = act("attn.d_s", {B, H, T, T});
-  }
-
-  AttentionSaved saved(int64_t l) const { return {probs[l].raw()}; }
-  AttentionScratch scratch() const {
-    return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
   }
 };
 

@@ -1,0 +1,52 @@
+#pragma once
+// What every decoder family's activation set holds and declares alike: the residual streams,
+// the attention's saved probabilities, output and scratch, the head's logits and losses, and
+// the gradient scratch of the residual stream. A family's activations derive from it, set `att`
+// and call declare_common first in their declaration pass, then declare their own tensors; the
+// family's ActivationArena member comes last, so these exist before it runs.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/model/activation_arena.hpp"
+#include "core/model/block_model.hpp"
+#include "core/ops/attention.hpp"
+
+namespace st {
+
+struct DecoderActivations {
+  int64_t B, T;
+  ActivationCheckpointing mode;
+  AttentionShape att;
+  std::vector<Tensor> x;      // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
+  std::vector<Tensor> x_mid;  // L, after attention, FP32 [B,T,C]
+  std::vector<Tensor> probs;  // L, dtype [B,H,T,T]
+  std::vector<Tensor> att_y;  // L, dtype [B,T,C]
+  Tensor logits;              // FP32 [B*T, Vp] (gradient in place in backward)
+  Tensor losses;              // FP32 [B*T]
+  // Scratch shared by all layers.
+  Tensor proj_out;                    // dtype [B,T,C]
+  Tensor dx, d_small;                 // FP32 [B,T,C]: the residual stream's gradient, and one more
+  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
+
+  AttentionSaved saved(int64_t l) const { return {probs[size_t(l)].raw()}; }
+  AttentionScratch scratch() const {
+    return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
+  }
+
+ protected:
+  DecoderActivations(int64_t B_, int64_t T_, ActivationCheckpointing mode_)
+      : B(B_), T(T_), mode(mode_) {}
+
+  // Declares the tensors above for L blocks of width C and a head of Vp columns (att set); the
+  // attention's per-layer tensors are named "<attn>.probs" and "<attn>.y".
+  void declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C, int64_t Vp,
+                      const char* attn);
+  // L per-layer tensors of `kind` (BlockModel::per_block under this set's mode).
+  template <class Make>
+  std::vector<Tensor> layers(BlockTensor kind, int64_t L, Make&& make) const {
+    return BlockModel::per_block(mode, kind, L, std::forward<Make>(make));
+  }
+};
+
+}  // namespace st
