@@ -200,8 +200,7 @@ void FsdpRuntime::issue_reduce(int u) {
     target = r.partial;
   }
   // Sum: gradients already carry 1 / (global tokens).
-  r.work = group_.reduce_scatter(r.full_grad, target,
-                                 {ReduceOp::sum, options_.timeout_s});
+  r.work = group_.reduce_scatter(r.full_grad, target, {ReduceOp::sum, options_.timeout_s});
   comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
   comm_.scatters += 1;
   reductions_.push_back(std::move(r));

@@ -6,9 +6,9 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "core/data/dataset.hpp"
-#include "models/gpt2/gpt.hpp"
 #include "launch/config.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "models/gpt2/gpt.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "tests/support/local_params.hpp"
