@@ -21,7 +21,6 @@
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
-#include "simulate/compute_model.hpp"
 #include "simulate/profile.hpp"
 
 namespace st {

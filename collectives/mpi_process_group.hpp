@@ -32,7 +32,6 @@ class MpiProcessGroup final : public ProcessGroup {
   // The algorithm of this group's all-gathers and reduce-scatters, and of the groups split
   // from it afterwards (automatic unless set). Before the group's first operation.
   void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
-  Algorithm algorithm() const { return algorithm_; }
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                    const AllGatherOptions& options = {}) override;

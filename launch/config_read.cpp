@@ -81,13 +81,6 @@ Value value_from_text(const std::string& text, const std::string& key, Kind kind
   return text;
 }
 
-// A model.* key written by a file or an override: a key of another family is refused later.
-void note_model_key(Config& config, const std::string& key) {
-  auto& given = config.model.model_keys_given;
-  if (key.starts_with("model.") && std::find(given.begin(), given.end(), key) == given.end())
-    given.push_back(key);
-}
-
 void apply_toml(Config& config, const toml::table& root, const std::string& where) {
   for (const auto& [section_name, section_node] : root) {
     const std::string section(section_name.str());
@@ -104,7 +97,6 @@ void apply_toml(Config& config, const toml::table& root, const std::string& wher
       const std::string key = section + "." + std::string(key_name.str());
       const KeySpec& spec = find_key(key, where);
       spec.set(config, value_from_toml(node, key, spec.kind, where), key);
-      note_model_key(config, key);
     }
   }
 }
@@ -145,7 +137,6 @@ Config parse_config(std::string_view text, const std::string& where,
     const std::string key = item.substr(0, eq);
     const KeySpec& spec = find_key(key, "command line");
     spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
-    note_model_key(config, key);
   }
   validate_config(config, 0);  // the world size is not known yet
   return config;

@@ -41,7 +41,8 @@ void validate_model_config(const ModelConfig& model) {
   if (model.n_embd % model.n_head != 0)
     fail_input("model.n_embd = {} is not divisible by model.n_head = {}", model.n_embd,
                model.n_head);
-  for (const std::string& key : model.model_keys_given)
+  // ModelConfig::own holds every family key that was written, whichever family it belongs to.
+  for (const auto& [key, value] : model.own)
     if (const ModelFamily* owner = model_family_owning(key); owner && owner != &family)
       fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
                  owner->name, family.name);

@@ -23,7 +23,7 @@ using OwnValue = std::variant<int64_t, double, bool>;
 
 // The [model] section: the family and the keys every family reads. A family's own keys are kept
 // by name as they were set, and the family reads them into its own struct (own_keys.hpp), its
-// defaults filling the rest; a key another family reads is refused (model_keys_given).
+// defaults filling the rest; a key of another family among them is refused.
 struct ModelConfig {
   std::string family = "gpt2";
   int64_t n_layer = 4;
@@ -32,10 +32,9 @@ struct ModelConfig {
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
   int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up to a multiple of 128
-  // The family's own keys that were set ("model.n_kv_head" → 2).
+  // The family keys that were set ("model.n_kv_head" → 2), by a config, an override, a
+  // checkpoint or a config.json.
   std::map<std::string, OwnValue> own;
-  // The model.* keys a config file or an override wrote (not the defaults).
-  std::vector<std::string> model_keys_given;
 
   int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
 };
@@ -80,5 +79,7 @@ const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::
 
 // The family whose own key `key` is (null: a key every family reads, or none).
 const ModelFamily* model_family_owning(const std::string& key);
+// The names of the families without keys of their own ("gpt2"), for messages.
+std::string families_without_own_keys();
 
 }  // namespace st

@@ -31,13 +31,6 @@ ModelWork profiled_work(const ProfiledModel& m, int64_t rows) {
   return model->work(rows, m.seq_len);
 }
 
-std::string families_without_own_keys() {
-  std::vector<std::string> names;
-  for (const ModelFamily* f : model_families())
-    if (f->own_keys.empty()) names.push_back(f->name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 namespace {
 
 // Times from rates: matmul FLOP/s and elementwise bytes/s.

@@ -26,8 +26,6 @@ struct ComputeShape {
 // The work of the model a profile describes, at `rows`, built through the family registry.
 // Profiles record the keys every family reads, so their family has no keys of its own.
 ModelWork profiled_work(const ProfiledModel& model, int64_t rows);
-// The families a profile can describe ("gpt2"), for messages.
-std::string families_without_own_keys();
 
 struct ComputeTimes {
   double root_forward_pre = 0, root_forward_post = 0, root_backward_pre = 0, root_backward_post = 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # stopped_rank.sh SHARDRUN SHARDTRAIN: rank 1 of 2 is stopped (SIGSTOP) once 3 steps of a long
 # run are in metrics.file (not after a fixed time: start-up under AddressSanitizer on a slow
-# machine can outlast it, and a rank stopped before training begins is another case). The job ends within training.stall_timeout (4 s here) with exit 1 and one message
-# naming the rank and its step, and no process of the job is left behind: a stopped process
+# machine can outlast it, and a rank stopped before training begins is another case). The job
+# ends within training.stall_timeout (4 s here) with exit 1 and one message naming the rank and
+# its step, and no process of the job is left behind: a stopped process
 # ignores everything but SIGKILL, so this is looked for, not assumed (the job's processes are
 # found by the temporary directory on their command lines).
 set -u

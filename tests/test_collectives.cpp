@@ -59,6 +59,28 @@ TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {
       }
 }
 
+// The algorithm is the backend's setting: a group reports it (automatic resolved), groups split
+// from it inherit it, and their operations run with it.
+TEST(Collectives, TheGroupsAlgorithmIsReportedAndInherited) {
+  auto& g = world();
+  auto copy = g.split(0, g.rank());
+  auto& c = dynamic_cast<MpiProcessGroup&>(*copy);
+  const size_t big = size_t(1) << 20;
+  EXPECT_EQ(c.transport(OpType::all_gather, big),
+            algorithm_name(c.choose(OpType::all_gather, big)));
+  c.set_algorithm(Algorithm::ring);
+  EXPECT_EQ(c.transport(OpType::reduce_scatter, big), "ring");
+  EXPECT_EQ(c.transport(OpType::all_reduce, big), "mpi");  // MPI's own: no other
+  auto sub = c.split(0, g.rank());
+  EXPECT_EQ(sub->transport(OpType::all_gather, big), "ring");
+  const int64_t n = 1000;
+  Tensor in = filled("in", n, DType::bf16, g.rank());
+  Tensor out = Tensor::zeros("out", {n * g.size()}, DType::bf16);
+  sub->all_gather(in, out)->wait();
+  for (int r = 0; r < g.size(); ++r)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(read(out, r * n + i), value(r, i));
+}
+
 TEST(Collectives, AllGatherInPlace) {
   auto& g = world();
   for (Algorithm a : kAlgorithms) {
