@@ -1,10 +1,13 @@
 #include "launch/fault_injection.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "launch/commands.hpp"
@@ -15,12 +18,20 @@ namespace st {
 FaultInjection::FaultInjection(const CommonOptions& options, int world_rank)
     : kill_after_(injected_kills_from_environment(world_rank)),
       hang_at_step_(options.test_hang_at_step),
-      slow_checkpoint_ms_(options.test_slow_checkpoint_ms) {}
+      slow_checkpoint_ms_(options.test_slow_checkpoint_ms),
+      world_rank_(world_rank) {}
 
 void FaultInjection::kill_if_due(int64_t step) const {
+  if (std::find(kill_after_.begin(), kill_after_.end(), step) == kill_after_.end()) return;
+  // The launcher learns that the fault fired from this file, not from a race between its log
+  // watcher and mpirun's exit (SHARDRUN_FAULT_FIRED: the folder it reads after the run).
+  if (const char* dir = std::getenv("SHARDRUN_FAULT_FIRED"); dir && *dir) {
+    const std::string marker = std::string(dir) + "/rank-" + std::to_string(world_rank_);
+    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   // As a killed process dies: no handler runs, no message, no flush.
-  if (std::find(kill_after_.begin(), kill_after_.end(), step) != kill_after_.end())
-    ::kill(::getpid(), SIGKILL);
+  ::kill(::getpid(), SIGKILL);
 }
 
 void FaultInjection::hang_if_due(int64_t step) const {

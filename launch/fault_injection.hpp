@@ -29,6 +29,7 @@ class FaultInjection {
   std::vector<int64_t> kill_after_;
   int64_t hang_at_step_ = 0;
   int slow_checkpoint_ms_ = 0;
+  int world_rank_ = 0;
 };
 
 }  // namespace st
