@@ -8,7 +8,14 @@
 set -u
 st=$1
 dir=$(mktemp -d /tmp/shardtrain-resume-XXXXXX)
-trap 'pkill -9 -f "checkpoint.dir=$dir/ck" 2> /dev/null; rm -rf "$dir"' EXIT
+# The job still training is ended as a user would (SIGTERM: it exits cleanly, so OpenMP's
+# registration in /dev/shm goes with it), SIGKILL only if it does not within 10 s.
+stop_jobs() {
+  pkill -TERM -f "checkpoint.dir=$dir/ck" 2> /dev/null || return 0
+  for _ in $(seq 100); do pgrep -f "checkpoint.dir=$dir/ck" > /dev/null || return 0; sleep 0.1; done
+  pkill -9 -f "checkpoint.dir=$dir/ck" 2> /dev/null
+}
+trap 'stop_jobs; rm -rf "$dir"' EXIT
 fail() { printf '%s\n' "$*"; exit 1; }
 run() {  # run CODE ARGS...: shardtrain train ARGS must exit with CODE; output in $out
   local want=$1
