@@ -200,9 +200,10 @@ KeyTable data_keys() {
         "validation token file(s); empty: the last `data.val_fraction` of `data.tokens`"}},
       {"data.token_format",
        {enum_key(&Config::data, &Data::token_format, parse_token_format, token_format_name),
-        "auto, llmc, u16",
-        "`llmc` (llm.c's header + uint16), `u16` (raw little-endian uint16), `auto` (llmc when the "
-        "file starts with llm.c's magic)"}},
+        "auto, llmc, u16, u32",
+        "`llmc` (llm.c's header, then uint16 tokens (magic 20240520, GPT-2's) or uint32 (magic "
+        "20240801, Llama 3's)), `u16`/`u32` (raw little-endian ids), `auto` (llmc when the file "
+        "starts with either magic, else u16)"}},
   };
 }
 

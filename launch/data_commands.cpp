@@ -50,9 +50,11 @@ int run_tokenize(const TokenizeOptions& o) {
   if (o.val_tokens >= int64_t(ids.size()))
     fail_input("tokenize: --val-tokens {} leaves no training tokens ('{}' gives {})", o.val_tokens,
                o.in, ids.size());
+  // Both files in one width: uint16 when every id fits, else uint32 (llm.c's Llama 3 format).
+  const bool wide = llmc_needs_u32(ids);
   const auto split = ids.begin() + o.val_tokens;
-  if (val_out) write_llmc_tokens(*val_out, std::vector<int32_t>(ids.begin(), split));
-  write_llmc_tokens(out, std::vector<int32_t>(split, ids.end()));
+  if (val_out) write_llmc_tokens(*val_out, std::vector<int32_t>(ids.begin(), split), wide);
+  write_llmc_tokens(out, std::vector<int32_t>(split, ids.end()), wide);
   if (val_out)
     commit_together({&*val_out, &out});
   else

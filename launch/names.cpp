@@ -97,7 +97,8 @@ TokenFormat parse_token_format(std::string_view text, std::string_view key) {
   if (text == "auto") return TokenFormat::automatic;
   if (text == "llmc") return TokenFormat::llmc;
   if (text == "u16") return TokenFormat::u16;
-  fail_input("{} = '{}' is not a token format; use auto, llmc or u16", key, text);
+  if (text == "u32") return TokenFormat::u32;
+  fail_input("{} = '{}' is not a token format; use auto, llmc, u16 or u32", key, text);
 }
 
 }  // namespace st

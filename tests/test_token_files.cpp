@@ -1,4 +1,5 @@
-// Token files: llm.c's format and raw uint16, one or many, and every way they can be wrong.
+// Token files: llm.c's formats (uint16 and uint32) and raw uint16/uint32, one or many, and every
+// way they can be wrong.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -115,7 +116,7 @@ TEST(TokenFiles, BadFilesNameTheFileAndWhatIsWrong) {
   const std::string odd = temp_path("odd.u16");
   std::ofstream(odd, std::ios::binary) << "abc";
   expect_input_error([&] { TokenStream::from_files({odd}, TokenFormat::u16, 256); },
-                     {odd, "odd size"});
+                     {odd, "3 bytes, not a multiple of 2"});
   const std::string big_id = temp_path("big_id.bin");
   write_llmc_tokens(big_id, {1, 2, 300, 4, 999});
   expect_input_error([&] { TokenStream::from_files({big_id}, TokenFormat::automatic, 256); },
@@ -129,10 +130,66 @@ TEST(TokenFiles, BadFilesNameTheFileAndWhatIsWrong) {
       {"missing.bin", "cannot open"});
   expect_input_error(
       [&] {
-        write_llmc_tokens(temp_path("wide.bin"), {1, 70000});
+        write_llmc_tokens(temp_path("negative.bin"), {1, -3});
+      },
+      {"token 1", "-3", "not negative"});
+  EXPECT_FALSE(fs::exists(temp_path("negative.bin")));
+  StagedOutput narrow(temp_path("narrow.bin"), "token file");
+  expect_input_error(
+      [&] {
+        write_llmc_tokens(narrow, {1, 70000}, false);
       },
       {"token 1", "70000", "uint16"});
-  EXPECT_FALSE(fs::exists(temp_path("wide.bin")));
+  // A uint32 file whose version is GPT-2's, and one whose count is off by a token's width.
+  const std::string wide_version = temp_path("wide_version.bin");
+  auto wh = llmc_header(1);
+  wh[0] = kLlmcMagicU32;
+  write_bytes(wide_version, wh, {1, 0});
+  expect_input_error([&] { TokenStream::from_files({wide_version}, TokenFormat::automatic, 256); },
+                     {wide_version, "version 1", "magic 20240801 means version 7 (uint32 tokens)"});
+  wh[1] = kLlmcVersionU32;
+  wh[2] = 2;
+  const std::string wide_short = temp_path("wide_short.bin");
+  write_bytes(wide_short, wh, {1, 0, 2});
+  expect_input_error([&] { TokenStream::from_files({wide_short}, TokenFormat::automatic, 256); },
+                     {wide_short, "claims 2 tokens", "hold 1"});
+  const std::string raw32 = temp_path("odd.u32");
+  std::ofstream(raw32, std::ios::binary) << "abcdef";
+  expect_input_error([&] { TokenStream::from_files({raw32}, TokenFormat::u32, 256); },
+                     {raw32, "6 bytes, not a multiple of 4", "uint32"});
+}
+
+// Vocabularies above 65,535 (Llama 3's 128,256, Qwen's 151,936): llm.c's uint32 file (magic
+// 20240801, version 7) when an id needs it, raw uint32 by name, each id still checked.
+TEST(TokenFiles, WideIdsUseLlmcUint32AndRawU32) {
+  const std::vector<int32_t> ids = {0, 151935, 65536, 128000, 7};
+  const std::string path = temp_path("wide.bin");
+  write_llmc_tokens(path, ids);
+  EXPECT_EQ(fs::file_size(path), 1024u + 4 * ids.size());
+  std::ifstream in(path, std::ios::binary);
+  int32_t header[3];
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(header[2], 5);
+  for (TokenFormat f : {TokenFormat::llmc, TokenFormat::automatic})
+    EXPECT_EQ(TokenStream::from_files({path}, f, 151936).to_vector(), ids);
+  expect_input_error(
+      [&] { TokenStream::from_files({path}, TokenFormat::automatic, 128256); },
+      {path, "token 1 (byte offset 1028) is id 151935", "model.vocab_size = 128256"});
+  // Every id fits 16 bits: GPT-2's format, as before.
+  write_llmc_tokens(path, {1, 65535});
+  EXPECT_EQ(fs::file_size(path), 1024u + 2 * 2);
+  const std::string raw = temp_path("ids.u32");
+  {
+    std::ofstream out(raw, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+  }
+  EXPECT_EQ(TokenStream::from_files({raw}, TokenFormat::u32, 151936).to_vector(), ids);
+  expect_input_error([&] { TokenStream::from_files({raw}, TokenFormat::u32, 100000); },
+                     {raw, "token 1 (byte offset 4) is id 151935"});
+  EXPECT_EQ(TokenStream::from_files({raw}, TokenFormat::u32, 151936).slice(2, 4).to_vector(),
+            (std::vector<int32_t>{65536, 128000}));
 }
 
 TEST(TokenFiles, DatasetFromTokensEqualsTheSameTextAsBytes) {

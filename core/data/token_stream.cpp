@@ -25,16 +25,19 @@ const char* token_format_name(TokenFormat format) {
       return "llmc";
     case TokenFormat::u16:
       return "u16";
+    case TokenFormat::u32:
+      return "u32";
   }
   return "?";
 }
 
-// One file mapped (uint16 tokens after `header_bytes`) or one vector owned (int32 tokens).
+// One file mapped (uint16 or uint32 tokens after `header_bytes`) or one vector owned (int32).
 struct TokenStream::Storage {
   struct Segment {
     std::string path;
     int64_t first = 0, count = 0;  // global index of its first token, tokens held
     const uint16_t* u16 = nullptr;
+    const uint32_t* u32 = nullptr;
     const int32_t* i32 = nullptr;
     void* map = nullptr;
     size_t map_bytes = 0;
@@ -89,62 +92,87 @@ int32_t read_le_i32(const unsigned char* p) {
 
 }  // namespace
 
+namespace {
+
+bool is_llmc_magic(int32_t magic) {
+  return magic == kLlmcMagic || magic == kLlmcMagicU32;
+}
+
+// llm.c's header: the magic says the token width, which the version must match.
+TokenFileLayout llmc_layout(const std::string& path, const unsigned char* bytes, int64_t size) {
+  const int64_t header = kLlmcHeaderInts * 4;
+  if (size < 4 || !is_llmc_magic(read_le_i32(bytes)))
+    fail_input(
+        "token file '{}' does not start with llm.c's magic {} (uint16) or {} (uint32) "
+        "(data.token_format = llmc)",
+        path, kLlmcMagic, kLlmcMagicU32);
+  if (size < header)
+    fail_input("token file '{}' is truncated: {} bytes, shorter than llm.c's {}-byte header", path,
+               size, header);
+  const bool wide = read_le_i32(bytes) == kLlmcMagicU32;
+  const int32_t want = wide ? kLlmcVersionU32 : kLlmcVersion;
+  const int32_t version = read_le_i32(bytes + 4);
+  if (version != want)
+    fail_input("token file '{}' has version {}; magic {} means version {} ({} tokens)", path,
+               version, read_le_i32(bytes), want, wide ? "uint32" : "uint16");
+  const int64_t width = wide ? 4 : 2;
+  const int32_t count = read_le_i32(bytes + 8);
+  const int64_t held = (size - header) / width;
+  if (count < 0 || count > held)
+    fail_input("token file '{}' claims {} tokens but its {} bytes hold {}", path, count, size,
+               held);
+  if (count < held || (size - header) % width != 0)
+    fail_input("token file '{}' has {} bytes after its {} tokens (trailing data or a wrong count)",
+               path, size - header - width * int64_t(count), count);
+  return {header, count, width};
+}
+
+// The little-endian id at `i` (bytes need not be aligned).
+int64_t token_at(const unsigned char* tokens, int64_t width, int64_t i) {
+  const unsigned char* p = tokens + width * i;
+  return width == 2 ? int64_t(p[0] | p[1] << 8) : int64_t(uint32_t(read_le_i32(p)));
+}
+
+}  // namespace
+
 TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
                                    int64_t size, TokenFormat format, int64_t vocab_size) {
   // A file without llm.c's magic read as raw ids in auto mode: if ids then fail, the magic (the
   // format) is the likelier fault, and the message says so.
   const bool guessed_raw =
-      format == TokenFormat::automatic && !(size >= 4 && read_le_i32(bytes) == kLlmcMagic);
+      format == TokenFormat::automatic && !(size >= 4 && is_llmc_magic(read_le_i32(bytes)));
   if (format == TokenFormat::automatic) format = guessed_raw ? TokenFormat::u16 : TokenFormat::llmc;
   const std::string guess =
       guessed_raw ? fmt::format(
                         " (it does not start with llm.c's magic {}, so data.token_format = auto "
-                        "read it as raw uint16 ids: a damaged llm.c header, or not a token file?)",
+                        "read it as raw uint16 ids: a damaged llm.c header, raw uint32 ids "
+                        "(data.token_format = u32), or not a token file?)",
                         kLlmcMagic)
                   : std::string();
   TokenFileLayout layout;
   if (format == TokenFormat::llmc) {
-    const int64_t header = kLlmcHeaderInts * 4;
-    if (size < 4 || read_le_i32(bytes) != kLlmcMagic)
-      fail_input("token file '{}' does not start with llm.c's magic {} (data.token_format = llmc)",
-                 path, kLlmcMagic);
-    if (size < header)
-      fail_input("token file '{}' is truncated: {} bytes, shorter than llm.c's {}-byte header",
-                 path, size, header);
-    const int32_t version = read_le_i32(bytes + 4);
-    if (version != kLlmcVersion)
-      fail_input("token file '{}' has version {}; only version {} (uint16 tokens) is read", path,
-                 version, kLlmcVersion);
-    const int32_t count = read_le_i32(bytes + 8);
-    const int64_t held = (size - header) / 2;
-    if (count < 0 || count > held)
-      fail_input("token file '{}' claims {} tokens but its {} bytes hold {}", path, count, size,
-                 held);
-    if (count < held || (size - header) % 2 != 0)
-      fail_input(
-          "token file '{}' has {} bytes after its {} tokens (trailing data or a wrong count)", path,
-          size - header - 2 * int64_t(count), count);
-    layout = {header, count};
+    layout = llmc_layout(path, bytes, size);
   } else {
-    if (size % 2 != 0)
+    const int64_t width = format == TokenFormat::u32 ? 4 : 2;
+    if (size % width != 0)
       fail_input(
-          "token file '{}' has an odd size ({} bytes); raw uint16 tokens take 2 bytes each{}", path,
-          size, guess);
-    layout = {0, size / 2};
+          "token file '{}' has {} bytes, not a multiple of {}: raw uint{} tokens take {} bytes "
+          "each{}",
+          path, size, width, 8 * width, width, guess);
+    layout = {0, size / width, width};
   }
   if (layout.count == 0) fail_input("token file '{}' holds no tokens", path);
-  // Little-endian uint16 ids, read bytewise (the bytes need not be aligned).
   const unsigned char* tokens = bytes + layout.header_bytes;
+  const int64_t width = layout.token_bytes;
   int64_t first_bad = layout.count;
 #pragma omp parallel for reduction(min : first_bad) schedule(static) if (layout.count > (1 << 20))
   for (int64_t i = 0; i < layout.count; ++i)
-    if (int64_t(tokens[2 * i] | tokens[2 * i + 1] << 8) >= vocab_size && i < first_bad)
-      first_bad = i;
+    if (token_at(tokens, width, i) >= vocab_size && i < first_bad) first_bad = i;
   if (first_bad < layout.count)
     fail_input(
         "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}{}",
-        path, first_bad, layout.header_bytes + 2 * first_bad,
-        tokens[2 * first_bad] | tokens[2 * first_bad + 1] << 8, vocab_size, guess);
+        path, first_bad, layout.header_bytes + width * first_bad,
+        token_at(tokens, width, first_bad), vocab_size, guess);
   return layout;
 }
 
@@ -176,7 +204,10 @@ TokenStream TokenStream::from_files(const std::vector<std::string>& paths, Token
         inspect_token_file(path, bytes, int64_t(s.map_bytes), format, vocab_size);
     // Read in place: the llm.c header is 1024 bytes and mappings are page-aligned.
     static_assert(std::endian::native == std::endian::little, "token files are little-endian");
-    s.u16 = reinterpret_cast<const uint16_t*>(bytes + layout.header_bytes);
+    if (layout.token_bytes == 4)
+      s.u32 = reinterpret_cast<const uint32_t*>(bytes + layout.header_bytes);
+    else
+      s.u16 = reinterpret_cast<const uint16_t*>(bytes + layout.header_bytes);
     s.count = layout.count;
     s.first = total;
     total += s.count;
@@ -205,6 +236,8 @@ void TokenStream::read(int64_t begin, int64_t count, int32_t* out) const {
     const int64_t n = std::min(count, s.count - local);
     if (s.i32) {
       std::memcpy(out, s.i32 + local, size_t(n) * 4);
+    } else if (s.u32) {  // ids were checked below vocab_size, which fits int32
+      for (int64_t i = 0; i < n; ++i) out[i] = int32_t(s.u32[local + i]);
     } else {
       for (int64_t i = 0; i < n; ++i) out[i] = int32_t(s.u16[local + i]);
     }
@@ -228,28 +261,46 @@ std::vector<int32_t> TokenStream::to_vector() const {
   return v;
 }
 
-void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens) {
+bool llmc_needs_u32(const std::vector<int32_t>& ids) {
+  bool wide = false;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) fail_input("token {} is id {}: token ids are not negative", i, ids[i]);
+    wide = wide || ids[i] > 0xffff;
+  }
+  return wide;
+}
+
+void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens, bool wide) {
   if (tokens.size() > size_t(INT32_MAX))
     fail_input("{} tokens do not fit one llm.c token file (at most {})", tokens.size(), INT32_MAX);
   std::vector<int32_t> header(size_t(kLlmcHeaderInts), 0);
-  header[0] = kLlmcMagic;
-  header[1] = kLlmcVersion;
+  header[0] = wide ? kLlmcMagicU32 : kLlmcMagic;
+  header[1] = wide ? kLlmcVersionU32 : kLlmcVersion;
   header[2] = int32_t(tokens.size());
-  std::vector<uint16_t> data(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] > 0xffff)
-      fail_input("token {} is id {}, which does not fit llm.c's uint16 tokens", i, tokens[i]);
-    data[i] = uint16_t(tokens[i]);
+  // Every id checked before anything is written.
+  std::vector<uint16_t> narrow;
+  if (wide) {
+    llmc_needs_u32(tokens);  // no negative id
+  } else {
+    narrow.resize(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] > 0xffff)
+        fail_input("token {} is id {}, which does not fit llm.c's uint16 tokens", i, tokens[i]);
+      narrow[i] = uint16_t(tokens[i]);
+    }
   }
   OutputFile& out = output.file();
   out.write(header.data(), header.size() * 4);
-  out.write(data.data(), data.size() * 2);
+  if (wide)
+    out.write(tokens.data(), tokens.size() * 4);  // non-negative int32 = uint32, little-endian
+  else
+    out.write(narrow.data(), narrow.size() * 2);
   out.sync_and_close();
 }
 
 void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens) {
   StagedOutput output(path, "token file");
-  write_llmc_tokens(output, tokens);
+  write_llmc_tokens(output, tokens, llmc_needs_u32(tokens));
   output.commit();
 }
 

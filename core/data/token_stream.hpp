@@ -10,13 +10,17 @@
 
 namespace st {
 
-// llm.c's token file: 256 little-endian int32 (magic, version, token count, zeros), then
-// uint16 tokens. u16: the tokens alone. auto: llmc when the file starts with the magic.
-enum class TokenFormat { automatic, llmc, u16 };
+// llm.c's token files: 256 little-endian int32 (magic, version, token count, zeros), then the
+// tokens: GPT-2's (magic 20240520, version 1) uint16, Llama 3's (magic 20240801, version 7)
+// uint32. u16, u32: the little-endian tokens alone. auto: llmc when the file starts with either
+// magic, else u16 (raw files carry no width: say u32 for those).
+enum class TokenFormat { automatic, llmc, u16, u32 };
 const char* token_format_name(TokenFormat format);
 
-constexpr int32_t kLlmcMagic = 20240520;
+constexpr int32_t kLlmcMagic = 20240520;  // uint16 tokens
 constexpr int32_t kLlmcVersion = 1;
+constexpr int32_t kLlmcMagicU32 = 20240801;  // uint32 tokens
+constexpr int32_t kLlmcVersionU32 = 7;
 constexpr int64_t kLlmcHeaderInts = 256;
 
 class TokenStream {
@@ -47,9 +51,10 @@ class TokenStream {
   int64_t begin_ = 0, size_ = 0;
 };
 
-// Where a token file's uint16 tokens are: after `header_bytes`, `count` of them.
+// Where a token file's tokens are: after `header_bytes`, `count` of them, `token_bytes` (2 or
+// 4) each.
 struct TokenFileLayout {
-  int64_t header_bytes = 0, count = 0;
+  int64_t header_bytes = 0, count = 0, token_bytes = 2;
 };
 // Checks a token file's bytes (`size` of them, as read from `path`): its header and size for
 // `format` (auto: llmc when it starts with the magic), and every id below `vocab_size`. An
@@ -57,10 +62,13 @@ struct TokenFileLayout {
 TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
                                    int64_t size, TokenFormat format, int64_t vocab_size);
 
-// Writes `tokens` as an llm.c token file (every id must fit 16 bits) into `output`, whose
-// commit is left to the caller (a command's outputs appear together).
-void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens);
-// The same into `path`, committed: a failure leaves nothing behind.
+// Whether `ids` need llm.c's uint32 file (some id above 65,535); a negative id is an InputError.
+bool llmc_needs_u32(const std::vector<int32_t>& ids);
+// Writes `tokens` as an llm.c token file into `output`, whose commit is left to the caller (a
+// command's outputs appear together): uint16 (GPT-2's format) when `wide` is false, where every
+// id must fit 16 bits, else uint32 (Llama 3's format).
+void write_llmc_tokens(StagedOutput& output, const std::vector<int32_t>& tokens, bool wide);
+// The same into `path`, committed (a failure leaves nothing behind), uint16 when every id fits.
 void write_llmc_tokens(const std::string& path, const std::vector<int32_t>& tokens);
 
 // Expands a path or a glob pattern to its files, sorted; an InputError naming `key` when
