@@ -15,7 +15,12 @@ nlohmann::json parse_json_object(std::string_view text, const std::string& where
   std::vector<std::set<std::string>> keys;  // the keys seen in each open object
   std::vector<std::string> path;            // the key leading to each open object
   std::string last_key, duplicate;
-  auto track = [&](int, Event event, nlohmann::json& parsed) {
+  // Files shardtrain reads nest a few levels; thousands are an attack or damage, refused whole.
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
+  auto track = [&](int depth, Event event, nlohmann::json& parsed) {
+    if (depth > kMaxDepth) too_deep = true;
+    if (too_deep) return false;
     switch (event) {
       case Event::object_start:
         keys.emplace_back();
@@ -38,6 +43,8 @@ nlohmann::json parse_json_object(std::string_view text, const std::string& where
     return true;
   };
   nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), track, false);
+  if (too_deep)
+    fail_input("{} nests deeper than {} levels: not a file shardtrain reads", where, kMaxDepth);
   if (j.is_discarded()) fail_input("{} is not valid JSON", where);
   if (!duplicate.empty())
     fail_input("{} has the key '{}' twice (which one was meant is ambiguous)", where, duplicate);

@@ -90,8 +90,15 @@ std::string beside_where(const std::string& weights) {
 
 ModelConfig model_config_beside(const std::string& weights) {
   const std::string where = beside_where(weights);
-  return model_config_from_hf(parse_json_object(read_text_file(config_json_beside(weights)), where),
-                              where);
+  const std::string path = config_json_beside(weights);
+  // A Hugging Face config.json is a few KB: a large one is refused before it is read.
+  constexpr int64_t kMaxConfigJsonBytes = int64_t(4) << 20;
+  std::error_code error;
+  const auto bytes = fs::file_size(path, error);
+  if (!error && fs::is_regular_file(path) && int64_t(bytes) > kMaxConfigJsonBytes)
+    fail_input("{} is {} bytes: not a model's config.json (those are a few KB; at most {} read)",
+               where, bytes, kMaxConfigJsonBytes);
+  return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
 }
 
 void check_weights_config(const std::string& weights, const ModelConfig& model) {

@@ -51,13 +51,16 @@ const ModelFamily& model_family(const std::string& name) {
 }
 
 const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::string& where) {
-  if (!config.contains("model_type")) return gpt2_family();
-  const nlohmann::json& type = config["model_type"];
   std::vector<std::string> types;
-  for (const ModelFamily* f : model_families()) {
+  for (const ModelFamily* f : model_families()) types.push_back(f->hf_model_type);
+  if (!config.contains("model_type"))
+    fail_input(
+        "{} has no model_type: which architecture it describes is unknown (shardtrain reads "
+        "{})",
+        where, fmt::join(types, ", "));
+  const nlohmann::json& type = config["model_type"];
+  for (const ModelFamily* f : model_families())
     if (type.is_string() && type.get<std::string>() == f->hf_model_type) return *f;
-    types.push_back(f->hf_model_type);
-  }
   fail_input("{}: model_type = {} is not one shardtrain reads ({})", where, type.dump(),
              fmt::join(types, ", "));
 }

@@ -3,12 +3,17 @@
 // back to the same shape.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/json_parse.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
 #include "models/llama/llama_keys.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
@@ -76,6 +81,86 @@ TEST(ModelFamily, RefusesWhatItCannotHonour) {
   j = hf_llama();
   j.erase("hidden_size");
   expect_refused(j, "'hidden_size' is missing");
+}
+
+// Keys that would make transformers compute another model than the family's are refused by
+// name, never read and ignored; the values that say what the family does anyway are accepted.
+TEST(ModelFamily, RefusesKeysThatWouldChangeTheModel) {
+  nlohmann::json j = hf_llama();
+  j["attention_bias"] = true;
+  expect_refused(j, "attention_bias = true is not supported");
+  j = hf_llama();
+  j["mlp_bias"] = true;
+  expect_refused(j, "mlp_bias = true is not supported");
+  j = hf_llama();
+  j["hidden_act"] = "gelu";
+  expect_refused(j, "hidden_act = \"gelu\" is not supported");
+  j = hf_llama();
+  j["head_dim"] = 32;
+  expect_refused(j, "head_dim = 32 is not hidden_size / num_attention_heads = 64 / 4");
+  j = hf_llama();
+  j["sliding_window"] = 16;
+  expect_refused(j, "sliding_window = 16 (narrower than max_position_embeddings = 32)");
+  j = hf_llama();
+  j.erase("model_type");
+  expect_refused(j, "config.json has no model_type");
+  // What the family computes anyway.
+  j = hf_llama();
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  j["hidden_act"] = "silu";
+  j["head_dim"] = 16;
+  j["sliding_window"] = 16;
+  j["use_sliding_window"] = false;
+  EXPECT_EQ(model_config_from_hf(j, "config.json").n_embd, 64);
+  j["sliding_window"] = 4096;
+  j.erase("use_sliding_window");
+  EXPECT_EQ(model_config_from_hf(j, "config.json").n_embd, 64);
+  nlohmann::json g = {{"model_type", "gpt2"}, {"n_layer", 1},      {"n_embd", 48},
+                      {"n_head", 4},          {"n_positions", 64}, {"vocab_size", 256}};
+  for (const auto& [key, value, words] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"activation_function", "relu", "activation_function = \"relu\" is not supported"},
+           {"tie_word_embeddings", false, "tie_word_embeddings = false is not supported"},
+           {"n_inner", 100, "n_inner = 100 is not supported"},
+           {"scale_attn_by_inverse_layer_idx", true, "scale_attn_by_inverse_layer_idx"}}) {
+    nlohmann::json bad = g;
+    bad[key] = value;
+    expect_refused(bad, words);
+  }
+  g["activation_function"] = "gelu_new";
+  g["n_inner"] = nullptr;
+  EXPECT_EQ(model_config_from_hf(g, "config.json").n_embd, 48);
+}
+
+// A config.json nested thousands deep is refused whole, at once.
+TEST(ModelFamily, RefusesAbsurdlyNestedJson) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    parse_json_object("{\"a\": " + deep + "}", "config.json");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json nests deeper than 64 levels"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A config.json of megabytes is not a model's: refused before it is read (not parsed for
+// seconds into gigabytes).
+TEST(ModelFamily, RefusesAHugeConfigJsonUnread) {
+  const testing::ScopedTempDir dir;
+  {
+    std::ofstream out(dir.path("config.json"));
+    out << "{\"model_type\": \"llama\", \"pad\": \"" << std::string(5 << 20, 'x') << "\"}";
+  }
+  try {
+    model_config_beside(dir.path("model.safetensors"));
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes: not a model's config.json"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ModelFamily, ReadsHuggingFaceGpt2Config) {

@@ -49,6 +49,20 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   c.n_head = json_int_at(j, "n_head", where);
   c.block_size = json_int_at(j, "n_positions", where);
   c.vocab_size = json_int_at(j, "vocab_size", where);
+  // What transformers' GPT-2 would compute differently from this one is refused by name.
+  if (j.contains("activation_function") && j["activation_function"] != "gelu_new" &&
+      j["activation_function"] != "gelu_pytorch_tanh")
+    fail_input("{}: activation_function = {} is not supported (GPT-2's tanh GELU, gelu_new, only)",
+               where, j["activation_function"].dump());
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"] != true)
+    fail_input("{}: tie_word_embeddings = {} is not supported (GPT-2's head is the embedding)",
+               where, j["tie_word_embeddings"].dump());
+  if (j.contains("n_inner") && !j["n_inner"].is_null() &&
+      json_int_at(j, "n_inner", where, 1, INT64_MAX) != 4 * c.n_embd)
+    fail_input("{}: n_inner = {} is not supported (GPT-2's MLP is 4 x n_embd = {} wide)", where,
+               j["n_inner"].dump(), 4 * c.n_embd);
+  for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
+    if (j.contains(key) && j[key] == true) fail_input("{}: {} = true is not supported", where, key);
   return c;
 }
 

@@ -108,6 +108,42 @@ nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
           {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
 }
 
+// Keys transformers' Llama honours that would change the model this family computes: each is
+// refused by name unless it says what the family does anyway (a key read and then ignored would
+// give another model than the file describes).
+void refuse_what_llama_does_not_compute(const nlohmann::json& j, const ModelConfig& m,
+                                        const std::string& where) {
+  auto is_true = [&](const char* key) {
+    return j.contains(key) && !(j[key].is_boolean() && !j[key].get<bool>()) && !j[key].is_null();
+  };
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (is_true(key))
+      fail_input("{}: {} = {} is not supported (this Llama has no biases)", where, key,
+                 j[key].dump());
+  for (const char* key : {"hidden_act", "hidden_activation"})
+    if (j.contains(key) && j[key] != "silu")
+      fail_input("{}: {} = {} is not supported (SwiGLU's silu only)", where, key, j[key].dump());
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    const int64_t head_dim = json_int_at(j, "head_dim", where, 1, 1 << 20);
+    if (m.n_head > 0 && head_dim * m.n_head != m.n_embd)
+      fail_input(
+          "{}: head_dim = {} is not hidden_size / num_attention_heads = {} / {}: heads of "
+          "their own width are not supported",
+          where, head_dim, m.n_embd, m.n_head);
+  }
+  // A window narrower than the context changes attention (transformers applies it only with
+  // use_sliding_window where that key exists).
+  if (j.contains("sliding_window") && !j["sliding_window"].is_null() &&
+      !(j.contains("use_sliding_window") && j["use_sliding_window"] == false)) {
+    const int64_t window = json_int_at(j, "sliding_window", where, 0, INT64_MAX);
+    if (window < m.block_size)
+      fail_input(
+          "{}: sliding_window = {} (narrower than max_position_embeddings = {}) is not "
+          "supported: full causal attention only",
+          where, window, m.block_size);
+  }
+}
+
 ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   ModelConfig m;
   LlamaKeys c;
@@ -131,6 +167,7 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     fail_input("{}: rope_scaling = {} is not supported (plain rotary embeddings only)", where,
                j["rope_scaling"].dump());
+  refuse_what_llama_does_not_compute(j, m, where);
   keys().write(c, m);
   return m;
 }
