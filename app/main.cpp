@@ -136,9 +136,14 @@ void add_bench(CLI::App& app, Options& o, std::vector<Command>& table) {
 
 // export, eval and sample: the commands that load a trained model.
 void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) {
-  CLI::App* export_cmd = app.add_subcommand("export", "a checkpoint as a safetensors file");
+  CLI::App* export_cmd =
+      app.add_subcommand("export", "a checkpoint as a safetensors file or a Hugging Face folder");
   export_cmd->add_option("--checkpoint", o.export_.checkpoint, "checkpoint directory");
-  export_cmd->add_option("--out", o.export_.out, "safetensors file to write");
+  export_cmd->add_option("--out", o.export_.out,
+                         "FILE.safetensors (with config.json beside it), or a model folder "
+                         "Hugging Face's from_pretrained reads");
+  export_cmd->add_option("--max-shard-size", o.export_.max_shard_size,
+                         "a folder's files at most this large (5GB, 500MB, 64KiB; default 5GB)");
   export_cmd->add_option("--dtype", o.export_.dtype, "bf16 or fp32");
   table.push_back({export_cmd, [&o] { return st::run_export(o.export_); }});
 

@@ -20,6 +20,7 @@ int run_train(const CommonOptions& options);
 // shardtrain export --checkpoint DIR --out FILE [--dtype bf16|fp32]
 struct ExportOptions {
   std::string checkpoint, out, dtype = "bf16";
+  std::string max_shard_size;  // a folder's files at most this large; "" (not given): 5GB
 };
 int run_export(const ExportOptions& options);
 

@@ -235,8 +235,9 @@ KeyTable training_keys() {
         "the others wait, this long ends the job, named with its step; 0: off (the collectives' "
         "300 s watchdog remains)"}},
       {"training.init_from",
-       {str_key(&Config::training, &Training::init_from), "a safetensors path",
-        "start from these weights (shapes checked by name) instead of the seed's"}},
+       {str_key(&Config::training, &Training::init_from), "a safetensors file or model folder",
+        "start from these weights (shapes checked by name) instead of the seed's: one file, or a "
+        "Hugging Face folder (model.safetensors, or an index and its shards)"}},
   };
 }
 

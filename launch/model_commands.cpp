@@ -16,6 +16,7 @@
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
 #include "core/rng.hpp"
+#include "core/staged_folder.hpp"
 #include "core/staged_output.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
@@ -23,7 +24,7 @@
 #include "launch/names.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
-#include "sharding/safetensors.hpp"
+#include "sharding/hf_weights.hpp"
 
 namespace st {
 namespace {
@@ -50,6 +51,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
   use_threads(config, m.ranks.ranks_on_node);
   apply_matmul_settings(config);
   CheckpointInfo info;
+  WeightsPlan plan;
   // Read by every rank; a rank on another node may see another file, or none.
   run_agreed(*m.ranks.group, [&] {
     if (!checkpoint.empty()) {
@@ -66,12 +68,28 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
       m.file_dtype =
           parse_float_dtype(dtype.get<std::string>(), "checkpoint precision.param_dtype");
     } else {
-      if (!fs::is_regular_file(weights)) fail_input("--weights: '{}' is not a file", weights);
+      if (!fs::is_regular_file(weights) && !fs::is_directory(weights))
+        fail_input(
+            "--weights: '{}' is not a file or a model folder (a safetensors file, or a "
+            "folder with config.json)",
+            weights);
       const std::string config_json = config_json_beside(weights);
       if (!fs::exists(config_json))
-        fail_input("'{}' is needed beside '{}' (the model's shape)", config_json, weights);
+        fail_input("'{}' is needed {} '{}' (the model's shape)", config_json,
+                   fs::is_directory(weights) ? "in" : "beside", weights);
       m.config = model_config_beside(weights);
-      m.file_dtype = safetensors_dtype(weights);
+      // Every header checked against the model config.json describes before anything is
+      // allocated (the model is only its parameters' specs until the runtime shards it).
+      const auto specs_only = model_family(m.config.family).build(m.config, DType::f32);
+      try {
+        plan = plan_weights(weights, specs_only->param_specs());
+      } catch (const InputError& e) {
+        // The shape came from config.json: either file may be the wrong one.
+        fail_input("--weights '{}' does not fit the model '{}' {} it describes ({}): {}", weights,
+                   config_json, fs::is_directory(weights) ? "in" : "beside", specs_only->describe(),
+                   e.what());
+      }
+      m.file_dtype = plan_compute_dtype(plan);
     }
   });
   const DType dtype = param_dtype.value_or(m.file_dtype);
@@ -85,13 +103,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
     for (const ShardSpan& s : m.fsdp->spans()) master.spans.push_back(s.master);
     load_checkpoint(info, *m.fsdp, {master});
   } else {
-    try {
-      load_safetensors(weights, *m.fsdp);
-    } catch (const InputError& e) {
-      // The shape came from config.json: either file may be the wrong one.
-      fail_input("--weights '{}' does not fit the model '{}' beside it describes ({}): {}", weights,
-                 config_json_beside(weights), m.model->describe(), e.what());
-    }
+    load_weights(plan, *m.fsdp);
   }
 }
 
@@ -110,43 +122,97 @@ Batch packed_window_batch(const TokenStream& tokens, int64_t first, int64_t rows
 
 }  // namespace
 
+namespace {
+
+// One file: a .safetensors name, or anything that exists and is not a folder (a device is then
+// refused by name); a folder otherwise.
+bool names_one_file(const std::string& out) {
+  if (out.size() > 12 && out.compare(out.size() - 12, 12, ".safetensors") == 0) return true;
+  std::error_code ec;
+  const fs::file_status status = fs::status(out, ec);
+  return fs::exists(status) && !fs::is_directory(status);
+}
+
+// Hugging Face's config.json of the family's model class, as text.
+std::string hf_config_text(const ModelConfig& config, DType dtype) {
+  return model_family(config.family).hf_config(config, dtype).dump(2) + "\n";
+}
+
+// export --out FILE.safetensors: the weights and the config.json beside them appear together,
+// or neither does.
+void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype) {
+  std::optional<StagedOutput> weights, config_json;
+  agree_on_startup(*m.ranks.group, [&] {
+    if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
+    const fs::path parent = fs::absolute(o.out).parent_path();
+    std::error_code ec;
+    if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
+    if (ec) fail_input("export --out: cannot create '{}': {}", parent.string(), ec.message());
+    weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
+    if (m.ranks.rank() == 0) {
+      weights->check_writable();
+      config_json.emplace(config_json_beside(fs::absolute(o.out).string()), "export's config.json");
+      config_json->check_writable();
+    }
+    load_model(m, o.checkpoint, "", DType::f32, Config{});
+  });
+  save_safetensors(weights->write_path(), *m.fsdp, dtype,
+                   {{"format", "pt"}, {"producer", "shardtrain"}});
+  if (m.ranks.rank() == 0) {
+    write_output_text(*config_json, hf_config_text(m.config, dtype));
+    commit_together({&*weights, &*config_json});
+    fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_json->path());
+  }
+  // The other ranks drop their view of the temporary (removing it) only once rank 0 committed.
+  m.ranks.group->barrier()->wait();
+}
+
+// export --out DIR: a folder transformers.from_pretrained reads (config.json, model.safetensors
+// or shards of at most --max-shard-size with their index), appearing whole or not at all.
+void export_folder(LoadedModel& m, const ExportOptions& o, DType dtype) {
+  const int64_t max_shard = parse_byte_size(
+      o.max_shard_size.empty() ? std::string("5GB") : o.max_shard_size, "--max-shard-size");
+  StagedFolder folder(o.out, "export --out", m.ranks.rank() == 0);
+  agree_on_startup(*m.ranks.group, [&] {
+    if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
+    if (m.ranks.rank() == 0) folder.create();
+    load_model(m, o.checkpoint, "", DType::f32, Config{});
+  });
+  const auto& specs = m.model->param_specs();
+  const auto shards = split_into_shards(specs, dtype, max_shard);
+  // Each file written by every rank at once, each rank its own slices.
+  for (size_t k = 0; k < shards.size(); ++k)
+    save_safetensors(folder.file(shard_file_name(k, shards.size())), *m.fsdp, dtype,
+                     {{"format", "pt"}, {"producer", "shardtrain"}}, shards[k]);
+  if (m.ranks.rank() == 0) {
+    write_text_file(folder.file("config.json"), hf_config_text(m.config, dtype));
+    if (shards.size() > 1)
+      write_text_file(folder.file(kIndexName), shard_index_json(specs, dtype, shards));
+    folder.commit();
+    fmt::print(
+        "exported {}: {} ({}){}, config.json\n", o.out,
+        shards.size() == 1 ? std::string(kSingleFileName) : fmt::format("{} shards", shards.size()),
+        dtype_name(dtype), shards.size() > 1 ? fmt::format(", {}", kIndexName) : "");
+  }
+}
+
+}  // namespace
+
 int run_export(const ExportOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
   return run_after_startup([&] {
-    if (o.out.empty()) fail_input("export: --out FILE is required");
+    if (o.out.empty()) fail_input("export: --out FILE.safetensors or --out DIR is required");
     const DType dtype = parse_float_dtype(o.dtype, "--dtype");
-    // The weights and the config.json beside them appear together, or neither does.
-    std::optional<StagedOutput> weights, config_json;
-    agree_on_startup(*m.ranks.group, [&] {
-      if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
-      const fs::path parent = fs::absolute(o.out).parent_path();
-      std::error_code ec;
-      if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
-      if (ec) fail_input("export --out: cannot create '{}': {}", parent.string(), ec.message());
-      weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
-      if (m.ranks.rank() == 0) {
-        weights->check_writable();
-        config_json.emplace(config_json_beside(fs::absolute(o.out).string()),
-                            "export's config.json");
-        config_json->check_writable();
-      }
-      load_model(m, o.checkpoint, "", DType::f32, Config{});
-    });
-    save_safetensors(weights->write_path(), *m.fsdp, dtype,
-                     {{"format", "pt"}, {"producer", "shardtrain"}});
-    if (m.ranks.rank() == 0) {
-      // Hugging Face's configuration of the family's model class.
-      const nlohmann::ordered_json config =
-          model_family(m.config.family).hf_config(m.config, dtype);
-      const std::string text = config.dump(2) + "\n";
-      config_json->file().write(text.data(), text.size());
-      config_json->file().sync_and_close();
-      commit_together({&*weights, &*config_json});
-      fmt::print("exported {} ({}) and {}\n", o.out, dtype_name(dtype), config_json->path());
+    if (names_one_file(o.out)) {
+      if (!o.max_shard_size.empty())
+        fail_input("export: --max-shard-size splits a folder export; --out '{}' is one file",
+                   o.out);
+      export_one_file(m, o, dtype);
+    } else {
+      export_folder(m, o, dtype);
     }
-    // The other ranks leave (and drop their view of the temporary) once rank 0 has committed.
-    m.ranks.group->barrier()->wait();
+    m.ranks.group->barrier()->wait();  // every rank leaves once the output is whole
     return 0;
   });
 }

@@ -4,12 +4,13 @@
 
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
+#include "sharding/hf_weights.hpp"
 
 namespace st {
 namespace fs = std::filesystem;
 
 std::string config_json_beside(const std::string& weights) {
-  return (fs::path(weights).parent_path() / "config.json").string();
+  return weights_config_json(weights);
 }
 
 void apply_matmul_settings(const Config& config) {

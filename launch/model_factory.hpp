@@ -29,10 +29,10 @@ std::string model_family_of(const nlohmann::json& model_meta, const std::string&
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
 // The model shape of Hugging Face's config.json (its family from `model_type`), checked.
 ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& where);
-// The model shape of the config.json beside the weights file `weights`.
+// The model shape of the config.json of `weights` (a model folder's, or the one beside a file).
 ModelConfig model_config_beside(const std::string& weights);
 
-// The config.json beside a weights file (Hugging Face's layout: one folder per model).
+// The config.json of a model folder, or beside a weights file (Hugging Face's layout).
 std::string config_json_beside(const std::string& weights);
 
 // When a config.json lies beside the safetensors file `weights`, it must describe `model`

@@ -19,7 +19,7 @@
 #include "core/trace.hpp"
 #include "launch/model_factory.hpp"
 #include "optim/clip.hpp"
-#include "sharding/safetensors.hpp"
+#include "sharding/hf_weights.hpp"
 
 namespace st {
 

@@ -25,7 +25,9 @@ const char* st_dtype(DType d) {
 // A safetensors header above this is refused before it is read (GPT-2 XL's is ~100 KiB).
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
-SafetensorsHeader read_header(const std::string& path) {
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
   InputFile f(path);
   const int64_t file_size = f.size();
   if (file_size < 8) fail_input("'{}' is not a safetensors file (too short)", path);
@@ -40,25 +42,39 @@ SafetensorsHeader read_header(const std::string& path) {
   return parse_safetensors_header(path, bytes, file_size);
 }
 
-DType parse_dtype(const std::string& path, const std::string& name, const nlohmann::json& t) {
+namespace {
+
+StoredDtype parse_dtype(const std::string& path, const std::string& name, const nlohmann::json& t) {
   if (!t.is_object()) fail_input("'{}': tensor '{}' is not a JSON object", path, name);
   const auto it = t.find("dtype");
   if (it == t.end() || !it->is_string())
-    fail_input("'{}': tensor '{}' has dtype {} where a string (F32 or BF16) belongs", path, name,
-               it == t.end() ? "missing" : it->dump());
+    fail_input("'{}': tensor '{}' has dtype {} where a string (F32, BF16 or F16) belongs", path,
+               name, it == t.end() ? "missing" : it->dump());
   const std::string d = it->get<std::string>();
-  if (d == "F32") return DType::f32;
-  if (d == "BF16") return DType::bf16;
-  fail_input("'{}': tensor '{}' has dtype '{}'; shardtrain reads F32 and BF16", path, name, d);
+  if (d == "F32") return StoredDtype::f32;
+  if (d == "BF16") return StoredDtype::bf16;
+  if (d == "F16") return StoredDtype::f16;
+  fail_input("'{}': tensor '{}' has dtype '{}'; shardtrain reads F32, BF16 and F16", path, name, d);
 }
 
 }  // namespace
 
+size_t stored_size(StoredDtype d) {
+  return d == StoredDtype::f32 ? 4 : 2;
+}
+
+int64_t tensor_bytes(const ParamSpec& spec, DType dtype) {
+  return spec.real_numel() * int64_t(dtype_size(dtype));
+}
+
 void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
-                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+                      const std::vector<std::pair<std::string, std::string>>& metadata,
+                      const std::vector<size_t>& which) {
   ProcessGroup& group = fsdp.group();
   const auto& specs = fsdp.model().param_specs();
   const size_t esize = dtype_size(dtype);
+  std::vector<bool> held(specs.size(), which.empty());
+  for (size_t i : which) held.at(i) = true;
   // The header: tensors in declaration order, packed back to back.
   nlohmann::ordered_json header;
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -67,6 +83,7 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
   std::vector<int64_t> offset(specs.size());
   int64_t data_bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
+    if (!held[i]) continue;
     offset[i] = data_bytes;
     const int64_t bytes = specs[i].real_numel() * int64_t(esize);
     header[specs[i].name] = {{"dtype", st_dtype(dtype)},
@@ -94,20 +111,13 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
     const size_t index = span.param;
     const int64_t first = span.param_offset;
     const int64_t n = std::min(span.master.numel(), specs[index].real_numel() - first);
-    if (n <= 0) continue;
+    if (n <= 0 || !held[index]) continue;
     buf.resize(size_t(n) * esize);
     cast(span.master.raw(), DType::f32, buf.data(), dtype, size_t(n));
     out.write_at(buf.data(), buf.size(), data_start + offset[index] + first * int64_t(esize));
   }
   out.sync_and_close();
   group.barrier()->wait();
-}
-
-DType safetensors_dtype(const std::string& path) {
-  const SafetensorsHeader h = read_header(path);
-  for (auto& [name, t] : h.json.items())
-    if (name != "__metadata__") return parse_dtype(path, name, t);
-  fail_input("'{}' holds no tensors", path);
 }
 
 SafetensorsHeader parse_safetensors_header(const std::string& path, std::string_view bytes,
@@ -126,10 +136,16 @@ SafetensorsHeader parse_safetensors_header(const std::string& path, std::string_
 }
 
 SafetensorsLayout check_safetensors_layout(const std::string& path, const SafetensorsHeader& h,
-                                           const std::vector<ParamSpec>& specs) {
-  SafetensorsLayout layout{std::vector<int64_t>(specs.size()), std::vector<DType>(specs.size())};
+                                           const std::vector<ParamSpec>& specs,
+                                           const std::vector<bool>& held_given) {
+  const std::vector<bool> held =
+      held_given.empty() ? std::vector<bool>(specs.size(), true) : held_given;
+  ST_CHECK(held.size() == specs.size(), "{} flags for {} parameters", held.size(), specs.size());
+  SafetensorsLayout layout{std::vector<int64_t>(specs.size()),
+                           std::vector<StoredDtype>(specs.size())};
   const int64_t data_bytes = h.file_size - h.data_start;
   for (size_t i = 0; i < specs.size(); ++i) {
+    if (!held[i]) continue;
     const std::string& name = specs[i].name;
     if (!h.json.contains(name))
       fail_input("'{}' has no tensor '{}' (the model needs every parameter)", path, name);
@@ -143,7 +159,7 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
       fail_input("{} has shape {} but the model needs {}", where, shape_string(shape),
                  shape_string(specs[i].real_shape()));
     const auto off = json_int_array(t["data_offsets"], where + " data_offsets", 0, data_bytes);
-    const int64_t bytes = specs[i].real_numel() * int64_t(dtype_size(layout.dtypes[i]));
+    const int64_t bytes = specs[i].real_numel() * int64_t(stored_size(layout.dtypes[i]));
     if (off.size() != 2 || off[1] - off[0] != bytes)
       fail_input(
           "{} has data_offsets {} where [begin, begin + {}] inside the {} data bytes "
@@ -161,12 +177,14 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
     if (it == specs.end())
       fail_input("'{}' holds tensor '{}', which this model does not have (a different model?)",
                  path, name);
+    if (!held[size_t(it - specs.begin())])
+      fail_input("'{}' holds tensor '{}', which the index assigns to another file", path, name);
     starts.emplace_back(layout.begin[size_t(it - specs.begin())], size_t(it - specs.begin()));
   }
   std::sort(starts.begin(), starts.end());
   auto end_of = [&](size_t k) {
     const size_t i = starts[k].second;
-    return starts[k].first + specs[i].real_numel() * int64_t(dtype_size(layout.dtypes[i]));
+    return starts[k].first + specs[i].real_numel() * int64_t(stored_size(layout.dtypes[i]));
   };
   for (size_t k = 1; k < starts.size(); ++k)
     if (starts[k].first < end_of(k - 1))
@@ -188,42 +206,6 @@ SafetensorsLayout check_safetensors_layout(const std::string& path, const Safete
         "a damaged or appended-to file",
         path, data_bytes - covered, covered, data_bytes);
   return layout;
-}
-
-DType load_safetensors(const std::string& path, FsdpRuntime& fsdp) {
-  const auto& specs = fsdp.model().param_specs();
-  SafetensorsHeader h;
-  SafetensorsLayout layout;
-  run_agreed(fsdp.group(), [&] {  // a rank on another node may see another file, or none
-    h = read_header(path);
-    layout = check_safetensors_layout(path, h, specs);
-  });
-  // A non-finite value or a failed read is found by one rank; every rank reports it.
-  run_agreed(fsdp.group(), [&] {
-    InputFile f(path);
-    std::vector<char> buf;
-    for (const ShardSpan& span : fsdp.spans()) {
-      const size_t index = span.param;
-      const int64_t first = span.param_offset;
-      // Padding rows are not in the file: they stay zero.
-      const int64_t n =
-          std::max<int64_t>(0, std::min(span.master.numel(), specs[index].real_numel() - first));
-      std::fill(span.master.data<float>() + n, span.master.data<float>() + span.master.numel(),
-                0.f);
-      if (n == 0) continue;
-      const size_t esize = dtype_size(layout.dtypes[index]);
-      buf.resize(size_t(n) * esize);
-      f.read_at(buf.data(), buf.size(),
-                h.data_start + layout.begin[index] + first * int64_t(esize));
-      cast(buf.data(), layout.dtypes[index], span.master.raw(), DType::f32, size_t(n));
-      const float* v = span.master.data<float>();
-      for (int64_t k = 0; k < n; ++k)
-        if (!std::isfinite(v[k]))
-          fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}", path,
-                     specs[index].name, v[k], first + k);
-    }
-  });
-  return layout.dtypes.empty() ? DType::f32 : layout.dtypes[0];
 }
 
 }  // namespace st

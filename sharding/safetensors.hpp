@@ -18,11 +18,16 @@ struct SafetensorsHeader {
   int64_t file_size = 0;
 };
 
+// How a tensor is stored: F32, BF16, or F16 (IEEE half, widened to FP32 when read).
+enum class StoredDtype : uint8_t { f32, bf16, f16 };
+size_t stored_size(StoredDtype d);
+
 // Where each of a model's parameters lies in a file: its first byte after data_start, and the
-// dtype it is stored in; indexed like the ParamSpecs.
+// dtype it is stored in; indexed like the ParamSpecs (entries of parameters another file holds
+// are unset).
 struct SafetensorsLayout {
   std::vector<int64_t> begin;
-  std::vector<DType> dtypes;
+  std::vector<StoredDtype> dtypes;
 };
 
 // `bytes` is the start of the file `path` (at least 8 bytes plus the header; the fuzz target
@@ -32,24 +37,26 @@ SafetensorsHeader parse_safetensors_header(const std::string& path, std::string_
                                            int64_t file_size);
 
 // Checks the header against the model's parameters before anything is read: every parameter
-// present with its shape and an F32/BF16 dtype, offsets inside the file and of the right
+// present with its shape and an F32/BF16/F16 dtype, offsets inside the file and of the right
 // length, no tensor the model lacks, no two tensors overlapping. An InputError naming the
-// file and the tensor otherwise.
+// file and the tensor otherwise. `held` (one flag per spec; empty: all) says which parameters
+// this file holds where an index spreads the model over several files.
 SafetensorsLayout check_safetensors_layout(const std::string& path, const SafetensorsHeader& h,
-                                           const std::vector<ParamSpec>& specs);
+                                           const std::vector<ParamSpec>& specs,
+                                           const std::vector<bool>& held = {});
 
-// Collective. Writes every parameter of `fsdp`'s model from the FP32 master shards, as F32 or
-// BF16 (`dtype`), into the file `path` itself: a command stages it (StagedOutput) and commits it
-// after this returns on every rank. `metadata` goes into the header's __metadata__ (strings).
+// The header of the file `path`, read (at most 100 MiB of it) and parsed.
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// Collective. Writes the parameters `which` (indexes into the model's specs; empty: all) of
+// `fsdp`'s model from the FP32 master shards, as F32 or BF16 (`dtype`), into the file `path`
+// itself: a command stages it (StagedOutput) and commits it after this returns on every rank.
+// `metadata` goes into the header's __metadata__ (strings).
 void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
-                      const std::vector<std::pair<std::string, std::string>>& metadata);
+                      const std::vector<std::pair<std::string, std::string>>& metadata,
+                      const std::vector<size_t>& which = {});
 
-// Collective. Fills this rank's FP32 master shards from `path` (F32 or BF16 tensors). Every
-// parameter of the model must be present with its shape; other tensors are ignored. An
-// InputError naming the file and tensor otherwise. Returns the file's dtype (the first one).
-DType load_safetensors(const std::string& path, FsdpRuntime& fsdp);
-
-// The dtype of the tensors in a safetensors file (from its header alone).
-DType safetensors_dtype(const std::string& path);
+// Bytes the tensors take in `dtype` (what total_size in an index counts).
+int64_t tensor_bytes(const ParamSpec& spec, DType dtype);
 
 }  // namespace st

@@ -3,12 +3,14 @@
 // in tests/fuzz/ throw random bytes at the same functions).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
 #include "core/error.hpp"
 #include "core/json_parse.hpp"
 #include "sharding/checkpoint_manifest.hpp"
+#include "sharding/hf_weights.hpp"
 #include "sharding/safetensors.hpp"
 
 namespace st {
@@ -144,7 +146,7 @@ TEST(SafetensorsHeader, EveryEntryIsChecked) {
             "(no error)");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"a": {"dtype": 7, "shape": [2, 2], "data_offsets": [0, 16]}, )" + b + "}",
-       "'F': tensor 'a' has dtype 7 where a string (F32 or BF16) belongs"},
+       "'F': tensor 'a' has dtype 7 where a string (F32, BF16 or F16) belongs"},
       {R"({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}, "a": {}, )" + b + "}",
        "has the key 'a' twice"},
       {R"({"a": {"dtype": "F32", "shape": [2.0, 2], "data_offsets": [0, 16]}, )" + b + "}",
@@ -175,6 +177,58 @@ TEST(SafetensorsHeader, EveryEntryIsChecked) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse_safetensors_header("F", "abc", 3); }).find("too short"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace st
+
+namespace st {
+namespace {
+
+// F16 tensors are widened exactly: normal, subnormal, signed zero, the largest, infinity, NaN.
+TEST(HfWeights, HalfToFloatIsExact) {
+  EXPECT_EQ(half_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(half_to_float(0xc000), -2.0f);
+  EXPECT_EQ(half_to_float(0x3555), 0.333251953125f);
+  EXPECT_EQ(half_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(half_to_float(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(half_to_float(0x0400), std::ldexp(1.0f, -14));
+  EXPECT_TRUE(std::signbit(half_to_float(0x8000)) && half_to_float(0x8000) == 0.0f);
+  EXPECT_EQ(half_to_float(0x7c00), INFINITY);
+  EXPECT_TRUE(std::isnan(half_to_float(0x7e00)));
+}
+
+// Hugging Face's shard rule: declaration order, a new file when the next tensor would pass the
+// limit, an oversized tensor alone; sizes in its units.
+TEST(HfWeights, ShardsSplitAsHuggingFaceDoes) {
+  std::vector<ParamSpec> specs(4);
+  const std::vector<int64_t> numel = {100, 100, 500, 10};
+  const char* names[] = {"t0", "t1", "t2", "t3"};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].name = names[i];
+    specs[i].shape = {numel[i]};
+  }
+  // FP32: 400, 400, 2000, 40 bytes against a limit of 1000.
+  const auto shards = split_into_shards(specs, DType::f32, 1000);
+  EXPECT_EQ(shards, (std::vector<std::vector<size_t>>{{0, 1}, {2}, {3}}));
+  EXPECT_EQ(split_into_shards(specs, DType::bf16, 1 << 20).size(), 1u);
+  EXPECT_EQ(shard_file_name(0, 3), "model-00001-of-00003.safetensors");
+  EXPECT_EQ(shard_file_name(0, 1), "model.safetensors");
+  const nlohmann::json index = nlohmann::json::parse(shard_index_json(specs, DType::f32, shards));
+  EXPECT_EQ(index["metadata"]["total_size"], 2840);
+  EXPECT_EQ(index["weight_map"]["t2"], "model-00002-of-00003.safetensors");
+  EXPECT_EQ(parse_byte_size("5GB", "f"), 5000000000);
+  EXPECT_EQ(parse_byte_size("64KiB", "f"), 65536);
+  EXPECT_EQ(parse_byte_size("123", "f"), 123);
+  for (const char* bad : {"", "GB", "5 GB", "-1", "5XB", "999999999999GB", "0"}) {
+    try {
+      parse_byte_size(bad, "--max-shard-size");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--max-shard-size"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# hf_folder.sh SHARDRUN SHARDTRAIN: Hugging Face model folders in and out. A Llama checkpoint
+# exported at 2 ranks as a folder of several shards (--max-shard-size small) with its index and
+# as one file: eval --weights of the folder (1 and 2 ranks) and of the file give the same FP32
+# loss; training.init_from the folder trains; the folder appears whole (no .partial left) and an
+# existing folder with files is never written into. A damaged index is refused by name (exit 2):
+# a tensor missing from weight_map, a file it names missing, a name leaving the folder, a tensor
+# in another file than the index says, a total_size that is not the tensors' bytes.
+set -u
+shardrun=$1 st=$2
+dir=$(mktemp -d /tmp/shardtrain-hf-folder-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+model=(--config llama-tiny model.n_layer=2 model.n_embd=64 model.n_head=4 model.n_kv_head=2
+       model.block_size=32 training.seq_len=32)
+fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
+"$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2 checkpoint.dir=ck > train.log 2>&1 ||
+  fail "training: $(cat train.log)"
+"$shardrun" -n 2 "$st" export --checkpoint ck/step-00000002 --out hf --max-shard-size 64KiB \
+  --dtype fp32 > export.log 2>&1 || fail "folder export: $(cat export.log)"
+grep -q '^exported hf: [0-9]* shards (fp32), model.safetensors.index.json, config.json$' export.log ||
+  fail "the export's line: $(cat export.log)"
+shards=$(ls hf/model-*-of-*.safetensors | wc -l)
+[ "$shards" -ge 2 ] || fail "want 2+ shards, got: $(ls hf)"
+[ -f hf/config.json ] && [ -f hf/model.safetensors.index.json ] || fail "folder: $(ls hf)"
+[ -z "$(ls -A . | grep partial)" ] || fail "a temporary was left: $(ls -A .)"
+for f in hf/model-*.safetensors; do
+  [ "$(stat -c %s "$f")" -le $((64 * 1024 + 4096)) ] || [ "$(python3 -c "import json,struct;f=open('$f','rb');n=struct.unpack('<Q',f.read(8))[0];print(len(json.loads(f.read(n)))-1)")" = 1 ] ||
+    fail "$f is larger than the shard size and holds several tensors"
+done
+python3 - <<'PY' || fail "the index does not match the files"
+import json, os, struct
+index = json.load(open("hf/model.safetensors.index.json"))
+total = 0
+for name in sorted(set(index["weight_map"].values())):
+    f = open(os.path.join("hf", name), "rb")
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    held = {t for t in header if t != "__metadata__"}
+    assert held == {t for t, n in index["weight_map"].items() if n == name}, name
+    total += sum(h["data_offsets"][1] - h["data_offsets"][0] for t, h in header.items() if t != "__metadata__")
+assert index["metadata"]["total_size"] == total, (index["metadata"], total)
+PY
+"$shardrun" -n 2 "$st" export --checkpoint ck/step-00000002 --out one.safetensors --dtype fp32 \
+  > export1.log 2>&1 || fail "file export: $(cat export1.log)"
+loss() { sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
+a=$("$st" eval --json --weights hf | loss)
+b=$("$shardrun" -n 2 "$st" eval --json --weights hf | loss)
+c=$("$st" eval --json --weights one.safetensors | loss)
+echo "eval: folder $a, folder at 2 ranks $b, one file $c"
+awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
+  exit !(a > 0 && d1 <= 1e-5 * a && d2 <= 1e-5 * a) }' || fail "losses differ: $a $b $c"
+"$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2 training.init_from=hf \
+  > init.log 2>&1 || fail "init_from the folder: $(cat init.log)"
+grep -qE '^step +2/2' init.log || fail "init_from trained no steps: $(cat init.log)"
+
+expect2() {  # expect2 PATTERN COMMAND...: exit 2, PATTERN in the output
+  local pattern=$1 out rc
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" = 2 ] && printf '%s' "$out" | grep -qE -- "$pattern" || fail "want exit 2 and /$pattern/ from $*, got $rc: $out"
+}
+expect2 "export --out: 'hf' is a folder with files in it: not overwritten" \
+  "$st" export --checkpoint ck/step-00000002 --out hf
+expect2 "--max-shard-size = '5XB' must be a size" \
+  "$st" export --checkpoint ck/step-00000002 --out new --max-shard-size 5XB
+[ ! -e new ] && [ -z "$(ls -A . | grep partial)" ] || fail "a refused export left files"
+# Damaged copies of the index, one fault each.
+damage() {  # damage NAME PYTHON: a copy of hf as NAME with PYTHON applied to index (a dict)
+  cp -r hf "$1"
+  python3 -c "import json; p='$1/model.safetensors.index.json'; index=json.load(open(p)); $2; json.dump(index, open(p, 'w'))"
+}
+first=$(python3 -c "import json; print(next(iter(json.load(open('hf/model.safetensors.index.json'))['weight_map'])))")
+damage missing "del index['weight_map']['$first']"
+expect2 "does not name tensor '$first' \(the model needs every parameter\)" "$st" eval --weights missing
+damage gone "index['weight_map']['$first'] = 'model-00099-of-00099.safetensors'"
+expect2 "names 'model-00099-of-00099.safetensors', which is not a file in 'gone'" "$st" eval --weights gone
+damage escape "index['weight_map']['$first'] = '../one.safetensors'"
+expect2 "weight_map\['$first'\] = '../one.safetensors' must name a file in the same folder" "$st" eval --weights escape
+second=$(printf 'model-00002-of-%05d.safetensors' "$shards")
+damage moved "index['weight_map']['$first'] = '$second'"
+expect2 "which the index assigns to another file|has no tensor '$first'" "$st" eval --weights moved
+damage total "index['metadata']['total_size'] += 2"
+expect2 "metadata.total_size = [0-9]+ but its tensors take [0-9]+ bytes" "$st" eval --weights total
+damage extra "index['weight_map']['lm_head.bias'] = '$second'"
+expect2 "names tensor 'lm_head.bias', which this model does not have" "$st" eval --weights extra
+mkdir empty_folder && cp hf/config.json empty_folder/
+expect2 "'empty_folder' holds neither model.safetensors nor model.safetensors.index.json" \
+  "$st" eval --weights empty_folder
+echo "ok"
