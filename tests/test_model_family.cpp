@@ -86,22 +86,19 @@ TEST(ModelFamily, RefusesWhatItCannotHonour) {
 // Keys that would make transformers compute another model than the family's are refused by
 // name, never read and ignored; the values that say what the family does anyway are accepted.
 TEST(ModelFamily, RefusesKeysThatWouldChangeTheModel) {
+  for (const auto& [key, value, words] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"attention_bias", true, "attention_bias = true is not supported"},
+           {"mlp_bias", true, "mlp_bias = true is not supported"},
+           {"hidden_act", "gelu", "hidden_act = \"gelu\" is not supported"},
+           {"head_dim", 32, "head_dim = 32 is not hidden_size / num_attention_heads = 64 / 4"},
+           {"sliding_window", 16,
+            "sliding_window = 16 (narrower than max_position_embeddings = 32)"}}) {
+    nlohmann::json bad = hf_llama();
+    bad[key] = value;
+    expect_refused(bad, words);
+  }
   nlohmann::json j = hf_llama();
-  j["attention_bias"] = true;
-  expect_refused(j, "attention_bias = true is not supported");
-  j = hf_llama();
-  j["mlp_bias"] = true;
-  expect_refused(j, "mlp_bias = true is not supported");
-  j = hf_llama();
-  j["hidden_act"] = "gelu";
-  expect_refused(j, "hidden_act = \"gelu\" is not supported");
-  j = hf_llama();
-  j["head_dim"] = 32;
-  expect_refused(j, "head_dim = 32 is not hidden_size / num_attention_heads = 64 / 4");
-  j = hf_llama();
-  j["sliding_window"] = 16;
-  expect_refused(j, "sliding_window = 16 (narrower than max_position_embeddings = 32)");
-  j = hf_llama();
   j.erase("model_type");
   expect_refused(j, "config.json has no model_type");
   // What the family computes anyway.
