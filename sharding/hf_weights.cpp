@@ -56,11 +56,13 @@ std::map<std::string, std::string> read_weight_map(const std::string& index,
   for (const ParamSpec& s : specs)
     if (!map.count(s.name))
       fail_input("'{}' does not name tensor '{}' (the model needs every parameter)", index, s.name);
-  for (const auto& [name, file] : map)
+  for (const auto& entry : map) {
+    const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
     if (std::none_of(specs.begin(), specs.end(),
                      [&](const ParamSpec& s) { return s.name == name; }))
       fail_input("'{}' names tensor '{}', which this model does not have (a different model?)",
                  index, name);
+  }
   if (j.contains("metadata") && !j["metadata"].is_object())
     fail_input("'{}': metadata = {} must be an object", index, j["metadata"].dump());
   return map;
