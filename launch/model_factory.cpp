@@ -4,6 +4,7 @@
 
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
+#include "launch/config_schema.hpp"
 #include "sharding/hf_weights.hpp"
 
 namespace st {
@@ -100,6 +101,29 @@ ModelConfig model_config_beside(const std::string& weights) {
     fail_input("{} is {} bytes: not a model's config.json (those are a few KB; at most {} read)",
                where, bytes, kMaxConfigJsonBytes);
   return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
+}
+
+void adopt_init_from_model(Config& config, const std::vector<std::string>& overrides) {
+  const std::string& weights = config.training.init_from;
+  if (weights.empty() || !fs::exists(config_json_beside(weights))) return;
+  Config file = config;
+  file.model = model_config_beside(weights);
+  // Not in a config.json: the padding the run asks for.
+  file.model.padded_vocab_size = config.model.padded_vocab_size;
+  const std::string where = beside_where(weights);
+  for (const std::string& item : overrides) {
+    const std::string key = item.substr(0, item.find('='));
+    if (key.rfind("model.", 0) != 0 || key == "model.padded_vocab_size") continue;
+    const KeySpec& spec = find_key(key, "command line");
+    const std::string given = spec.show(config), says = spec.show(file);
+    if (given != says)
+      fail_input(
+          "{} says {} = {}, but this run has {} = {}: the weights are of another model "
+          "shape",
+          where, key.substr(6), says, key, given);
+  }
+  config.model = file.model;
+  validate_config(config, 0);
 }
 
 void check_weights_config(const std::string& weights, const ModelConfig& model) {

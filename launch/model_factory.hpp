@@ -35,6 +35,12 @@ ModelConfig model_config_beside(const std::string& weights);
 // The config.json of a model folder, or beside a weights file (Hugging Face's layout).
 std::string config_json_beside(const std::string& weights);
 
+// training.init_from names weights with a config.json (a model folder's, or one beside the
+// file): the run's [model] becomes the model it describes, so its keys need not be repeated. A
+// model.* key given on the command line (`overrides`) must say the same, or an InputError names
+// both values.
+void adopt_init_from_model(Config& config, const std::vector<std::string>& overrides);
+
 // When a config.json lies beside the safetensors file `weights`, it must describe `model`
 // (a file from a different model would otherwise load whatever tensors happen to match).
 void check_weights_config(const std::string& weights, const ModelConfig& model);

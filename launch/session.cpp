@@ -89,6 +89,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
   std::unique_ptr<Model> model;
   agree_on_startup(group, [&] {
     s.config = load_config(options.config, options.overrides);
+    adopt_init_from_model(s.config, options.overrides);
     if (adjust) adjust(s.config);
     s.restart = restart_notice_from_environment();
     if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());

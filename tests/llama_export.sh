@@ -2,7 +2,7 @@
 # llama_export.sh SHARDRUN SHARDTRAIN: a Llama trained at 2 ranks with a checkpoint is exported
 # at 3 ranks in Hugging Face's LlamaForCausalLM layout (names, config.json), evaluated from the
 # export (1 and 2 ranks) and from the checkpoint with the same loss, sampled, fine-tuned from
-# (training.init_from), and refused where a GPT-2 is expected.
+# (training.init_from, which takes the model from config.json), and refused where a GPT-2 is given.
 set -u
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-llama-export-XXXXXX)
@@ -50,8 +50,12 @@ s2=$("$shardrun" -n 2 "$st" sample --weights "$dir/hf/model.safetensors" --promp
 
 "$st" train "${model[@]}" training.max_steps=1 "training.init_from=$dir/hf/model.safetensors" \
   > "$dir/init.log" 2>&1 || fail "fine-tuning from the export failed: $(cat "$dir/init.log")"
-out=$("$st" train model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 \
+# The run's model is the one config.json describes; a family given that differs is refused.
+out=$("$st" train model.family=gpt2 model.n_layer=2 model.n_embd=64 model.n_head=4 model.block_size=32 \
   training.seq_len=32 training.max_steps=1 "training.init_from=$dir/hf/model.safetensors" 2>&1)
-[ $? = 2 ] && printf '%s' "$out" | grep -q "describes a llama model, but this run has model.family = gpt2" \
+[ $? = 2 ] && printf '%s' "$out" | grep -q "says family = \"llama\", but this run has model.family = \"gpt2\"" \
   || fail "a Llama export was not refused for a GPT-2 run: $out"
+out=$("$st" train training.seq_len=32 training.max_steps=1 "training.init_from=$dir/hf/model.safetensors" 2>&1) \
+  || fail "init_from without the model's keys: $out"
+printf '%s' "$out" | grep -q '^model: Llama L=2 C=64' || fail "the model was not config.json's: $out"
 echo "llama exported, evaluated, sampled and fine-tuned from"
