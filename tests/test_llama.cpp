@@ -79,6 +79,62 @@ TEST(Llama, GradientsMatchFiniteDifferencesForEveryHeadGrouping) {
   }
 }
 
+// Heads wider or narrower than n_embd / n_head (model.head_dim, as Qwen3's 128 at 1024 / 16):
+// q, k, v are n_head·head_dim wide and o maps them back to n_embd.
+TEST(Llama, GradientsMatchFiniteDifferencesWithHeadsOfTheirOwnWidth) {
+  for (const int64_t head_dim : {int64_t(6), int64_t(2)}) {
+    SCOPED_TRACE(head_dim);
+    LlamaConfig c = tiny_llama(false);
+    c.head_dim = head_dim;
+    Llama llama(c, DType::f32);
+    EXPECT_EQ(llama.param_specs()[2].shape, (Shape{4 * head_dim, 16}));  // q_proj
+    EXPECT_EQ(llama.param_specs()[3].shape, (Shape{2 * head_dim, 16}));  // k_proj
+    EXPECT_EQ(llama.param_specs()[5].shape, (Shape{16, 4 * head_dim}));  // o_proj
+    LocalParams params(llama, 13);
+    perturb(params, llama.param_specs().size(), 0.1f);
+    testing::expect_model_gradients(llama, params, random_batch(2, 8, 6));
+  }
+  LlamaConfig odd = tiny_llama();
+  odd.head_dim = 5;
+  EXPECT_THROW(Llama(odd, DType::f32), InputError);
+}
+
+// Qwen2's q/k/v biases and Qwen3's per-head q/k norm (with heads of their own width, as
+// Qwen3's): Hugging Face's names and shapes, and gradients against finite differences.
+TEST(Llama, QwenBiasesAndHeadNormsMatchFiniteDifferences) {
+  for (const bool qwen3 : {false, true}) {
+    SCOPED_TRACE(qwen3 ? "qk_norm, head_dim 6" : "qkv_bias");
+    LlamaConfig c = tiny_llama(false);
+    c.qkv_bias = !qwen3;
+    c.qk_norm = qwen3;
+    if (qwen3) c.head_dim = 6;
+    const int64_t hs = c.head_size();
+    Llama llama(c, DType::f32);
+    const auto& s = llama.param_specs();
+    if (qwen3) {
+      EXPECT_EQ(s[6].name, "model.layers.0.self_attn.q_norm.weight");
+      EXPECT_EQ(s[6].shape, (Shape{hs}));
+      EXPECT_EQ(s[7].name, "model.layers.0.self_attn.k_norm.weight");
+    } else {
+      EXPECT_EQ(s[5].name, "model.layers.0.self_attn.q_proj.bias");
+      EXPECT_EQ(s[5].shape, (Shape{4 * hs}));
+      EXPECT_EQ(s[6].name, "model.layers.0.self_attn.k_proj.bias");
+      EXPECT_EQ(s[6].shape, (Shape{2 * hs}));
+    }
+    LocalParams params(llama, 14);
+    perturb(params, s.size(), 0.1f);
+    testing::expect_model_gradients(llama, params, random_batch(2, 8, 7));
+    // The BF16 policy as for Llama: close to the FP32 path at a width where it means something.
+    c.n_embd = 64, c.ffn_hidden = 160, c.block_size = 32;
+    if (qwen3) c.head_dim = 32;
+    Llama l32(c, DType::f32), l16(c, DType::bf16);
+    LocalParams p32(l32, 9), p16(l16, 9);
+    perturb(p32, l32.param_specs().size(), 0.05f);
+    perturb(p16, l16.param_specs().size(), 0.05f);
+    testing::expect_bf16_close_to_fp32(l32, p32, l16, p16, random_batch(4, 32, 8));
+  }
+}
+
 TEST(Llama, Bf16PathStaysCloseToFp32Path) {
   LlamaConfig c = tiny_llama();
   c.n_embd = 64, c.ffn_hidden = 160, c.block_size = 32;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/ops/attention.hpp"
+#include "core/ops/head_norm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/rmsnorm.hpp"
 #include "core/ops/rope.hpp"
@@ -124,6 +125,72 @@ TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
   expect_gradient("fused linear d_in", x, dx, loss);
   expect_gradient("fused linear d_weight 0", w0, dw0, loss);
   expect_gradient("fused linear d_weight 1", w1, dw1, loss);
+}
+
+// Qwen2's q, k and v carry biases: each part adds its own, and d_bias is its column sums.
+TEST(LlamaOps, FusedLinearBiasesMatchFiniteDifferences) {
+  const int64_t M = 5, K = 6, N0 = 4, N1 = 3, W = N0 + N1;
+  auto x = randn(size_t(M * K), 1), w0 = randn(size_t(N0 * K), 2), w1 = randn(size_t(N1 * K), 3);
+  auto b0 = randn(size_t(N0), 5), r = randn(size_t(M * W), 4);
+  std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f), db0(b0.size(), 0.f);
+  // Only the first part has a bias.
+  const LinearPart parts[] = {{w0.data(), dw0.data(), N0, b0.data(), db0.data()},
+                              {w1.data(), dw1.data(), N1}};
+  std::vector<float> out(size_t(M * W));
+  auto loss = [&] {
+    fused_linear_forward(out.data(), x.data(), parts, M, K, f32);
+    return dot(out.data(), r);
+  };
+  loss();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t n = 0; n < W; ++n) {
+      const float* w = n < N0 ? w0.data() + n * K : w1.data() + (n - N0) * K;
+      double s = n < N0 ? b0[size_t(n)] : 0.0;
+      for (int64_t k = 0; k < K; ++k) s += double(x[i * K + k]) * w[k];
+      EXPECT_NEAR(out[i * W + n], s, 1e-5) << i << "," << n;
+    }
+  std::vector<float> dx(x.size(), NAN);
+  fused_linear_backward(dx.data(), r.data(), nullptr, x.data(), parts, M, K, f32);
+  expect_gradient("fused linear d_in", x, dx, loss);
+  expect_gradient("fused linear d_weight 0", w0, dw0, loss);
+  expect_gradient("fused linear d_bias 0", b0, db0, loss);
+}
+
+// Qwen3's q/k norm: each head of the chosen ones normalized alone, one weight for all of them;
+// the columns around them untouched forward and backward.
+TEST(LlamaOps, HeadRmsNormMatchesFormulaAndFiniteDifferences) {
+  const int64_t M = 3, hs = 4, first = 1, heads = 2, W = 4 * hs + 3;
+  const float eps = 1e-6f;
+  const auto x0 = randn(size_t(M * W), 1);
+  auto w = randn(size_t(hs), 2), r = randn(size_t(M * W), 3), x = x0;
+  std::vector<float> y(x.size()), saved(size_t(M * heads * hs)), rstd(size_t(M * heads));
+  auto loss = [&] {
+    y = x;
+    head_rmsnorm_forward(y.data(), saved.data(), rstd.data(), w.data(), M, W, first, heads, hs, eps,
+                         f32);
+    return dot(y.data(), r);
+  };
+  loss();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < W; ++c) {
+      const int64_t h = c / hs - first;
+      if (h < 0 || h >= heads || c >= (first + heads) * hs) {
+        EXPECT_EQ(y[m * W + c], x[m * W + c]) << "untouched column " << c;
+        continue;
+      }
+      double squares = 0;
+      for (int64_t i = 0; i < hs; ++i) {
+        const double v = x[m * W + (first + h) * hs + i];
+        squares += v * v;
+      }
+      const double s = 1.0 / std::sqrt(squares / double(hs) + eps);
+      EXPECT_NEAR(y[m * W + c], x[m * W + c] * s * w[size_t(c % hs)], 1e-5) << m << "," << c;
+    }
+  std::vector<float> d = r, dw(w.size(), 0.f);
+  head_rmsnorm_backward(d.data(), dw.data(), saved.data(), w.data(), rstd.data(), M, W, first,
+                        heads, hs, f32);
+  expect_gradient("head rmsnorm d_x", x, d, loss, 1e-2f, 3e-3, 3e-2);
+  expect_gradient("head rmsnorm d_weight", w, dw, loss);
 }
 
 // Causal attention in double with kv head h / group for query head h, on the packed layout.

@@ -6,21 +6,21 @@ namespace st {
 
 void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C,
                                         int64_t Vp, const char* attn) {
-  const int64_t H = att.H;
+  const int64_t H = att.H, Q = att.H * att.head_size;
   const std::string probs_name = std::string(attn) + ".probs", y_name = std::string(attn) + ".y";
   x.clear();
   for (int64_t l = 0; l <= L; ++l) x.push_back(arena.f32("x", {B, T, C}));
   using enum BlockTensor;
   x_mid = layers(kept, L, [&] { return arena.f32("x_mid", {B, T, C}); });
   probs = layers(cheap, L, [&] { return arena.make(probs_name.c_str(), {B, H, T, T}, dt); });
-  att_y = layers(kept, L, [&] { return arena.make(y_name.c_str(), {B, T, C}, dt); });
+  att_y = layers(kept, L, [&] { return arena.make(y_name.c_str(), {B, T, Q}, dt); });
   logits = arena.f32("logits", {B * T, Vp});
   losses = arena.f32("losses", {B * T});
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {B, T, C});
-  d_small = arena.f32("d_small", {B, T, C});
+  d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
   att_scores = arena.f32("attn.scores", {B, H, T, T});
-  att_dy = arena.make("attn.d_y", {B, T, C}, dt);
+  att_dy = arena.make("attn.d_y", {B, T, Q}, dt);
   att_ds = arena.make("attn.d_s", {B, H, T, T}, dt);
 }
 

@@ -21,13 +21,14 @@ struct DecoderActivations {
   std::vector<Tensor> x;      // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
   std::vector<Tensor> x_mid;  // L, after attention, FP32 [B,T,C]
   std::vector<Tensor> probs;  // L, dtype [B,H,T,T]
-  std::vector<Tensor> att_y;  // L, dtype [B,T,C]
+  std::vector<Tensor> att_y;  // L, dtype [B,T,Q] (Q = H·head size, C unless heads are wider)
   Tensor logits;              // FP32 [B*T, Vp] (gradient in place in backward)
   Tensor losses;              // FP32 [B*T]
   // Scratch shared by all layers.
   Tensor proj_out;                    // dtype [B,T,C]
-  Tensor dx, d_small;                 // FP32 [B,T,C]: the residual stream's gradient, and one more
-  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,C]; dtype [B,H,T,T]
+  Tensor dx;                          // FP32 [B,T,C]: the residual stream's gradient
+  Tensor d_small;                     // FP32 [B,T,max(C,Q)]: one more
+  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]
 
   AttentionSaved saved(int64_t l) const { return {probs[size_t(l)].raw()}; }
   AttentionScratch scratch() const {

@@ -108,6 +108,38 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
 
 namespace {
 
+// out[m, column + n] += bias[n] for the part's columns of a [M, width] buffer (dtype; summed in
+// FP32, so BF16 rounds the matmul's output and then the sum).
+void add_bias_columns(void* out, const void* bias, int64_t M, int64_t width, int64_t column,
+                      int64_t N, DType dtype) {
+  OpScope scope(OpKind::cast_copy);
+  dispatch_float(dtype, [&]<class T>(T) {
+    T* o = static_cast<T*>(out);
+    const T* b = static_cast<const T*>(bias);
+#pragma omp parallel for schedule(static) if (M * N > 32768)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        T& v = o[m * width + column + n];
+        v = from_f32<T>(to_f32(v) + to_f32(b[n]));
+      }
+  });
+}
+
+// d_bias[n] += Σ_m g[m, column + n], summed in a fixed order (the same whatever the threads).
+void add_column_sums(float* d_bias, const void* g, int64_t M, int64_t width, int64_t column,
+                     int64_t N, DType dtype) {
+  OpScope scope(OpKind::bias_grad);
+  dispatch_float(dtype, [&]<class T>(T) {
+    const T* grad = static_cast<const T*>(g);
+#pragma omp parallel for schedule(static) if (M * N > 32768)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0;
+      for (int64_t m = 0; m < M; ++m) sum += double(to_f32(grad[m * width + column + n]));
+      d_bias[n] += float(sum);
+    }
+  });
+}
+
 int64_t total_width(std::span<const LinearPart> parts) {
   int64_t n = 0;
   for (const LinearPart& p : parts) n += p.N;
@@ -137,6 +169,7 @@ void fused_linear_forward(void* out, const void* in, std::span<const LinearPart>
   for (const LinearPart& p : parts) {
     gemm(1, input, MatView::row_major(p.weight, dtype, p.N, K).t(),
          columns(out, dtype, M, width, column, p.N));
+    if (p.bias) add_bias_columns(out, p.bias, M, width, column, p.N, dtype);
     column += p.N;
   }
 }
@@ -168,6 +201,7 @@ void fused_linear_backward_from(float* d_in, const void* g, const void* in,
            MatView::row_major(d_in, DType::f32, M, K), column == 0 ? GemmOptions{} : accumulate);
     gemm(1, grad.t(), MatView::row_major(in, dtype, M, K),
          MatView::row_major(p.d_weight, DType::f32, p.N, K), accumulate);
+    if (p.d_bias) add_column_sums(p.d_bias, g, M, width, column, p.N, dtype);
     column += p.N;
   }
 }

@@ -26,12 +26,14 @@ void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d
                      int64_t N, DType dtype, const void* gelu_input = nullptr);
 
 // nn.Linear layers that read the same input and write side by side into one output, as
-// Llama's q/k/v and gate/up projections do: out[M, ΣN] = [in·W₀ᵀ | in·W₁ᵀ | …], one part
-// being a plain linear layer.
+// Llama's q/k/v and gate/up projections do: out[M, ΣN] = [in·W₀ᵀ + b₀ | in·W₁ᵀ + b₁ | …], one
+// part being a plain linear layer, with a bias (Qwen2's q, k, v) or without.
 struct LinearPart {
   const void* weight;  // [N, K], dtype
   float* d_weight;     // [N, K], FP32 (backward only)
   int64_t N;
+  const void* bias = nullptr;  // [N], dtype; null: none (added after the matmul, rounded once)
+  float* d_bias = nullptr;     // [N], FP32 += the part's column sums (backward only)
 };
 // out [M, ΣN] and in [M, K] in dtype.
 void fused_linear_forward(void* out, const void* in, std::span<const LinearPart> parts, int64_t M,

@@ -1,4 +1,4 @@
-// Llama as a model family: its own keys (LlamaKeys: n_kv_head, ffn_hidden, rope_theta,
+// Llama as a model family: its own keys (LlamaKeys: n_kv_head, head_dim, ffn_hidden, rope_theta,
 // norm_eps, tie_embeddings) and Hugging Face's LlamaForCausalLM config.json.
 #include <cmath>
 
@@ -14,6 +14,9 @@ const OwnKeys<LlamaKeys>& keys() {
   static const OwnKeys<LlamaKeys> keys({
       {"model.n_kv_head", &LlamaKeys::n_kv_head, "0, or a divisor of `model.n_head`",
        "key/value heads (grouped-query attention); 0: `n_head`"},
+      {"model.head_dim", &LlamaKeys::head_dim, "0, or an even width up to 65536",
+       "each attention head's width (q, k, v are `n_head`·`head_dim` wide); 0: "
+       "`n_embd`/`n_head`"},
       {"model.ffn_hidden", &LlamaKeys::ffn_hidden, "0 – 1048576",
        "the SwiGLU MLP's hidden width; 0: 8·`n_embd`/3 rounded up to a multiple of 256"},
       {"model.rope_theta", &LlamaKeys::rope_theta, "> 0",
@@ -38,6 +41,7 @@ LlamaConfig llama_config(const ModelConfig& m) {
   const LlamaKeys c = llama_keys(m);
   LlamaConfig l;
   l.n_layer = m.n_layer, l.n_embd = m.n_embd, l.n_head = m.n_head, l.n_kv_head = kv_heads(m, c);
+  l.head_dim = c.head_dim;
   l.ffn_hidden = ffn_width(m, c), l.block_size = m.block_size, l.vocab_size = m.vocab_size;
   l.padded_vocab_size = m.padded_vocab_size, l.rope_theta = c.rope_theta;
   l.norm_eps = c.norm_eps, l.tie_embeddings = c.tie_embeddings;
@@ -47,7 +51,12 @@ LlamaConfig llama_config(const ModelConfig& m) {
 // After the checks every family's keys get (n_embd divisible by n_head among them).
 void validate(const ModelConfig& m) {
   const LlamaKeys c = llama_keys(m);
-  if ((m.n_embd / m.n_head) % 2 != 0)
+  if (c.head_dim < 0 || c.head_dim > (1 << 16) || c.head_dim % 2 != 0)
+    fail_input(
+        "model.head_dim = {} must be 0 (n_embd / n_head) or an even width up to 65536: rotary "
+        "embeddings rotate pairs of a head's channels",
+        c.head_dim);
+  if (c.head_dim == 0 && (m.n_embd / m.n_head) % 2 != 0)
     fail_input(
         "model.n_embd / model.n_head = {} must be even: rotary embeddings rotate pairs of a "
         "head's channels",
@@ -76,6 +85,8 @@ void to_meta(const ModelConfig& m, nlohmann::json& model) {
   const LlamaKeys c = llama_keys(m);
   model["rope_theta"] = c.rope_theta;
   model["norm_eps"] = c.norm_eps;
+  // Only when set: checkpoints of heads n_embd / n_head wide are recorded as before.
+  if (c.head_dim > 0) model["head_dim"] = c.head_dim;
 }
 
 void from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where) {
@@ -85,27 +96,32 @@ void from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where
   c.tie_embeddings = json_int_at(j, "tie_embeddings", where, 0, 1) == 1;
   c.rope_theta = json_number_at(j, "rope_theta", where);
   c.norm_eps = json_number_at(j, "norm_eps", where);
+  if (j.contains("head_dim")) c.head_dim = json_int_at(j, "head_dim", where, 2, 1 << 16);
   keys().write(c, m);
 }
 
 nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
   const LlamaKeys c = llama_keys(m);
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"vocab_size", m.vocab_size},
-          {"hidden_size", m.n_embd},
-          {"intermediate_size", ffn_width(m, c)},
-          {"num_hidden_layers", m.n_layer},
-          {"num_attention_heads", m.n_head},
-          {"num_key_value_heads", kv_heads(m, c)},
-          {"max_position_embeddings", m.block_size},
-          {"rms_norm_eps", c.norm_eps},
-          {"rope_theta", c.rope_theta},
-          {"hidden_act", "silu"},
-          {"attention_bias", false},
-          {"mlp_bias", false},
-          {"tie_word_embeddings", c.tie_embeddings},
-          {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+  nlohmann::ordered_json config = {{"architectures", {"LlamaForCausalLM"}},
+                                   {"model_type", "llama"},
+                                   {"vocab_size", m.vocab_size},
+                                   {"hidden_size", m.n_embd},
+                                   {"intermediate_size", ffn_width(m, c)},
+                                   {"num_hidden_layers", m.n_layer},
+                                   {"num_attention_heads", m.n_head},
+                                   {"num_key_value_heads", kv_heads(m, c)},
+                                   {"max_position_embeddings", m.block_size},
+                                   {"rms_norm_eps", c.norm_eps},
+                                   {"rope_theta", c.rope_theta},
+                                   {"hidden_act", "silu"},
+                                   {"attention_bias", false},
+                                   {"mlp_bias", false},
+                                   {"tie_word_embeddings", c.tie_embeddings},
+                                   {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
+  // transformers' default is hidden_size / num_attention_heads: written only when it differs
+  // (so exports of such models stay byte for byte what they were).
+  if (c.head_dim > 0) config["head_dim"] = c.head_dim;
+  return config;
 }
 
 // Keys transformers' Llama honours that would change the model this family computes: each is
@@ -123,14 +139,6 @@ void refuse_what_llama_does_not_compute(const nlohmann::json& j, const ModelConf
   for (const char* key : {"hidden_act", "hidden_activation"})
     if (j.contains(key) && j[key] != "silu")
       fail_input("{}: {} = {} is not supported (SwiGLU's silu only)", where, key, j[key].dump());
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    const int64_t head_dim = json_int_at(j, "head_dim", where, 1, 1 << 20);
-    if (m.n_head > 0 && head_dim * m.n_head != m.n_embd)
-      fail_input(
-          "{}: head_dim = {} is not hidden_size / num_attention_heads = {} / {}: heads of "
-          "their own width are not supported",
-          where, head_dim, m.n_embd, m.n_head);
-  }
   // A window narrower than the context changes attention (transformers applies it only with
   // use_sliding_window where that key exists).
   if (j.contains("sliding_window") && !j["sliding_window"].is_null() &&
@@ -158,6 +166,12 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   m.vocab_size = json_int_at(j, "vocab_size", where);
   if (j.contains("rms_norm_eps")) c.norm_eps = json_number_at(j, "rms_norm_eps", where);
   if (j.contains("rope_theta")) c.rope_theta = json_number_at(j, "rope_theta", where);
+  // Heads of their own width (Qwen3's 128 at hidden 1024 with 16 heads); hidden / heads is the
+  // default, recorded as 0.
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    const int64_t head_dim = json_int_at(j, "head_dim", where, 1, 1 << 16);
+    if (m.n_head <= 0 || head_dim * m.n_head != m.n_embd) c.head_dim = head_dim;
+  }
   if (j.contains("tie_word_embeddings")) {
     if (!j["tie_word_embeddings"].is_boolean())
       fail_input("{}: tie_word_embeddings = {} must be true or false", where,

@@ -8,6 +8,7 @@
 #include "core/model/decoder_model_impl.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
+#include "core/ops/head_norm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
 #include "core/ops/rmsnorm.hpp"
@@ -23,9 +24,12 @@ struct LlamaActivations : DecoderActivations {
   std::vector<Tensor> ln1, ln2;      // L, dtype [B,T,C]
   std::vector<Tensor> rstd1, rstd2;  // L, FP32 [B*T]
   std::vector<Tensor> qkv;           // L, dtype [B,T,W] (after the rotation)
-  std::vector<Tensor> gate_up;       // L, dtype [B,T,2F]
-  std::vector<Tensor> swiglu;        // L, dtype [B,T,F]
-  Tensor lnf, lnf_rstd;              // dtype [B,T,C]; FP32 [B*T]
+  // With qk_norm: each q and k head before its norm, and its rstd.
+  std::vector<Tensor> q_in, k_in;      // L, FP32 [B·T·H, hs], [B·T·KV, hs]
+  std::vector<Tensor> q_rstd, k_rstd;  // L, FP32 [B·T·H], [B·T·KV]
+  std::vector<Tensor> gate_up;         // L, dtype [B,T,2F]
+  std::vector<Tensor> swiglu;          // L, dtype [B,T,F]
+  Tensor lnf, lnf_rstd;                // dtype [B,T,C]; FP32 [B*T]
   // Scratch shared by all layers.
   Tensor d_qkv;           // FP32 [B,T,W]
   Tensor d_gate_up;       // dtype [B,T,2F]
@@ -54,6 +58,13 @@ struct LlamaActivations : DecoderActivations {
     rstd1 = layers(cheap, L, [&] { return f32("input_layernorm.rstd", {B * T}); });
     rstd2 = layers(cheap, L, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
     qkv = layers(kept, L, [&] { return act("self_attn.qkv", {B, T, W}); });
+    if (cfg.qk_norm) {
+      const int64_t hs = cfg.head_size(), KV = cfg.n_kv_head;
+      q_in = layers(kept, L, [&] { return f32("self_attn.q_norm.in", {B * T * H, hs}); });
+      k_in = layers(kept, L, [&] { return f32("self_attn.k_norm.in", {B * T * KV, hs}); });
+      q_rstd = layers(kept, L, [&] { return f32("self_attn.q_norm.rstd", {B * T * H}); });
+      k_rstd = layers(kept, L, [&] { return f32("self_attn.k_norm.rstd", {B * T * KV}); });
+    }
     gate_up = layers(kept, L, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
     swiglu = layers(cheap, L, [&] { return act("mlp.swiglu", {B, T, F}); });
     lnf = act("norm.out", {B, T, C});
@@ -71,11 +82,10 @@ template class DecoderModel<LlamaConfig, LlamaActivations>;
 Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
     : DecoderModel(cfg, compute_dtype, "Llama") {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
-  if (C % cfg.n_head != 0)
+  if (cfg.head_dim <= 0 && C % cfg.n_head != 0)
     fail_input("Llama: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
-  if (cfg.head_size() % 2 != 0)
-    fail_input("Llama: the head size n_embd / n_head = {} must be even (rotary pairs)",
-               cfg.head_size());
+  if (cfg.head_size() < 2 || cfg.head_size() % 2 != 0)
+    fail_input("Llama: the head size {} must be even (rotary pairs)", cfg.head_size());
   if (cfg.n_kv_head < 1 || cfg.n_head % cfg.n_kv_head != 0)
     fail_input("Llama: n_kv_head {} does not divide n_head {}", cfg.n_kv_head, cfg.n_head);
   if (Vp < V) fail_input("Llama: padded_vocab_size {} is smaller than vocab_size {}", Vp, V);
@@ -92,8 +102,11 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
   auto linear = [&](const std::string& name, int64_t out, int64_t in, float init_std, int unit) {
     return add(name, {out, in}, InitKind::normal, init_std, true, unit);
   };
-  auto norm = [&](const std::string& name, int unit) {
-    return add(name, {C}, InitKind::ones, 0, false, unit);
+  auto norm = [&](const std::string& name, int unit, int64_t width) {
+    return add(name, {width}, InitKind::ones, 0, false, unit);
+  };
+  auto bias = [&](const std::string& name, int64_t width, int unit) {
+    return add(name, {width}, InitKind::zeros, 0, false, unit);
   };
   p_.embed = add("model.embed_tokens.weight", {Vp, C}, InitKind::normal, std, false, 0);
   specs_[p_.embed].real_rows = V;  // the padding rows stay zero and are never exported
@@ -101,19 +114,28 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const int unit = int(l) + 1;
     BlockParams b{};
-    b.input_norm = norm(p + "input_layernorm.weight", unit);
+    b.input_norm = norm(p + "input_layernorm.weight", unit, C);
     // q, k, v and gate, up are declared next to each other: each group is one fused projection.
     b.q = linear(p + "self_attn.q_proj.weight", Q, C, std, unit);
     b.k = linear(p + "self_attn.k_proj.weight", KV, C, std, unit);
     b.v = linear(p + "self_attn.v_proj.weight", KV, C, std, unit);
+    if (cfg.qkv_bias) {
+      b.q_bias = bias(p + "self_attn.q_proj.bias", Q, unit);
+      b.k_bias = bias(p + "self_attn.k_proj.bias", KV, unit);
+      b.v_bias = bias(p + "self_attn.v_proj.bias", KV, unit);
+    }
     b.o = linear(p + "self_attn.o_proj.weight", C, Q, out_std, unit);
-    b.post_norm = norm(p + "post_attention_layernorm.weight", unit);
+    if (cfg.qk_norm) {
+      b.q_norm = norm(p + "self_attn.q_norm.weight", unit, hs);
+      b.k_norm = norm(p + "self_attn.k_norm.weight", unit, hs);
+    }
+    b.post_norm = norm(p + "post_attention_layernorm.weight", unit, C);
     b.gate = linear(p + "mlp.gate_proj.weight", F, C, std, unit);
     b.up = linear(p + "mlp.up_proj.weight", F, C, std, unit);
     b.down = linear(p + "mlp.down_proj.weight", C, F, out_std, unit);
     p_.layers.push_back(b);
   }
-  p_.norm = norm("model.norm.weight", 0);
+  p_.norm = norm("model.norm.weight", 0, C);
   p_.head = p_.embed;
   if (!cfg.tie_embeddings) {
     p_.head = linear("lm_head.weight", Vp, C, std, 0);
@@ -125,12 +147,15 @@ Llama::~Llama() = default;
 
 std::string Llama::describe() const {
   const LlamaConfig& c = config_;
-  return fmt::format("Llama L={} C={} H={} KV={} F={} T={} V={}{}{}", c.n_layer, c.n_embd, c.n_head,
-                     c.n_kv_head, c.ffn_hidden, c.block_size, c.vocab_size,
-                     c.padded_vocab() == c.vocab_size
-                         ? std::string()
-                         : fmt::format(" (padded to {})", c.padded_vocab()),
-                     c.tie_embeddings ? " tied" : "");
+  return fmt::format(
+             "Llama L={} C={} H={}{} KV={} F={} T={} V={}{}{}", c.n_layer, c.n_embd, c.n_head,
+             c.head_size() * c.n_head == c.n_embd ? std::string()
+                                                  : fmt::format(" D={}", c.head_size()),
+             c.n_kv_head, c.ffn_hidden, c.block_size, c.vocab_size,
+             c.padded_vocab() == c.vocab_size ? std::string()
+                                              : fmt::format(" (padded to {})", c.padded_vocab()),
+             c.tie_embeddings ? " tied" : "") +
+         (c.qkv_bias ? " qkv-bias" : "") + (c.qk_norm ? " qk-norm" : "");
 }
 
 std::vector<std::pair<std::string, int64_t>> Llama::hyperparameters() const {
@@ -185,20 +210,36 @@ std::array<int64_t, 3> Llama::largest_matmul(int64_t tokens) const {
   return {tokens, config_.n_embd, std::max(config_.ffn_hidden, config_.padded_vocab())};
 }
 
+std::array<LinearPart, 3> Llama::qkv_parts(const BlockParams& p, bool backward) {
+  const LlamaConfig& c = config_;
+  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  auto part = [&](size_t weight, size_t bias, int64_t N) {
+    return LinearPart{w(weight), backward ? g(weight) : nullptr, N, c.qkv_bias ? w(bias) : nullptr,
+                      c.qkv_bias && backward ? g(bias) : nullptr};
+  };
+  return {part(p.q, p.q_bias, Q), part(p.k, p.k_bias, KV), part(p.v, p.v_bias, KV)};
+}
+
 // Steps labelled with the kind of tensor they produce, as in GPT::block_forward.
 void Llama::block_forward(int64_t l, const BlockPass& pass) {
   Activations& a = *acts_;
   const LlamaConfig& c = config_;
   const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
-  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  const int64_t Q = c.n_head * c.head_size();
   const BlockParams& p = p_.layers[size_t(l)];
   using enum BlockTensor;
   if (pass.runs(cheap))
     rmsnorm_forward(a.ln1[l].raw(), a.rstd1[l].data<float>(), a.x[l].data<float>(), w(p.input_norm),
                     M, C, float(c.norm_eps), dtype_);
   if (pass.runs(kept)) {
-    const LinearPart qkv[] = {{w(p.q), nullptr, Q}, {w(p.k), nullptr, KV}, {w(p.v), nullptr, KV}};
-    fused_linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), qkv, M, C, dtype_);
+    fused_linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), qkv_parts(p, false), M, C, dtype_);
+    if (c.qk_norm) {
+      const int64_t W = a.att.qkv_width(), hs = c.head_size();
+      head_rmsnorm_forward(a.qkv[l].raw(), a.q_in[l].data<float>(), a.q_rstd[l].data<float>(),
+                           w(p.q_norm), M, W, 0, c.n_head, hs, float(c.norm_eps), dtype_);
+      head_rmsnorm_forward(a.qkv[l].raw(), a.k_in[l].data<float>(), a.k_rstd[l].data<float>(),
+                           w(p.k_norm), M, W, c.n_head, c.n_kv_head, hs, float(c.norm_eps), dtype_);
+    }
     // q's and k's heads lead each row: one rotation covers both.
     rope_forward(a.qkv[l].raw(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(), a.rope,
                  dtype_);
@@ -232,7 +273,7 @@ void Llama::block_backward(int64_t l) {
   Activations& a = *acts_;
   const LlamaConfig& c = config_;
   const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
-  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  const int64_t Q = c.n_head * c.head_size();
   const BlockParams& p = p_.layers[size_t(l)];
   float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
   float* d_small = a.d_small.data<float>();
@@ -254,11 +295,24 @@ void Llama::block_backward(int64_t l) {
   fused_linear_backward(d_small, dx, scratch, a.att_y[l].raw(), o, M, Q, dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
                      dtype_);
-  // The inverse rotation writes the gradient in the dtype the projections' matmuls read.
-  rope_backward(scratch, a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(),
-                a.rope, dtype_);
-  const LinearPart qkv[] = {{w(p.q), g(p.q), Q}, {w(p.k), g(p.k), KV}, {w(p.v), g(p.v), KV}};
-  fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv, M, C, dtype_);
+  const int64_t W = a.att.qkv_width();
+  if (c.qk_norm) {
+    // The inverse rotation in place in FP32, then each q and k head's norm backward.
+    float* d_qkv = a.d_qkv.data<float>();
+    rope_backward(d_qkv, d_qkv, a.B, a.T, c.n_head + c.n_kv_head, W, a.rope, DType::f32);
+    const int64_t hs = c.head_size();
+    head_rmsnorm_backward(d_qkv, g(p.q_norm), a.q_in[l].data<float>(), w(p.q_norm),
+                          a.q_rstd[l].data<float>(), M, W, 0, c.n_head, hs, dtype_);
+    head_rmsnorm_backward(d_qkv, g(p.k_norm), a.k_in[l].data<float>(), w(p.k_norm),
+                          a.k_rstd[l].data<float>(), M, W, c.n_head, c.n_kv_head, hs, dtype_);
+    fused_linear_backward(d_small, d_qkv, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C,
+                          dtype_);
+  } else {
+    // The inverse rotation writes the gradient in the dtype the projections' matmuls read.
+    rope_backward(scratch, a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, W, a.rope,
+                  dtype_);
+    fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C, dtype_);
+  }
   rmsnorm_backward(dx, g(p.input_norm), d_small, a.x[l].data<float>(), w(p.input_norm),
                    a.rstd1[l].data<float>(), M, C, dtype_);
 }

@@ -5,6 +5,7 @@
 // a SwiGLU MLP down(silu(gate(x)) · up(x)); no biases; a final RMSNorm; an output head tied to
 // the embedding or not. Weights are stored as Hugging Face stores them (nn.Linear's [out, in])
 // and read through transposed views, so import and export are identities.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/data/tokenizer.hpp"
 #include "core/model/decoder_model.hpp"
 #include "core/ops/attention.hpp"
+#include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
 #include "core/ops/rope.hpp"
 
@@ -24,6 +26,7 @@ struct LlamaConfig {
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t n_kv_head = 2;     // key/value heads, dividing n_head (grouped-query attention)
+  int64_t head_dim = 0;      // each head's width; 0: n_embd / n_head (Qwen3: 128 at 1024 / 16)
   int64_t ffn_hidden = 768;  // the SwiGLU MLP's hidden width
   int64_t block_size = 256;
   int64_t vocab_size = kByteVocabSize;
@@ -31,8 +34,10 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
+  bool qkv_bias = false;  // Qwen2: the q, k and v projections have biases
+  bool qk_norm = false;   // Qwen3: an RMSNorm over each q and k head, before the rotation
   int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
-  int64_t head_size() const { return n_embd / n_head; }
+  int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 struct LlamaActivations;  // llama.cpp
@@ -55,7 +60,11 @@ class Llama final : public DecoderModel<LlamaConfig, LlamaActivations> {
   // Where each parameter sits in specs_, set once as the specs are declared.
   struct BlockParams {
     size_t input_norm, q, k, v, o, post_norm, gate, up, down;
+    size_t q_bias = 0, k_bias = 0, v_bias = 0;  // with qkv_bias
+    size_t q_norm = 0, k_norm = 0;              // with qk_norm
   };
+  // The q, k, v projections, forward (gradients null) or backward.
+  std::array<LinearPart, 3> qkv_parts(const BlockParams& p, bool backward);
   struct ParamIndex {
     size_t embed = 0;
     std::vector<BlockParams> layers;
