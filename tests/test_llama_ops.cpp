@@ -100,13 +100,17 @@ TEST(LlamaOps, SwigluMatchesFormulaAndFiniteDifferences) {
   expect_gradient("swiglu d_gate_up", gu, d, loss, 1e-3f, 1e-3, 1e-2);
 }
 
-// Two nn.Linear layers ([out, in] weights) writing side by side, as q/k/v or gate/up do.
-TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
+// Two nn.Linear layers ([out, in] weights) writing side by side, as q/k/v or gate/up do; with
+// `bias`, the first carries one (as Qwen2's q, k and v do): added to its columns, and d_bias its
+// column sums. Against the separate layers in double and finite differences.
+void check_fused_linear(bool bias) {
   const int64_t M = 5, K = 6, N0 = 4, N1 = 3, W = N0 + N1;
   auto x = randn(size_t(M * K), 1), w0 = randn(size_t(N0 * K), 2), w1 = randn(size_t(N1 * K), 3);
-  auto r = randn(size_t(M * W), 4);
-  std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f);
-  const LinearPart parts[] = {{w0.data(), dw0.data(), N0}, {w1.data(), dw1.data(), N1}};
+  auto r = randn(size_t(M * W), 4), b0 = randn(size_t(N0), 5);
+  std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f), db0(b0.size(), 0.f);
+  const LinearPart parts[] = {
+      {w0.data(), dw0.data(), N0, bias ? b0.data() : nullptr, bias ? db0.data() : nullptr},
+      {w1.data(), dw1.data(), N1}};
   std::vector<float> out(size_t(M * W));
   auto loss = [&] {
     fused_linear_forward(out.data(), x.data(), parts, M, K, f32);
@@ -116,7 +120,7 @@ TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t n = 0; n < W; ++n) {
       const float* w = n < N0 ? w0.data() + n * K : w1.data() + (n - N0) * K;
-      double s = 0;
+      double s = bias && n < N0 ? b0[size_t(n)] : 0.0;
       for (int64_t k = 0; k < K; ++k) s += double(x[i * K + k]) * w[k];
       EXPECT_NEAR(out[i * W + n], s, 1e-5) << i << "," << n;
     }
@@ -125,35 +129,15 @@ TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
   expect_gradient("fused linear d_in", x, dx, loss);
   expect_gradient("fused linear d_weight 0", w0, dw0, loss);
   expect_gradient("fused linear d_weight 1", w1, dw1, loss);
+  if (bias) expect_gradient("fused linear d_bias 0", b0, db0, loss);
 }
 
-// Qwen2's q, k and v carry biases: each part adds its own, and d_bias is its column sums.
+TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
+  check_fused_linear(false);
+}
+
 TEST(LlamaOps, FusedLinearBiasesMatchFiniteDifferences) {
-  const int64_t M = 5, K = 6, N0 = 4, N1 = 3, W = N0 + N1;
-  auto x = randn(size_t(M * K), 1), w0 = randn(size_t(N0 * K), 2), w1 = randn(size_t(N1 * K), 3);
-  auto b0 = randn(size_t(N0), 5), r = randn(size_t(M * W), 4);
-  std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f), db0(b0.size(), 0.f);
-  // Only the first part has a bias.
-  const LinearPart parts[] = {{w0.data(), dw0.data(), N0, b0.data(), db0.data()},
-                              {w1.data(), dw1.data(), N1}};
-  std::vector<float> out(size_t(M * W));
-  auto loss = [&] {
-    fused_linear_forward(out.data(), x.data(), parts, M, K, f32);
-    return dot(out.data(), r);
-  };
-  loss();
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t n = 0; n < W; ++n) {
-      const float* w = n < N0 ? w0.data() + n * K : w1.data() + (n - N0) * K;
-      double s = n < N0 ? b0[size_t(n)] : 0.0;
-      for (int64_t k = 0; k < K; ++k) s += double(x[i * K + k]) * w[k];
-      EXPECT_NEAR(out[i * W + n], s, 1e-5) << i << "," << n;
-    }
-  std::vector<float> dx(x.size(), NAN);
-  fused_linear_backward(dx.data(), r.data(), nullptr, x.data(), parts, M, K, f32);
-  expect_gradient("fused linear d_in", x, dx, loss);
-  expect_gradient("fused linear d_weight 0", w0, dw0, loss);
-  expect_gradient("fused linear d_bias 0", b0, db0, loss);
+  check_fused_linear(true);
 }
 
 // Qwen3's q/k norm: each head of the chosen ones normalized alone, one weight for all of them;
