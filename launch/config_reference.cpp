@@ -113,8 +113,8 @@ std::vector<std::string> describe_config(const Config& config) {
   std::vector<std::string> lines;
   const ModelFamily& family = model_family(config.model.family);
   for (const auto& [key, entry] : registry()) {
-    const ModelFamily* owner = model_family_owning(key);
-    if (!owner || owner == &family) lines.push_back(key + " = " + entry.spec.show(config));
+    if (model_families_owning(key).empty() || family.owns(key))
+      lines.push_back(key + " = " + entry.spec.show(config));
   }
   return lines;
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <deque>
+#include <set>
 #include <utility>
 
 #include "core/data/tokenizer.hpp"
@@ -175,11 +176,16 @@ KeyTable model_keys() {
       text.emplace_back(fmt::format("the architecture: {}", fmt::join(what, "; ")));
   keys.push_back({"model.family",
                   {str_key(&Config::model, &Model::family), allowed.c_str(), meaning.c_str()}});
+  // A key families share (Llama's, read by qwen2 and qwen3 too) is listed once, naming them.
+  std::set<std::string> listed;
   for (const ModelFamily* f : model_families())
-    for (const OwnKey& k : f->own_keys)
+    for (const OwnKey& k : f->own_keys) {
+      if (!listed.insert(k.key).second) continue;
+      const std::string owners = family_names(model_families_owning(k.key));
       keys.push_back({k.key,
                       {own_key(*f, k), k.allowed.c_str(),
-                       text.emplace_back(fmt::format("{} only: {}", f->name, k.meaning)).c_str()}});
+                       text.emplace_back(fmt::format("{} only: {}", owners, k.meaning)).c_str()}});
+    }
   return keys;
 }
 

@@ -43,9 +43,9 @@ void validate_model_config(const ModelConfig& model) {
                model.n_head);
   // ModelConfig::own holds every family key that was written, whichever family it belongs to.
   for (const auto& [key, value] : model.own)
-    if (const ModelFamily* owner = model_family_owning(key); owner && owner != &family)
+    if (const auto owners = model_families_owning(key); !owners.empty() && !family.owns(key))
       fail_input("{} is a key of model.family = {}, but this run has model.family = {}", key,
-                 owner->name, family.name);
+                 family_names(owners), family.name);
   family.validate(model);
 }
 

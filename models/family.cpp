@@ -8,10 +8,13 @@ namespace st {
 
 const ModelFamily& gpt2_family();   // models/gpt2/family.cpp
 const ModelFamily& llama_family();  // models/llama/family.cpp
+const ModelFamily& qwen2_family();  // models/qwen/family.cpp
+const ModelFamily& qwen3_family();  // models/qwen/family.cpp
 
 const std::vector<const ModelFamily*>& model_families() {
   // The one line a new family adds.
-  static const std::vector<const ModelFamily*> families = {&gpt2_family(), &llama_family()};
+  static const std::vector<const ModelFamily*> families = {&gpt2_family(), &llama_family(),
+                                                           &qwen2_family(), &qwen3_family()};
   return families;
 }
 
@@ -28,10 +31,21 @@ OwnValue ModelFamily::own_value(const ModelConfig& config, const std::string& ke
   fail("{} is not a key of model.family = {}", key, name);
 }
 
-const ModelFamily* model_family_owning(const std::string& key) {
+std::vector<const ModelFamily*> model_families_owning(const std::string& key) {
+  std::vector<const ModelFamily*> owners;
   for (const ModelFamily* f : model_families())
-    if (f->owns(key)) return f;
-  return nullptr;
+    if (f->owns(key)) owners.push_back(f);
+  return owners;
+}
+
+std::string family_names(const std::vector<const ModelFamily*>& families) {
+  std::string names;
+  for (size_t i = 0; i < families.size(); ++i)
+    names += (i == 0                     ? ""
+              : i + 1 == families.size() ? " or "
+                                         : ", ") +
+             std::string(families[i]->name);
+  return names;
 }
 
 std::string families_without_own_keys() {

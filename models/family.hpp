@@ -39,7 +39,7 @@ struct ModelConfig {
   int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
 };
 
-// A [model] key only one family reads, as the config reference documents it.
+// A [model] key of a family (not every family reads it), as the config reference documents it.
 struct OwnKey {
   std::string key;  // "model.n_kv_head"
   OwnValue default_value;
@@ -51,7 +51,7 @@ struct ModelFamily {
   const char* name;          // model.family
   const char* display_name;  // in tables ("GPT", "llama")
   const char* description;
-  // The model.* keys only this family reads (the common ones are every family's).
+  // The model.* keys this family reads beyond the common ones (every family's).
   std::vector<OwnKey> own_keys;
   // The family's own checks of a shape (the common keys' ranges and n_embd % n_head are
   // checked before); InputErrors naming the key.
@@ -77,8 +77,11 @@ const ModelFamily& model_family(const std::string& name);
 // The family whose config.json has this `model_type` (GPT-2's when absent).
 const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::string& where);
 
-// The family whose own key `key` is (null: a key every family reads, or none).
-const ModelFamily* model_family_owning(const std::string& key);
+// The families that read key `key` (families built on one block share its keys: llama, qwen2
+// and qwen3 read model.n_kv_head); none: a key every family reads, or none.
+std::vector<const ModelFamily*> model_families_owning(const std::string& key);
+// "llama, qwen2 or qwen3", for messages.
+std::string family_names(const std::vector<const ModelFamily*>& families);
 // The names of the families without keys of their own ("gpt2"), for messages.
 std::string families_without_own_keys();
 

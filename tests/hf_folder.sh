@@ -3,7 +3,8 @@
 # exported at 2 ranks as a folder of several shards (--max-shard-size small) with its index and
 # as one file: eval --weights of the folder (1 and 2 ranks) and of the file give the same FP32
 # loss; training.init_from the folder trains; the folder appears whole (no .partial left) and an
-# existing folder with files is never written into. A damaged index is refused by name (exit 2):
+# existing folder with files is never written into; Qwen3 and Qwen2 checkpoints export to folders
+# that evaluate to their loss. A damaged index is refused by name (exit 2):
 # a tensor missing from weight_map, a file it names missing, a name leaving the folder, a tensor
 # in another file than the index says, a total_size that is not the tensors' bytes.
 set -u
@@ -52,6 +53,24 @@ awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2 training.init_from=hf \
   > init.log 2>&1 || fail "init_from the folder: $(cat init.log)"
 grep -qE '^step +2/2' init.log || fail "init_from trained no steps: $(cat init.log)"
+
+# Qwen3 (per-head q/k norms, heads of their own width) and Qwen2 (q/k/v biases) through the same
+# loop: the folder's config.json names the family, and the folder evaluates to the checkpoint's
+# loss.
+for family in qwen3 qwen2; do
+  "$shardrun" -n 2 "$st" train "${model[@]}" model.family=$family model.head_dim=8 \
+    training.max_steps=2 checkpoint.dir=ck_$family > train_$family.log 2>&1 ||
+    fail "$family training: $(cat train_$family.log)"
+  "$shardrun" -n 2 "$st" export --checkpoint ck_$family/step-00000002 --out $family --dtype fp32 \
+    > export_$family.log 2>&1 || fail "$family export: $(cat export_$family.log)"
+  grep -q "\"model_type\": \"$family\"" $family/config.json && grep -q '"head_dim": 8' $family/config.json ||
+    fail "$family config.json: $(cat $family/config.json)"
+  d=$("$st" eval --json --weights $family | loss)
+  e=$("$st" eval --json --checkpoint ck_$family/step-00000002 precision.param_dtype=fp32 | loss)
+  echo "$family: folder $d, checkpoint $e"
+  awk -v d="$d" -v e="$e" 'BEGIN { x = d - e; if (x < 0) x = -x; exit !(d > 0 && x <= 1e-5 * d) }' ||
+    fail "$family: the folder's loss $d is not the checkpoint's $e"
+done
 
 expect2() {  # expect2 PATTERN COMMAND...: exit 2, PATTERN in the output
   local pattern=$1 out rc

@@ -77,7 +77,8 @@ TEST(ModelFamily, RefusesWhatItCannotHonour) {
   expect_refused(j, "model.n_kv_head = 3 must divide model.n_head = 4");
   j = hf_llama();
   j["model_type"] = "mistral";
-  expect_refused(j, "model_type = \"mistral\" is not one shardtrain reads (gpt2, llama)");
+  expect_refused(
+      j, "model_type = \"mistral\" is not one shardtrain reads (gpt2, llama, qwen2, qwen3)");
   j = hf_llama();
   j.erase("hidden_size");
   expect_refused(j, "'hidden_size' is missing");
@@ -163,6 +164,76 @@ TEST(ModelFamily, RefusesAHugeConfigJsonUnread) {
     EXPECT_NE(std::string(e.what()).find("bytes: not a model's config.json"), std::string::npos)
         << e.what();
   }
+}
+
+// Qwen3-0.6B's config.json as transformers writes it, and Qwen2's: the families built on
+// Llama's block, with what each adds; an export's config.json reads back to the same model.
+TEST(ModelFamily, ReadsAndWritesHuggingFaceQwenConfigs) {
+  nlohmann::json q3 = {{"architectures", {"Qwen3ForCausalLM"}},
+                       {"model_type", "qwen3"},
+                       {"hidden_size", 1024},
+                       {"intermediate_size", 3072},
+                       {"num_hidden_layers", 28},
+                       {"num_attention_heads", 16},
+                       {"num_key_value_heads", 8},
+                       {"head_dim", 128},
+                       {"max_position_embeddings", 40960},
+                       {"rms_norm_eps", 1e-6},
+                       {"rope_theta", 1000000},
+                       {"rope_scaling", nullptr},
+                       {"hidden_act", "silu"},
+                       {"attention_bias", false},
+                       {"use_sliding_window", false},
+                       {"sliding_window", nullptr},
+                       {"max_window_layers", 28},
+                       {"tie_word_embeddings", true},
+                       {"vocab_size", 151936},
+                       {"torch_dtype", "bfloat16"}};
+  const ModelConfig c = model_config_from_hf(q3, "config.json");
+  EXPECT_EQ(c.family, "qwen3");
+  EXPECT_EQ(c.n_embd, 1024);
+  const LlamaKeys own = llama_keys(c);
+  EXPECT_EQ(own.head_dim, 128);  // 1024 / 16 = 64: heads of their own width
+  EXPECT_EQ(own.n_kv_head, 8);
+  EXPECT_EQ(own.rope_theta, 1e6);
+  EXPECT_TRUE(own.tie_embeddings);
+  // transformers' Qwen3Config defaults head_dim to 128, whatever hidden / heads is.
+  q3.erase("head_dim");
+  q3["hidden_size"] = 512;
+  EXPECT_EQ(llama_keys(model_config_from_hf(q3, "config.json")).head_dim, 128);
+  q3["attention_bias"] = true;  // Qwen3's o_proj would have a bias too
+  expect_refused(q3, "attention_bias = true is not supported");
+  // Qwen2: q, k and v always have biases (attention_bias is not its key); heads hidden / heads.
+  nlohmann::json q2 = hf_llama();
+  q2["model_type"] = "qwen2";
+  q2["architectures"] = {"Qwen2ForCausalLM"};
+  q2.erase("attention_bias");
+  const ModelConfig c2 = model_config_from_hf(q2, "config.json");
+  EXPECT_EQ(c2.family, "qwen2");
+  EXPECT_EQ(llama_keys(c2).head_dim, 0);
+  // Each family's export reads back to the same model.
+  for (const ModelConfig& m : {c, c2}) {
+    SCOPED_TRACE(m.family);
+    const auto written = model_family(m.family).hf_config(m, DType::bf16);
+    EXPECT_EQ(written["model_type"], m.family);
+    const ModelConfig back = model_config_from_hf(nlohmann::json::parse(written.dump()), "back");
+    EXPECT_EQ(back.family, m.family);
+    EXPECT_EQ(back.own, m.own);
+    EXPECT_EQ(back.n_embd, m.n_embd);
+  }
+  // The model each builds: Qwen2's biases, Qwen3's q/k norms, by Hugging Face's names.
+  auto has = [](const ModelConfig& m, const std::string& name) {
+    const auto model = model_family(m.family).build(m, DType::f32);
+    for (const ParamSpec& s : model->param_specs())
+      if (s.name == name) return true;
+    return false;
+  };
+  q3.erase("attention_bias");
+  const ModelConfig c3 = model_config_from_hf(q3, "config.json");
+  EXPECT_TRUE(has(c2, "model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(has(c2, "model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_TRUE(has(c3, "model.layers.0.self_attn.k_norm.weight"));
+  EXPECT_FALSE(has(c3, "model.layers.0.self_attn.q_proj.bias"));
 }
 
 TEST(ModelFamily, ReadsHuggingFaceGpt2Config) {

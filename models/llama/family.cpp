@@ -4,6 +4,7 @@
 
 #include "models/family.hpp"
 #include "models/llama/llama.hpp"
+#include "models/llama/llama_family.hpp"
 #include "models/llama/llama_keys.hpp"
 #include "models/own_keys.hpp"
 
@@ -48,8 +49,10 @@ LlamaConfig llama_config(const ModelConfig& m) {
   return l;
 }
 
+}  // namespace
+
 // After the checks every family's keys get (n_embd divisible by n_head among them).
-void validate(const ModelConfig& m) {
+void validate_llama(const ModelConfig& m) {
   const LlamaKeys c = llama_keys(m);
   if (c.head_dim < 0 || c.head_dim > (1 << 16) || c.head_dim % 2 != 0)
     fail_input(
@@ -76,12 +79,16 @@ void validate(const ModelConfig& m) {
     fail_input("model.norm_eps = {} must be in (0, 1)", c.norm_eps);
 }
 
-std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
-  return std::make_unique<Llama>(llama_config(c), dtype);
+std::unique_ptr<Model> build_llama(const ModelConfig& c, DType dtype, const LlamaVariant& v) {
+  LlamaConfig l = llama_config(c);
+  l.qkv_bias = v.qkv_bias;
+  l.qk_norm = v.qk_norm;
+  l.name = v.name;
+  return std::make_unique<Llama>(l, dtype);
 }
 
 // n_kv_head, ffn_hidden and tie_embeddings come with Model::hyperparameters().
-void to_meta(const ModelConfig& m, nlohmann::json& model) {
+void llama_to_meta(const ModelConfig& m, nlohmann::json& model) {
   const LlamaKeys c = llama_keys(m);
   model["rope_theta"] = c.rope_theta;
   model["norm_eps"] = c.norm_eps;
@@ -89,7 +96,7 @@ void to_meta(const ModelConfig& m, nlohmann::json& model) {
   if (c.head_dim > 0) model["head_dim"] = c.head_dim;
 }
 
-void from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where) {
+void llama_from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where) {
   LlamaKeys c;
   c.n_kv_head = json_int_at(j, "n_kv_head", where, 1, 1 << 17);
   c.ffn_hidden = json_int_at(j, "ffn_hidden", where, 1, 1 << 20);
@@ -100,10 +107,10 @@ void from_meta(const nlohmann::json& j, ModelConfig& m, const std::string& where
   keys().write(c, m);
 }
 
-nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
+nlohmann::ordered_json llama_hf_config(const ModelConfig& m, DType dtype, const LlamaVariant& v) {
   const LlamaKeys c = llama_keys(m);
-  nlohmann::ordered_json config = {{"architectures", {"LlamaForCausalLM"}},
-                                   {"model_type", "llama"},
+  nlohmann::ordered_json config = {{"architectures", {v.architecture}},
+                                   {"model_type", v.model_type},
                                    {"vocab_size", m.vocab_size},
                                    {"hidden_size", m.n_embd},
                                    {"intermediate_size", ffn_width(m, c)},
@@ -113,27 +120,34 @@ nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
                                    {"max_position_embeddings", m.block_size},
                                    {"rms_norm_eps", c.norm_eps},
                                    {"rope_theta", c.rope_theta},
-                                   {"hidden_act", "silu"},
-                                   {"attention_bias", false},
-                                   {"mlp_bias", false},
-                                   {"tie_word_embeddings", c.tie_embeddings},
-                                   {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
-  // transformers' default is hidden_size / num_attention_heads: written only when it differs
-  // (so exports of such models stay byte for byte what they were).
-  if (c.head_dim > 0) config["head_dim"] = c.head_dim;
+                                   {"hidden_act", "silu"}};
+  // Qwen2's biases are not a key (its q, k and v always have them); mlp_bias is Llama's alone.
+  if (!v.qkv_bias) config["attention_bias"] = false;
+  if (!v.qkv_bias && !v.qk_norm) config["mlp_bias"] = false;
+  config["tie_word_embeddings"] = c.tie_embeddings;
+  config["torch_dtype"] = dtype == DType::bf16 ? "bfloat16" : "float32";
+  if (v.qkv_bias || v.qk_norm) config["use_sliding_window"] = false;
+  // Written where transformers' default for the type would differ (so exports of Llamas with
+  // heads hidden / heads wide stay byte for byte what they were).
+  const int64_t head_dim = c.head_dim > 0 ? c.head_dim : m.n_embd / m.n_head;
+  if (c.head_dim > 0 || v.hf_default_head_dim > 0) config["head_dim"] = head_dim;
   return config;
 }
+
+namespace {
 
 // Keys transformers' Llama honours that would change the model this family computes: each is
 // refused by name unless it says what the family does anyway (a key read and then ignored would
 // give another model than the file describes).
 void refuse_what_llama_does_not_compute(const nlohmann::json& j, const ModelConfig& m,
-                                        const std::string& where) {
+                                        const std::string& where, const LlamaVariant& v) {
   auto is_true = [&](const char* key) {
     return j.contains(key) && !(j[key].is_boolean() && !j[key].get<bool>()) && !j[key].is_null();
   };
+  // Qwen2 ignores attention_bias (its q, k and v always have biases, o never); Llama's and
+  // Qwen3's put a bias on o_proj too, which this block has not.
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (is_true(key))
+    if (is_true(key) && !(v.qkv_bias && key == std::string("attention_bias")))
       fail_input("{}: {} = {} is not supported (this Llama has no biases)", where, key,
                  j[key].dump());
   for (const char* key : {"hidden_act", "hidden_activation"})
@@ -152,10 +166,13 @@ void refuse_what_llama_does_not_compute(const nlohmann::json& j, const ModelConf
   }
 }
 
-ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+}  // namespace
+
+ModelConfig llama_from_hf_config(const nlohmann::json& j, const std::string& where,
+                                 const LlamaVariant& v) {
   ModelConfig m;
   LlamaKeys c;
-  m.family = "llama";
+  m.family = v.family;
   m.n_layer = json_int_at(j, "num_hidden_layers", where);
   m.n_embd = json_int_at(j, "hidden_size", where);
   m.n_head = json_int_at(j, "num_attention_heads", where);
@@ -168,10 +185,10 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   if (j.contains("rope_theta")) c.rope_theta = json_number_at(j, "rope_theta", where);
   // Heads of their own width (Qwen3's 128 at hidden 1024 with 16 heads); hidden / heads is the
   // default, recorded as 0.
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    const int64_t head_dim = json_int_at(j, "head_dim", where, 1, 1 << 16);
-    if (m.n_head <= 0 || head_dim * m.n_head != m.n_embd) c.head_dim = head_dim;
-  }
+  const int64_t head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
+                               ? json_int_at(j, "head_dim", where, 1, 1 << 16)
+                               : v.hf_default_head_dim;
+  if (head_dim > 0 && (m.n_head <= 0 || head_dim * m.n_head != m.n_embd)) c.head_dim = head_dim;
   if (j.contains("tie_word_embeddings")) {
     if (!j["tie_word_embeddings"].is_boolean())
       fail_input("{}: tie_word_embeddings = {} must be true or false", where,
@@ -181,16 +198,34 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     fail_input("{}: rope_scaling = {} is not supported (plain rotary embeddings only)", where,
                j["rope_scaling"].dump());
-  refuse_what_llama_does_not_compute(j, m, where);
+  refuse_what_llama_does_not_compute(j, m, where, v);
   keys().write(c, m);
   return m;
 }
 
-}  // namespace
-
 LlamaKeys llama_keys(const ModelConfig& config) {
   return keys().read(config);
 }
+
+std::vector<OwnKey> llama_own_keys() {
+  return keys().describe();
+}
+
+namespace {
+
+constexpr LlamaVariant kLlama{"llama", "Llama", "LlamaForCausalLM", "llama"};
+
+std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+  return build_llama(c, dtype, kLlama);
+}
+nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
+  return llama_hf_config(m, dtype, kLlama);
+}
+ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+  return llama_from_hf_config(j, where, kLlama);
+}
+
+}  // namespace
 
 const ModelFamily& llama_family() {
   static const ModelFamily family{
@@ -199,10 +234,10 @@ const ModelFamily& llama_family() {
       .description =
           "Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases)",
       .own_keys = keys().describe(),
-      .validate = validate,
+      .validate = validate_llama,
       .build = build,
-      .to_meta = to_meta,
-      .from_meta = from_meta,
+      .to_meta = llama_to_meta,
+      .from_meta = llama_from_meta,
       .hf_model_type = "llama",
       .hf_config = hf_config,
       .from_hf_config = from_hf_config};

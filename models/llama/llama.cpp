@@ -148,7 +148,7 @@ Llama::~Llama() = default;
 std::string Llama::describe() const {
   const LlamaConfig& c = config_;
   return fmt::format(
-             "Llama L={} C={} H={}{} KV={} F={} T={} V={}{}{}", c.n_layer, c.n_embd, c.n_head,
+             "{} L={} C={} H={}{} KV={} F={} T={} V={}{}{}", c.name, c.n_layer, c.n_embd, c.n_head,
              c.head_size() * c.n_head == c.n_embd ? std::string()
                                                   : fmt::format(" D={}", c.head_size()),
              c.n_kv_head, c.ffn_hidden, c.block_size, c.vocab_size,

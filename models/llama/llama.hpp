@@ -34,8 +34,9 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
-  bool qkv_bias = false;  // Qwen2: the q, k and v projections have biases
-  bool qk_norm = false;   // Qwen3: an RMSNorm over each q and k head, before the rotation
+  bool qkv_bias = false;       // Qwen2: the q, k and v projections have biases
+  bool qk_norm = false;        // Qwen3: an RMSNorm over each q and k head, before the rotation
+  const char* name = "Llama";  // in describe(): the family's architecture ("Qwen3")
   int64_t padded_vocab() const { return st::padded_vocab(vocab_size, padded_vocab_size); }
   int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
