@@ -103,13 +103,12 @@ damage total "index['metadata']['total_size'] += 2"
 expect2 "metadata.total_size = [0-9]+ but its tensors take [0-9]+ bytes" "$st" eval --weights total
 damage extra "index['weight_map']['lm_head.bias'] = '$second'"
 expect2 "names tensor 'lm_head.bias', which this model does not have" "$st" eval --weights extra
-# A config.json claiming 65,536 layers: refused from the headers, before any allocation.
+# A config.json claiming 65,536 layers: refused from the index and headers (exit 2, naming the
+# first tensor missing), before any tensor is allocated.
 cp -r hf deep
 python3 -c "import json; p='deep/config.json'; c=json.load(open(p)); c['num_hidden_layers']=65536; json.dump(c, open(p, 'w'))"
-start=$(date +%s)
 expect2 "does not fit the model 'deep/config.json' in it describes \(Llama L=65536 .*(has no|does not name) tensor 'model.layers.2" \
   "$st" eval --weights deep
-[ $(($(date +%s) - start)) -le 10 ] || fail "the 65,536-layer config.json took $(($(date +%s) - start)) s to refuse"
 mkdir empty_folder && cp hf/config.json empty_folder/
 expect2 "'empty_folder' holds neither model.safetensors nor model.safetensors.index.json" \
   "$st" eval --weights empty_folder
