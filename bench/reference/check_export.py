@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Evaluates a shardtrain safetensors export with an independent PyTorch implementation of
-Hugging Face's semantics for its config.json's model_type: GPT-2 (Conv1D weights [in, out], tied
-lm_head, gelu_new, eps 1e-5) or Llama (LlamaForCausalLM: nn.Linear weights [out, in], RMSNorm
-with FP32 statistics, rotate_half rotary embeddings, grouped-query attention by repeating kv
-heads, SiLU-gated MLP, lm_head tied or not), reading the file with nothing but json and struct.
-Prints {"loss": ..., "tokens": ...} over the little-endian uint16 windows of seq_len + 1 tokens
-in --tokens, to compare with `shardtrain eval --weights FILE --tokens FILE --json`
-(precision.param_dtype=fp32, or bf16 with --bf16: weights and activations in BF16 as
-transformers runs a torch_dtype=bfloat16 model).
+"""Evaluates a shardtrain export (one safetensors file with config.json beside it, or a Hugging
+Face model folder: config.json with model.safetensors, or model.safetensors.index.json and its
+shards) with an independent PyTorch implementation of Hugging Face's semantics for its
+config.json's model_type: GPT-2 (Conv1D weights [in, out], tied lm_head, gelu_new, eps 1e-5),
+Llama (LlamaForCausalLM: nn.Linear weights [out, in], RMSNorm with FP32 statistics,
+rotate_half rotary embeddings, grouped-query attention by repeating kv heads, SiLU-gated MLP,
+lm_head tied or not), Qwen2 (Llama with biases on q, k and v) or Qwen3 (Llama with an RMSNorm
+over each q and k head before the rotation, heads head_dim wide, 128 by default), reading the
+files with nothing but json and struct. Prints {"loss": ..., "tokens": ...} over the
+little-endian uint16 windows of seq_len + 1 tokens in --tokens, to compare with
+`shardtrain eval --weights PATH --tokens FILE --json` (precision.param_dtype=fp32, or bf16 with
+--bf16: weights and activations in BF16 as transformers runs a torch_dtype=bfloat16 model).
 
-/usr/bin/python3 bench/reference/check_export.py --weights hf/model.safetensors --tokens t.bin --seq-len 32
+  /usr/bin/python3 bench/reference/check_export.py --weights hf/model.safetensors --tokens t.bin --seq-len 32
+  /usr/bin/python3 bench/reference/check_export.py --weights my-model --tokens t.bin --seq-len 32
+
+--make-random DIR writes a random-weight Qwen3 folder the way transformers saves one (config.json
+as Qwen3Config writes it, F32 tensors in two shards with their index), from its own seed, to
+evaluate with both.
 (Needs Debian's python3-torch; not a shardtrain dependency.)
 """
 import argparse
@@ -31,10 +39,80 @@ def read_safetensors(path):
     for name, t in header.items():
         if name == "__metadata__":
             continue
-        dtype = {"F32": torch.float32, "BF16": torch.bfloat16}[t["dtype"]]
+        dtype = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}[t["dtype"]]
         a, b = t["data_offsets"]
         out[name] = torch.frombuffer(bytearray(data[a:b]), dtype=dtype).view(t["shape"])
     return out
+
+
+def read_weights(path):
+    """(config, tensors) of a file (config.json beside it) or a model folder."""
+    if not os.path.isdir(path):
+        return json.load(open(os.path.join(os.path.dirname(os.path.abspath(path)), "config.json"))), read_safetensors(path)
+    cfg = json.load(open(os.path.join(path, "config.json")))
+    index = os.path.join(path, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return cfg, read_safetensors(os.path.join(path, "model.safetensors"))
+    tensors = {}
+    for name in sorted(set(json.load(open(index))["weight_map"].values())):
+        tensors.update(read_safetensors(os.path.join(path, name)))
+    return cfg, tensors
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in tensors.items():
+        raw = t.contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def make_random_qwen3(folder, seed=7):
+    """A small random Qwen3 (heads of 16 where hidden / heads is 12, grouped kv heads, untied)
+    saved as transformers would: config.json and two shards with their index."""
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 48,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 64,
+           "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "hidden_act": "silu",
+           "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+           "max_window_layers": 2, "tie_word_embeddings": False, "vocab_size": 300,
+           "torch_dtype": "float32"}
+    g = torch.Generator().manual_seed(seed)
+    C, F_, V, H, KV, D = 48, 96, 300, 4, 2, 16
+    rnd = lambda *shape, s=0.1: torch.randn(*shape, generator=g) * s
+    w = {"model.embed_tokens.weight": rnd(V, C, s=0.5)}
+    for l in range(2):
+        p = f"model.layers.{l}."
+        w[p + "input_layernorm.weight"] = 1 + rnd(C)
+        w[p + "self_attn.q_proj.weight"] = rnd(H * D, C)
+        w[p + "self_attn.k_proj.weight"] = rnd(KV * D, C)
+        w[p + "self_attn.v_proj.weight"] = rnd(KV * D, C)
+        w[p + "self_attn.o_proj.weight"] = rnd(C, H * D)
+        w[p + "self_attn.q_norm.weight"] = 1 + rnd(D)
+        w[p + "self_attn.k_norm.weight"] = 1 + rnd(D)
+        w[p + "post_attention_layernorm.weight"] = 1 + rnd(C)
+        w[p + "mlp.gate_proj.weight"] = rnd(F_, C)
+        w[p + "mlp.up_proj.weight"] = rnd(F_, C)
+        w[p + "mlp.down_proj.weight"] = rnd(C, F_)
+    w["model.norm.weight"] = 1 + rnd(C)
+    w["lm_head.weight"] = rnd(V, C)
+    os.makedirs(folder, exist_ok=True)
+    json.dump(cfg, open(os.path.join(folder, "config.json"), "w"), indent=2)
+    names = list(w)
+    shards = [names[: len(names) // 2], names[len(names) // 2 :]]
+    weight_map = {}
+    for k, shard in enumerate(shards):
+        file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+        write_safetensors(os.path.join(folder, file), {n: w[n] for n in shard})
+        weight_map.update({n: file for n in shard})
+    total = sum(t.numel() * 4 for t in w.values())
+    json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
+              open(os.path.join(folder, "model.safetensors.index.json"), "w"), indent=2)
 
 
 def gpt2_loss(w, cfg, idx, targets):
@@ -73,9 +151,14 @@ def rotate_half(x):
 
 
 def llama_loss(w, cfg, idx, targets, dtype):
+    """LlamaForCausalLM, and Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm) as
+    modeling_qwen2.py and modeling_qwen3.py compute them."""
     L, C, H = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads", H)
-    hs, eps, theta = C // H, cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
+    qwen3 = cfg.get("model_type") == "qwen3"
+    default_hs = 128 if qwen3 else C // H  # Qwen3Config's default head_dim
+    hs = cfg.get("head_dim") or default_hs
+    eps, theta = cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
     B, T = idx.shape
     inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
@@ -85,15 +168,21 @@ def llama_loss(w, cfg, idx, targets, dtype):
     for l in range(L):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = (h @ w[p + "self_attn.q_proj.weight"].t()).view(B, T, H, hs).transpose(1, 2)
-        k = (h @ w[p + "self_attn.k_proj.weight"].t()).view(B, T, KV, hs).transpose(1, 2)
-        v = (h @ w[p + "self_attn.v_proj.weight"].t()).view(B, T, KV, hs).transpose(1, 2)
+        proj = lambda name: h @ w[p + f"self_attn.{name}_proj.weight"].t() + (
+            w[p + f"self_attn.{name}_proj.bias"] if p + f"self_attn.{name}_proj.bias" in w else 0)
+        q = proj("q").view(B, T, H, hs)
+        k = proj("k").view(B, T, KV, hs)
+        v = proj("v").view(B, T, KV, hs).transpose(1, 2)
+        if qwen3:  # Qwen3RMSNorm over each head's channels, before the rotation
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
         att = F.softmax(att, dim=-1, dtype=torch.float32).to(dtype)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = (att @ v).transpose(1, 2).reshape(B, T, H * hs)
         x = x + y @ w[p + "self_attn.o_proj.weight"].t()
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         g = F.silu(h @ w[p + "mlp.gate_proj.weight"].t()) * (h @ w[p + "mlp.up_proj.weight"].t())
@@ -106,21 +195,25 @@ def llama_loss(w, cfg, idx, targets, dtype):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--seq-len", type=int, required=True)
-    ap.add_argument("--bf16", action="store_true", help="compute in BF16 (Llama)")
+    ap.add_argument("--weights", help="a safetensors file or a model folder")
+    ap.add_argument("--tokens")
+    ap.add_argument("--seq-len", type=int)
+    ap.add_argument("--bf16", action="store_true", help="compute in BF16 (Llama, Qwen)")
+    ap.add_argument("--make-random", metavar="DIR", help="write a random Qwen3 folder and stop")
     args = ap.parse_args()
-    cfg = json.load(open(os.path.join(os.path.dirname(os.path.abspath(args.weights)), "config.json")))
+    if args.make_random:
+        make_random_qwen3(args.make_random)
+        return
+    cfg, tensors = read_weights(args.weights)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
-    w = {k: v.to(dtype) for k, v in read_safetensors(args.weights).items()}
+    w = {k: v.to(dtype) for k, v in tensors.items()}
     raw = open(args.tokens, "rb").read()
     toks = torch.tensor(struct.unpack(f"<{len(raw) // 2}H", raw), dtype=torch.long)
     T = args.seq_len
     n = len(toks) // (T + 1)
     win = toks[: n * (T + 1)].view(n, T + 1)
     with torch.no_grad():
-        if cfg.get("model_type", "gpt2") == "llama":
+        if cfg.get("model_type", "gpt2") in ("llama", "qwen2", "qwen3"):
             total = llama_loss(w, cfg, win[:, :-1], win[:, 1:], dtype).item()
         else:
             total = gpt2_loss(w, cfg, win[:, :-1], win[:, 1:]).item()
