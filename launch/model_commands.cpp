@@ -73,7 +73,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
             "--weights: '{}' is not a file or a model folder (a safetensors file, or a "
             "folder with config.json)",
             weights);
-      const std::string config_json = config_json_beside(weights);
+      const std::string config_json = weights_config_json(weights);
       if (!fs::exists(config_json))
         fail_input("'{}' is needed {} '{}' (the model's shape)", config_json,
                    fs::is_directory(weights) ? "in" : "beside", weights);
@@ -151,7 +151,8 @@ void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype) {
     weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
     if (m.ranks.rank() == 0) {
       weights->check_writable();
-      config_json.emplace(config_json_beside(fs::absolute(o.out).string()), "export's config.json");
+      config_json.emplace(weights_config_json(fs::absolute(o.out).string()),
+                          "export's config.json");
       config_json->check_writable();
     }
     load_model(m, o.checkpoint, "", DType::f32, Config{});

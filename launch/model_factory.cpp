@@ -10,10 +10,6 @@
 namespace st {
 namespace fs = std::filesystem;
 
-std::string config_json_beside(const std::string& weights) {
-  return weights_config_json(weights);
-}
-
 void apply_matmul_settings(const Config& config) {
   set_bf16_matmul_path(config.precision.bf16_matmul);
   set_fp32_matmul_engine(config.precision.fp32_matmul);
@@ -85,14 +81,14 @@ namespace {
 
 // How errors name the config.json beside `weights`.
 std::string beside_where(const std::string& weights) {
-  return fmt::format("'{}' (beside '{}')", config_json_beside(weights), weights);
+  return fmt::format("'{}' (beside '{}')", weights_config_json(weights), weights);
 }
 
 }  // namespace
 
 ModelConfig model_config_beside(const std::string& weights) {
   const std::string where = beside_where(weights);
-  const std::string path = config_json_beside(weights);
+  const std::string path = weights_config_json(weights);
   // A Hugging Face config.json is a few KB: a large one is refused before it is read.
   constexpr int64_t kMaxConfigJsonBytes = int64_t(4) << 20;
   std::error_code error;
@@ -105,7 +101,7 @@ ModelConfig model_config_beside(const std::string& weights) {
 
 void adopt_init_from_model(Config& config, const std::vector<std::string>& overrides) {
   const std::string& weights = config.training.init_from;
-  if (weights.empty() || !fs::exists(config_json_beside(weights))) return;
+  if (weights.empty() || !fs::exists(weights_config_json(weights))) return;
   Config file = config;
   file.model = model_config_beside(weights);
   // Not in a config.json: the padding the run asks for.
@@ -127,7 +123,7 @@ void adopt_init_from_model(Config& config, const std::vector<std::string>& overr
 }
 
 void check_weights_config(const std::string& weights, const ModelConfig& model) {
-  if (!fs::exists(config_json_beside(weights))) return;
+  if (!fs::exists(weights_config_json(weights))) return;
   const ModelConfig file = model_config_beside(weights);
   const std::string where = beside_where(weights);
   if (file.family != model.family)

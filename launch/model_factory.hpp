@@ -32,9 +32,6 @@ ModelConfig model_config_from_hf(const nlohmann::json& j, const std::string& whe
 // The model shape of the config.json of `weights` (a model folder's, or the one beside a file).
 ModelConfig model_config_beside(const std::string& weights);
 
-// The config.json of a model folder, or beside a weights file (Hugging Face's layout).
-std::string config_json_beside(const std::string& weights);
-
 // training.init_from names weights with a config.json (a model folder's, or one beside the
 // file): the run's [model] becomes the model it describes, so its keys need not be repeated. A
 // model.* key given on the command line (`overrides`) must say the same, or an InputError names

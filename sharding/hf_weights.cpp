@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "collectives/agreement.hpp"
 #include "core/error.hpp"
@@ -31,9 +32,14 @@ bool is_folder(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
-// The index's weight_map as (tensor -> file name), every check that needs no header done.
-std::map<std::string, std::string> read_weight_map(const std::string& index,
-                                                   const std::vector<ParamSpec>& specs) {
+// An index read once: weight_map (tensor -> file name) and metadata.total_size (-1: none).
+struct WeightIndex {
+  std::map<std::string, std::string> map;
+  int64_t total_size = -1;
+};
+
+// The index, every check that needs no header done.
+WeightIndex read_weight_index(const std::string& index, const std::vector<ParamSpec>& specs) {
   std::error_code ec;
   const auto bytes = fs::file_size(index, ec);
   if (!ec && int64_t(bytes) > kMaxIndexBytes)
@@ -42,7 +48,8 @@ std::map<std::string, std::string> read_weight_map(const std::string& index,
   const nlohmann::json j = parse_json_object(read_text_file(index), fmt::format("'{}'", index));
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
     fail_input("'{}' has no weight_map object (tensor name -> file)", index);
-  std::map<std::string, std::string> map;
+  WeightIndex w;
+  std::map<std::string, std::string>& map = w.map;
   for (const auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string())
       fail_input("'{}': weight_map['{}'] = {} must be a file name", index, name, file.dump());
@@ -56,25 +63,24 @@ std::map<std::string, std::string> read_weight_map(const std::string& index,
   for (const ParamSpec& s : specs)
     if (!map.count(s.name))
       fail_input("'{}' does not name tensor '{}' (the model needs every parameter)", index, s.name);
-  for (const auto& entry : map) {
-    const std::string& name = entry.first;  // (clang 14 cannot capture a structured binding)
-    if (std::none_of(specs.begin(), specs.end(),
-                     [&](const ParamSpec& s) { return s.name == name; }))
+  std::set<std::string> names;
+  for (const ParamSpec& s : specs) names.insert(s.name);
+  for (const auto& entry : map)
+    if (!names.count(entry.first))
       fail_input("'{}' names tensor '{}', which this model does not have (a different model?)",
-                 index, name);
-  }
+                 index, entry.first);
   if (j.contains("metadata") && !j["metadata"].is_object())
     fail_input("'{}': metadata = {} must be an object", index, j["metadata"].dump());
-  return map;
+  if (j.contains("metadata") && j["metadata"].contains("total_size"))
+    w.total_size = json_int_at(j["metadata"], "total_size", fmt::format("'{}': metadata", index), 0,
+                               INT64_MAX);
+  return w;
 }
 
 // The index's total_size, when it gives one, against what the tensors take in their files.
-void check_total_size(const std::string& index, const WeightsPlan& plan,
+void check_total_size(const std::string& index, int64_t given, const WeightsPlan& plan,
                       const std::vector<ParamSpec>& specs) {
-  const nlohmann::json j = parse_json_object(read_text_file(index), fmt::format("'{}'", index));
-  if (!j.contains("metadata") || !j["metadata"].contains("total_size")) return;
-  const int64_t given =
-      json_int_at(j["metadata"], "total_size", fmt::format("'{}': metadata", index), 0, INT64_MAX);
+  if (given < 0) return;
   int64_t bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i)
     bytes += specs[i].real_numel() * int64_t(stored_size(plan.dtypes[i]));
@@ -148,7 +154,8 @@ WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec
     plan_one_file(plan, single, specs, {});
     return plan;
   }
-  const std::map<std::string, std::string> map = read_weight_map(index, specs);
+  const WeightIndex w = read_weight_index(index, specs);
+  const std::map<std::string, std::string>& map = w.map;
   std::vector<std::string> names;  // the files, each once, in sorted order
   for (const auto& [tensor, file] : map) names.push_back(file);
   std::sort(names.begin(), names.end());
@@ -161,7 +168,7 @@ WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec
     for (size_t i = 0; i < specs.size(); ++i) held[i] = map.at(specs[i].name) == name;
     plan_one_file(plan, file, specs, held);
   }
-  check_total_size(index, plan, specs);
+  check_total_size(index, w.total_size, plan, specs);
   return plan;
 }
 
