@@ -176,10 +176,12 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
   CLI::App* tokenize = app.add_subcommand("tokenize", "text into an llm.c token file");
   tokenize->add_option("--in", t.in, "text file");
   tokenize->add_option("--out", t.out, "token file to write (llm.c format)");
-  tokenize->add_option("--encoding", t.encoding, "bytes or gpt2");
+  tokenize->add_option("--tokenizer", t.tokenizer,
+                       "a Hugging Face tokenizer.json, or a model folder holding one");
+  tokenize->add_option("--encoding", t.encoding, "bytes (the default) or gpt2");
   tokenize->add_option("--vocab", t.vocab, "directory with GPT-2's encoder.json and vocab.bpe");
   tokenize->add_flag("--sections", t.sections,
-                     "split on blank lines; each section after an end-of-text token");
+                     "split on blank lines; each section between the tokenizer's separators");
   tokenize->add_option("--val-tokens", t.val_tokens, "the first N tokens go to --val-out");
   tokenize->add_option("--val-out", t.val_out, "token file for the first --val-tokens tokens");
   table.push_back({tokenize, [&o] { return st::run_tokenize(o.tokenize); }});

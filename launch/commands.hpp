@@ -43,10 +43,10 @@ struct SampleOptions {
 };
 int run_sample(const SampleOptions& options);
 
-// shardtrain tokenize --in FILE --out FILE.bin [--encoding bytes|gpt2 --vocab DIR] [--sections]
-//                     [--val-tokens N --val-out FILE.bin]
+// shardtrain tokenize --in FILE --out FILE.bin [--tokenizer PATH | --encoding bytes|gpt2
+//                     --vocab DIR] [--sections] [--val-tokens N --val-out FILE.bin]
 struct TokenizeOptions {
-  std::string in, out, encoding = "bytes", vocab, val_out;
+  std::string in, out, tokenizer, encoding, vocab, val_out;  // no --encoding: bytes
   bool sections = false;
   int64_t val_tokens = 0;
 };

@@ -119,6 +119,8 @@ Config load_config(const std::string& source, const std::vector<std::string>& ov
 // calls it with arbitrary bytes.
 Config parse_config(std::string_view text, const std::string& where,
                     const std::vector<std::string>& overrides);
+// One section.key=value item set on `config` (not validated).
+void apply_override(Config& config, const std::string& item);
 
 // Range and consistency checks; those that need the world size (global_batch divisibility,
 // the mesh) only when `world_size` > 0.

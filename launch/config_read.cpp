@@ -130,16 +130,18 @@ Config parse_config(std::string_view text, const std::string& where,
     fail_input("{}:{}:{}: invalid TOML: {}", where, e.source().begin.line, e.source().begin.column,
                e.description());
   }
-  for (const std::string& item : overrides) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      fail_input("command line: '{}' is not a section.key=value override", item);
-    const std::string key = item.substr(0, eq);
-    const KeySpec& spec = find_key(key, "command line");
-    spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
-  }
+  for (const std::string& item : overrides) apply_override(config, item);
   validate_config(config, 0);  // the world size is not known yet
   return config;
+}
+
+void apply_override(Config& config, const std::string& item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail_input("command line: '{}' is not a section.key=value override", item);
+  const std::string key = item.substr(0, eq);
+  const KeySpec& spec = find_key(key, "command line");
+  spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
 }
 
 }  // namespace st

@@ -195,6 +195,11 @@ KeyTable data_keys() {
        {str_key(&Config::data, &Data::path), "a file path",
         "a text file whose bytes are the tokens; empty (and no `data.tokens`): the built-in "
         "generated corpus"}},
+      {"data.tokenizer",
+       {str_key(&Config::data, &Data::tokenizer), "a file or folder path",
+        "a Hugging Face `tokenizer.json` (or a model folder holding one) that tokenizes "
+        "`data.path`; empty: its bytes are the tokens (with `training.init_from` a folder holding "
+        "a tokenizer.json: that one)"}},
       {"data.val_fraction",
        {num_key(&Config::data, &Data::val_fraction), "0 ≤ x < 1",
         "the last fraction of the data is the validation split"}},

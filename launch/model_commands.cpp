@@ -18,10 +18,12 @@
 #include "core/rng.hpp"
 #include "core/staged_folder.hpp"
 #include "core/staged_output.hpp"
+#include "core/tokenizer/hf_tokenizer.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/names.hpp"
+#include "launch/sample_text.hpp"
 #include "launch/session.hpp"
 #include "sharding/checkpoint.hpp"
 #include "sharding/hf_weights.hpp"
@@ -40,7 +42,17 @@ struct LoadedModel {
   DType file_dtype = DType::f32;
   std::unique_ptr<Model> model;
   std::unique_ptr<FsdpRuntime> fsdp;
+  // The tokenizer.json that goes with the model: a --weights folder's own, or the one the
+  // checkpoint's run tokenized its data with; empty when none.
+  std::string tokenizer;
 };
+
+// meta.data.tokenizer of a checkpoint, when its run tokenized text with one.
+std::string recorded_tokenizer(const nlohmann::json& meta) {
+  const nlohmann::json data = meta.value("data", nlohmann::json::object());
+  if (!data.is_object() || !data.contains("tokenizer") || !data["tokenizer"].is_string()) return "";
+  return data["tokenizer"].get<std::string>();
+}
 
 // `param_dtype`: the compute dtype asked for, or nullopt for the file's own. `config` gives
 // the thread count (training.threads; commands without a config pass the defaults).
@@ -67,6 +79,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
                    checkpoint, dtype.dump());
       m.file_dtype =
           parse_float_dtype(dtype.get<std::string>(), "checkpoint precision.param_dtype");
+      m.tokenizer = recorded_tokenizer(info.meta);
     } else {
       if (!fs::is_regular_file(weights) && !fs::is_directory(weights))
         fail_input(
@@ -90,6 +103,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
                    e.what());
       }
       m.file_dtype = plan_compute_dtype(plan);
+      m.tokenizer = weights_tokenizer_json(weights);
     }
   });
   const DType dtype = param_dtype.value_or(m.file_dtype);
@@ -174,10 +188,18 @@ void export_folder(LoadedModel& m, const ExportOptions& o, DType dtype) {
   const int64_t max_shard = parse_byte_size(
       o.max_shard_size.empty() ? std::string("5GB") : o.max_shard_size, "--max-shard-size");
   StagedFolder folder(o.out, "export --out", m.ranks.rank() == 0);
+  std::vector<std::string> tokenizer_files;
   agree_on_startup(*m.ranks.group, [&] {
     if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
     if (m.ranks.rank() == 0) folder.create();
     load_model(m, o.checkpoint, "", DType::f32, Config{});
+    // The run's tokenizer goes into the folder (read first: a damaged one is refused here).
+    if (!m.tokenizer.empty() && m.ranks.rank() == 0) {
+      if (!fs::exists(m.tokenizer))
+        fmt::print("export: the run's tokenizer '{}' is gone; the folder gets none\n", m.tokenizer);
+      else
+        tokenizer_files = HfTokenizer::load(m.tokenizer).files();
+    }
   });
   const auto& specs = m.model->param_specs();
   const auto shards = split_into_shards(specs, dtype, max_shard);
@@ -189,11 +211,17 @@ void export_folder(LoadedModel& m, const ExportOptions& o, DType dtype) {
     write_text_file(folder.file("config.json"), hf_config_text(m.config, dtype));
     if (shards.size() > 1)
       write_text_file(folder.file(kIndexName), shard_index_json(specs, dtype, shards));
+    std::string copied;
+    for (const std::string& file : tokenizer_files) {
+      const std::string name = fs::path(file).filename().string();
+      fs::copy_file(file, folder.file(name));
+      copied += ", " + name;
+    }
     folder.commit();
     fmt::print(
-        "exported {}: {} ({}){}, config.json\n", o.out,
+        "exported {}: {} ({}){}, config.json{}\n", o.out,
         shards.size() == 1 ? std::string(kSingleFileName) : fmt::format("{} shards", shards.size()),
-        dtype_name(dtype), shards.size() > 1 ? fmt::format(", {}", kIndexName) : "");
+        dtype_name(dtype), shards.size() > 1 ? fmt::format(", {}", kIndexName) : "", copied);
   }
 }
 
@@ -251,6 +279,9 @@ int run_eval(const EvalOptions& o) {
       } else {
         // --data FILE, else the config's data (data.path or the built-in corpus).
         if (!o.data.empty()) config.data.path = o.data;
+        // Text is tokenized as the model's own tokenizer does (a folder's, a run's).
+        if (!o.data.empty() && config.data.tokenizer.empty()) config.data.tokenizer = m.tokenizer;
+        config.model.vocab_size = m.config.vocab_size;  // ids are checked against the model's
         config.training.seq_len = T;
         data.emplace(load_data(config));
         windows = window_count(data->val(), T);
@@ -291,29 +322,6 @@ void check_sample_options(const SampleOptions& o) {
     fail_input("sample: give exactly one of --prompt TEXT and --prompt-tokens ID,ID,...");
 }
 
-// The prompt as token ids of a vocabulary of V: --prompt-tokens checked, --prompt encoded by
-// GPT-2's tokenizer when given, else as bytes (a byte vocabulary only).
-std::vector<int32_t> prompt_ids(const SampleOptions& o, int64_t V,
-                                const std::optional<Gpt2Tokenizer>& tokenizer) {
-  std::vector<int32_t> ids;
-  if (!o.prompt_tokens.empty()) {
-    for (size_t i = 0; i < o.prompt_tokens.size(); ++i) {
-      if (o.prompt_tokens[i] < 0 || o.prompt_tokens[i] >= V)
-        fail_input("sample: --prompt-tokens: id {} (position {}) is outside the vocabulary [0, {})",
-                   o.prompt_tokens[i], i, V);
-      ids.push_back(int32_t(o.prompt_tokens[i]));
-    }
-    return ids;
-  }
-  if (tokenizer) return tokenizer->encode(o.prompt);
-  if (V > kByteVocabSize)
-    fail_input(
-        "sample: the model's vocabulary has {} tokens, not bytes: --prompt needs --vocab DIR "
-        "(GPT-2's encoder.json and vocab.bpe), or give --prompt-tokens",
-        V);
-  return encode_bytes(o.prompt);
-}
-
 // Token `i` drawn from the first V logits: the largest at temperature 0, else a draw that is a
 // function of (seed, i) only, so every rank draws the same. `p` is scratch of V doubles.
 int32_t draw_token(const float* logits, int64_t V, double temperature, int64_t seed, int64_t i,
@@ -335,32 +343,18 @@ int run_sample(const SampleOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
   return run_after_startup([&] {
-    std::optional<Gpt2Tokenizer> tokenizer;
+    std::unique_ptr<SampleText> shown;
     std::vector<int32_t> text;  // the prompt's ids, then every token drawn
     agree_on_startup(*m.ranks.group, [&] {
       check_sample_options(o);
       load_model(m, o.checkpoint, o.weights, std::nullopt, Config{});
-      const int64_t V = m.config.vocab_size;
-      if (!o.vocab.empty()) {
-        tokenizer.emplace(Gpt2Tokenizer::load(o.vocab));
-        if (tokenizer->vocab_size() != V)
-          fail_input("sample: --vocab '{}' has {} tokens but the model's vocabulary is {}", o.vocab,
-                     tokenizer->vocab_size(), V);
-      }
-      text = prompt_ids(o, V, tokenizer);
+      shown = std::make_unique<SampleText>(o.vocab, m.tokenizer, m.config.vocab_size);
+      text = shown->prompt_ids(o.prompt, o.prompt_tokens);
     });
     const bool lead = m.ranks.rank() == 0;
     const int64_t V = m.config.vocab_size;
-    // Text when the vocabulary is bytes or GPT-2's files are given, else ids.
-    auto show = [&](const int32_t* ids, size_t n) {
-      if (tokenizer) return tokenizer->decode(ids, n);
-      if (V <= kByteVocabSize) return decode_bytes(ids, n);
-      std::string out;
-      for (size_t i = 0; i < n; ++i) out += fmt::format("{} ", ids[i]);
-      return out;
-    };
     // The text streams out as it is generated: the prompt, then each token when drawn.
-    if (lead) fmt::print("{}", show(text.data(), text.size()));
+    if (lead) fmt::print("{}", shown->next_text(text.data(), text.size()));
     std::vector<double> p(static_cast<size_t>(V));
     for (int64_t i = 0; i < o.tokens; ++i) {
       // Every rank runs the same forward (parameters are gathered together) and draws the same
@@ -374,7 +368,7 @@ int run_sample(const SampleOptions& o) {
       const float* logits = m.model->last_logits().row(T - 1);
       text.push_back(draw_token(logits, V, o.temperature, o.seed, i, p));
       if (lead) {
-        fmt::print("{}", show(&text.back(), 1));
+        fmt::print("{}", shown->next_text(text.data(), text.size()));
         flush_standard_output();
       }
     }

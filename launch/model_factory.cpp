@@ -99,9 +99,37 @@ ModelConfig model_config_beside(const std::string& weights) {
   return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
 }
 
+namespace {
+
+// Whether `item` (model.KEY=VALUE) set on the file's config leaves every parameter's name and
+// shape as they are (model.head_dim = 8 where hidden 32 / 4 heads is 8 already).
+bool same_parameters(const Config& file, const std::string& item) {
+  Config probe = file;
+  apply_override(probe, item);
+  if (probe.model.family != file.model.family) return false;
+  try {
+    validate_config(probe, 0);
+  } catch (const InputError&) {
+    return false;
+  }
+  const auto probed = make_model(probe), filed = make_model(file);  // specs only, no memory
+  const auto& a = probed->param_specs();
+  const auto& b = filed->param_specs();
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].shape != b[i].shape) return false;
+  return true;
+}
+
+}  // namespace
+
 void adopt_init_from_model(Config& config, const std::vector<std::string>& overrides) {
   const std::string& weights = config.training.init_from;
-  if (weights.empty() || !fs::exists(weights_config_json(weights))) return;
+  if (weights.empty()) return;
+  // Text is tokenized as the folder's model was, unless data.tokenizer names another.
+  if (config.data.tokenizer.empty() && !config.data.path.empty())
+    config.data.tokenizer = weights_tokenizer_json(weights);
+  if (!fs::exists(weights_config_json(weights))) return;
   Config file = config;
   file.model = model_config_beside(weights);
   // Not in a config.json: the padding the run asks for.
@@ -112,7 +140,7 @@ void adopt_init_from_model(Config& config, const std::vector<std::string>& overr
     if (key.rfind("model.", 0) != 0 || key == "model.padded_vocab_size") continue;
     const KeySpec& spec = find_key(key, "command line");
     const std::string given = spec.show(config), says = spec.show(file);
-    if (given != says)
+    if (given != says && !same_parameters(file, item))
       fail_input(
           "{} says {} = {}, but this run has {} = {}: the weights are of another model "
           "shape",

@@ -1,6 +1,7 @@
 #include "launch/sharded_trainer.hpp"
 
 #include <omp.h>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -277,6 +278,18 @@ int64_t ShardedTrainer::optimizer_state_bytes() const {
 
 namespace st {
 
+namespace {
+
+// The data position, and the tokenizer that made the tokens (export copies its files).
+nlohmann::json data_meta(const Config& c, int64_t steps_done) {
+  nlohmann::json data = {{"next_sample", steps_done * c.training.global_batch}};
+  if (!c.data.tokenizer.empty())
+    data["tokenizer"] = std::filesystem::absolute(c.data.tokenizer).string();
+  return data;
+}
+
+}  // namespace
+
 nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
   const Config& c = config_;
   // The library's meta (optimizer, precision, schedule), with the family's record of the model
@@ -293,7 +306,7 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
         {{"shard_degree", mesh_->shape().shard}, {"replicate_degree", mesh_->shape().replicate}}},
        // The data order is a function of (seed, global sample index), the schedule of the
        // step and the initial weights of the seed: these positions are the whole RNG state.
-       {"data", {{"next_sample", steps_done * c.training.global_batch}}}});
+       {"data", data_meta(c, steps_done)}});
 }
 
 std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {

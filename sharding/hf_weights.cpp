@@ -134,6 +134,12 @@ std::string weights_config_json(const std::string& weights) {
   return (fs::path(weights).parent_path() / "config.json").string();
 }
 
+std::string weights_tokenizer_json(const std::string& weights) {
+  if (!is_folder(weights)) return "";
+  const std::string path = (fs::path(weights) / "tokenizer.json").string();
+  return fs::is_regular_file(path) ? path : "";
+}
+
 WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec>& specs) {
   WeightsPlan plan;
   plan.source = weights;

@@ -26,6 +26,8 @@ inline constexpr const char* kSingleFileName = "model.safetensors";
 
 // The config.json describing `weights`: FOLDER/config.json, or the one beside a file.
 std::string weights_config_json(const std::string& weights);
+// The tokenizer.json of a model folder, or "" when `weights` is a file or the folder has none.
+std::string weights_tokenizer_json(const std::string& weights);
 
 // Reads the headers (and the index) of `weights` and checks them against the model's
 // parameters: the index names every parameter once, each in a file present in the folder, and

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/rng.hpp"
+#include "core/tokenizer/hf_tokenizer.hpp"
 
 namespace st {
 namespace {
@@ -45,6 +46,25 @@ Dataset Dataset::from_file(const std::string& path, double val_fraction, int64_t
   return from_text(path, read_text_file(path), val_fraction, seq_len);
 }
 
+Dataset Dataset::from_tokenized_file(const std::string& path, const std::string& tokenizer,
+                                     int64_t vocab_size, double val_fraction, int64_t seq_len) {
+  const HfTokenizer hf = HfTokenizer::load(tokenizer);
+  if (hf.vocab_size() > vocab_size)
+    fail_input("data.tokenizer '{}' has ids up to {}, beyond model.vocab_size = {}", hf.json_path(),
+               hf.vocab_size() - 1, vocab_size);
+  const std::string text = read_text_file(path);
+  std::vector<int32_t> ids;
+  try {
+    ids = hf.encode(text);
+  } catch (const InputError& e) {
+    fail_input("'{}': {}", path, e.what());
+  }
+  return from_streams(
+      TokenStream::in_memory(fmt::format("{} (tokenized by {})", path, hf.json_path()),
+                             std::move(ids)),
+      val_fraction, seq_len);
+}
+
 Dataset Dataset::builtin(double val_fraction, int64_t seq_len) {
   return from_text("<built-in corpus>", builtin_corpus(), val_fraction, seq_len);
 }
@@ -69,13 +89,18 @@ Dataset Dataset::open(const DataSource& source, int64_t vocab_size, int64_t seq_
     if (!source.val_tokens.empty()) val = open_files(source.val_tokens, "data.val_tokens");
     return from_streams(train, source.val_fraction, seq_len, std::move(val));
   }
-  if (vocab_size < kByteVocabSize)
+  if (!source.tokenizer.empty() && source.path.empty())
+    fail_input("data.tokenizer = '{}' needs data.path (the text file it tokenizes)",
+               source.tokenizer);
+  if (vocab_size < kByteVocabSize && source.tokenizer.empty())
     fail_input("model.vocab_size = {} is too small for byte tokens ({}); it must be at least {}",
                vocab_size, source.path.empty() ? "the built-in corpus" : "data.path",
                kByteVocabSize);
   try {
-    return source.path.empty() ? builtin(source.val_fraction, seq_len)
-                               : from_file(source.path, source.val_fraction, seq_len);
+    if (source.path.empty()) return builtin(source.val_fraction, seq_len);
+    if (source.tokenizer.empty()) return from_file(source.path, source.val_fraction, seq_len);
+    return from_tokenized_file(source.path, source.tokenizer, vocab_size, source.val_fraction,
+                               seq_len);
   } catch (const InputError& e) {
     fail_input("data.path: {}", e.what());
   }

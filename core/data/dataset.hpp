@@ -12,7 +12,9 @@ namespace st {
 // Where a dataset's tokens come from: token files, a text file read as bytes, or neither
 // (the built-in corpus).
 struct DataSource {
-  std::string path;        // data.path
+  std::string path;  // data.path
+  std::string
+      tokenizer;  // data.tokenizer: a tokenizer.json (or its folder) for data.path; empty: bytes
   std::string tokens;      // data.tokens: a file or a glob
   std::string val_tokens;  // data.val_tokens; empty: the last val_fraction of `tokens`
   TokenFormat token_format = TokenFormat::automatic;
@@ -26,6 +28,10 @@ class Dataset {
   static Dataset open(const DataSource& source, int64_t vocab_size, int64_t seq_len);
   // Reads `path` as bytes; the last `val_fraction` of it is the validation split.
   static Dataset from_file(const std::string& path, double val_fraction, int64_t seq_len);
+  // Reads `path` tokenized by the tokenizer.json `tokenizer` names (its ids checked against
+  // `vocab_size`); the last `val_fraction` of it is the validation split.
+  static Dataset from_tokenized_file(const std::string& path, const std::string& tokenizer,
+                                     int64_t vocab_size, double val_fraction, int64_t seq_len);
   // The built-in generated corpus.
   static Dataset builtin(double val_fraction, int64_t seq_len);
   static Dataset from_text(std::string source, const std::string& text, double val_fraction,

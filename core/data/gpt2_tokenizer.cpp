@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
+#include "core/tokenizer/unicode.hpp"
 
 namespace st {
 namespace {
@@ -22,31 +23,6 @@ namespace {
 // GPT-2's pre-tokenizer (encoder.py), in PCRE2 syntax.
 constexpr const char* kPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xc0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3f));
-  } else {
-    out += char(0xe0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  }
-}
-
-// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 are shifted to
-// code points 256 and up, so every byte is a visible character in the vocabulary files.
-std::array<uint32_t, 256> byte_code_points() {
-  std::array<uint32_t, 256> cp{};
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    cp[b] = printable ? b : next++;
-  }
-  return cp;
-}
 
 std::string read_file(const std::string& path) {
   if (!std::filesystem::is_regular_file(path))
@@ -125,10 +101,10 @@ Gpt2Tokenizer& Gpt2Tokenizer::operator=(Gpt2Tokenizer&&) noexcept = default;
 
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& dir) {
   auto impl = std::make_unique<Impl>();
-  const auto cp = byte_code_points();
+  const auto& cp = unicode::byte_level_code_points();
   std::unordered_map<std::string, unsigned char> symbol_byte;
   for (int b = 0; b < 256; ++b) {
-    append_utf8(impl->byte_symbol[size_t(b)], cp[size_t(b)]);
+    unicode::append_utf8(impl->byte_symbol[size_t(b)], cp[size_t(b)]);
     symbol_byte[impl->byte_symbol[size_t(b)]] = static_cast<unsigned char>(b);
   }
 
