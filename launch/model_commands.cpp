@@ -296,15 +296,18 @@ int run_eval(const EvalOptions& o) {
                                         });
     const int64_t n = windows * T;
     const double loss = sum / double(n);
+    // loss / ln 2 is bits per byte only where the tokens are a text's bytes.
+    const bool bytes = data && config.data.tokenizer.empty();
+    const char* per = bytes ? "byte" : "token";
     if (m.ranks.rank() == 0) {
       if (o.common.json)
-        fmt::print(
-            "{}\n",
-            nlohmann::json{{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}, {"tokens", n}}
-                .dump());
+        fmt::print("{}\n", nlohmann::json{{"loss", loss},
+                                          {fmt::format("bits_per_{}", per), loss / std::log(2.0)},
+                                          {"tokens", n}}
+                               .dump());
       else
-        fmt::print("eval: loss {:.4f} | {:.4f} bits per byte | {} tokens in {} windows of {}\n",
-                   loss, loss / std::log(2.0), n, windows, T);
+        fmt::print("eval: loss {:.4f} | {:.4f} bits per {} | {} tokens in {} windows of {}\n", loss,
+                   loss / std::log(2.0), per, n, windows, T);
     }
     return 0;
   });

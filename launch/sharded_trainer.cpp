@@ -283,8 +283,12 @@ namespace {
 // The data position, and the tokenizer that made the tokens (export copies its files).
 nlohmann::json data_meta(const Config& c, int64_t steps_done) {
   nlohmann::json data = {{"next_sample", steps_done * c.training.global_batch}};
-  if (!c.data.tokenizer.empty())
-    data["tokenizer"] = std::filesystem::absolute(c.data.tokenizer).string();
+  // data.tokenizer, else the tokenizer.json of the folder training.init_from names.
+  const std::string tokenizer = !c.data.tokenizer.empty() ? c.data.tokenizer
+                                : c.training.init_from.empty()
+                                    ? ""
+                                    : weights_tokenizer_json(c.training.init_from);
+  if (!tokenizer.empty()) data["tokenizer"] = std::filesystem::absolute(tokenizer).string();
   return data;
 }
 

@@ -7,8 +7,9 @@ Llama (LlamaForCausalLM: nn.Linear weights [out, in], RMSNorm with FP32 statisti
 rotate_half rotary embeddings, grouped-query attention by repeating kv heads, SiLU-gated MLP,
 lm_head tied or not), Qwen2 (Llama with biases on q, k and v) or Qwen3 (Llama with an RMSNorm
 over each q and k head before the rotation, heads head_dim wide, 128 by default), reading the
-files with nothing but json and struct. Prints {"loss": ..., "tokens": ...} over the
-little-endian uint16 windows of seq_len + 1 tokens in --tokens, to compare with
+files with nothing but json and struct. Prints {"loss": ..., "tokens": ...} over the windows of
+seq_len + 1 tokens in --tokens (llm.c's uint16 or uint32 token file, told apart by its magic, or
+raw little-endian uint16), to compare with
 `shardtrain eval --weights PATH --tokens FILE --json` (precision.param_dtype=fp32, or bf16 with
 --bf16: weights and activations in BF16 as transformers runs a torch_dtype=bfloat16 model).
 
@@ -17,13 +18,15 @@ little-endian uint16 windows of seq_len + 1 tokens in --tokens, to compare with
 
 --make-random DIR writes a random-weight Qwen3 folder the way transformers saves one (config.json
 as Qwen3Config writes it, F32 tensors in two shards with their index), from its own seed, to
-evaluate with both.
+evaluate with both; --vocab-size V sets its vocabulary (default 300) and --tokenizer PATH copies
+a tokenizer.json (and the tokenizer_config.json beside it) into the folder.
 (Needs Debian's python3-torch; not a shardtrain dependency.)
 """
 import argparse
 import json
 import math
 import os
+import shutil
 import struct
 
 import torch
@@ -72,7 +75,19 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def make_random_qwen3(folder, seed=7):
+def read_tokens(path):
+    """llm.c's token files (magic 20240520: uint16, 20240801: uint32, after a 1 KiB header) or raw
+    little-endian uint16."""
+    raw = open(path, "rb").read()
+    magic = struct.unpack("<i", raw[:4])[0] if len(raw) >= 1024 else 0
+    if magic in (20240520, 20240801):
+        n = struct.unpack("<i", raw[8:12])[0]
+        width = "H" if magic == 20240520 else "I"
+        return struct.unpack(f"<{n}{width}", raw[1024 : 1024 + n * struct.calcsize(width)])
+    return struct.unpack(f"<{len(raw) // 2}H", raw)
+
+
+def make_random_qwen3(folder, seed=7, V=300, tokenizer=None):
     """A small random Qwen3 (heads of 16 where hidden / heads is 12, grouped kv heads, untied)
     saved as transformers would: config.json and two shards with their index."""
     cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 48,
@@ -80,10 +95,10 @@ def make_random_qwen3(folder, seed=7):
            "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 64,
            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None, "hidden_act": "silu",
            "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
-           "max_window_layers": 2, "tie_word_embeddings": False, "vocab_size": 300,
+           "max_window_layers": 2, "tie_word_embeddings": False, "vocab_size": V,
            "torch_dtype": "float32"}
     g = torch.Generator().manual_seed(seed)
-    C, F_, V, H, KV, D = 48, 96, 300, 4, 2, 16
+    C, F_, H, KV, D = 48, 96, 4, 2, 16
     rnd = lambda *shape, s=0.1: torch.randn(*shape, generator=g) * s
     w = {"model.embed_tokens.weight": rnd(V, C, s=0.5)}
     for l in range(2):
@@ -113,6 +128,11 @@ def make_random_qwen3(folder, seed=7):
     total = sum(t.numel() * 4 for t in w.values())
     json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
               open(os.path.join(folder, "model.safetensors.index.json"), "w"), indent=2)
+    if tokenizer:
+        source = tokenizer if os.path.isdir(tokenizer) else os.path.dirname(tokenizer) or "."
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            if os.path.exists(os.path.join(source, name)):
+                shutil.copyfile(os.path.join(source, name), os.path.join(folder, name))
 
 
 def gpt2_loss(w, cfg, idx, targets):
@@ -200,23 +220,27 @@ def main():
     ap.add_argument("--seq-len", type=int)
     ap.add_argument("--bf16", action="store_true", help="compute in BF16 (Llama, Qwen)")
     ap.add_argument("--make-random", metavar="DIR", help="write a random Qwen3 folder and stop")
+    ap.add_argument("--vocab-size", type=int, default=300, help="the random folder's vocabulary")
+    ap.add_argument("--tokenizer", help="a tokenizer.json (or its folder) for the random folder")
     args = ap.parse_args()
     if args.make_random:
-        make_random_qwen3(args.make_random)
+        make_random_qwen3(args.make_random, V=args.vocab_size, tokenizer=args.tokenizer)
         return
     cfg, tensors = read_weights(args.weights)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     w = {k: v.to(dtype) for k, v in tensors.items()}
-    raw = open(args.tokens, "rb").read()
-    toks = torch.tensor(struct.unpack(f"<{len(raw) // 2}H", raw), dtype=torch.long)
+    toks = torch.tensor(read_tokens(args.tokens), dtype=torch.long)
     T = args.seq_len
     n = len(toks) // (T + 1)
     win = toks[: n * (T + 1)].view(n, T + 1)
-    with torch.no_grad():
-        if cfg.get("model_type", "gpt2") in ("llama", "qwen2", "qwen3"):
-            total = llama_loss(w, cfg, win[:, :-1], win[:, 1:], dtype).item()
-        else:
-            total = gpt2_loss(w, cfg, win[:, :-1], win[:, 1:]).item()
+    total = 0.0
+    with torch.no_grad():  # a few windows at a time: a large vocabulary's logits are big
+        for b in range(0, n, 16):
+            rows = win[b : b + 16]
+            if cfg.get("model_type", "gpt2") in ("llama", "qwen2", "qwen3"):
+                total += llama_loss(w, cfg, rows[:, :-1], rows[:, 1:], dtype).item()
+            else:
+                total += gpt2_loss(w, cfg, rows[:, :-1], rows[:, 1:]).item()
     print(json.dumps({"loss": total / (n * T), "tokens": n * T}))
 
 

@@ -109,10 +109,18 @@ void check_top_level(const Json& j, const std::string& file) {
 }  // namespace
 
 HfTokenizer HfTokenizer::load(const std::string& path) {
+  const auto [file, folder] = locate(path);
+  const std::string config_path = (fs::path(folder) / kTokenizerConfig).string();
+  return from_json(read_json(file), file,
+                   fs::is_regular_file(config_path) ? read_json(config_path) : Json::object(),
+                   config_path);
+}
+
+HfTokenizer HfTokenizer::from_json(const nlohmann::json& j, const std::string& file,
+                                   const nlohmann::json& config, const std::string& config_path) {
   auto impl = std::make_unique<Impl>();
-  std::tie(impl->json_path, impl->folder) = locate(path);
-  const std::string& file = impl->json_path;
-  const Json j = read_json(file);
+  impl->json_path = file;
+  impl->folder = fs::path(config_path).parent_path().string();
   check_top_level(j, file);
   impl->model.emplace(j["model"], file + ": model");
   const auto at = [&](const char* key) { return find(j, key) ? j[key] : Json(); };
@@ -133,8 +141,6 @@ HfTokenizer HfTokenizer::load(const std::string& path) {
   }
   impl->raw_tokens = AddedTokenMatcher(std::move(raw));
   impl->normalized_tokens = AddedTokenMatcher(std::move(normalized));
-  const std::string config_path = (fs::path(impl->folder) / kTokenizerConfig).string();
-  const Json config = fs::is_regular_file(config_path) ? read_json(config_path) : Json::object();
   const auto id_of = [&impl](const std::string& token) -> std::optional<int32_t> {
     const auto it = impl->model->vocab().find(token);
     if (it != impl->model->vocab().end()) return it->second;

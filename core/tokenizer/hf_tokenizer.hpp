@@ -6,6 +6,7 @@
 // implement is refused by name when the file is loaded, never approximated.
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,10 @@ class HfTokenizer {
   // `path`: a tokenizer.json, or a folder holding one (and tokenizer_config.json, read when
   // present for the section separator). InputErrors name the file and the place in it.
   static HfTokenizer load(const std::string& path);
+  // From parsed files: tokenizer.json's object (named `file` in messages) and
+  // tokenizer_config.json's (an empty object when there is none; `config_path` names it).
+  static HfTokenizer from_json(const nlohmann::json& j, const std::string& file,
+                               const nlohmann::json& config, const std::string& config_path);
   ~HfTokenizer();
   HfTokenizer(HfTokenizer&&) noexcept;
   HfTokenizer& operator=(HfTokenizer&&) noexcept;
