@@ -8,13 +8,13 @@
 # a tensor missing from weight_map, a file it names missing, a name leaving the folder, a tensor
 # in another file than the index says, a total_size that is not the tensors' bytes.
 set -u
+. "$(dirname "$0")/support/expect.sh"
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-hf-folder-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 model=(--config llama-tiny model.n_layer=2 model.n_embd=64 model.n_head=4 model.n_kv_head=2
        model.block_size=32 training.seq_len=32)
-fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2 checkpoint.dir=ck > train.log 2>&1 ||
   fail "training: $(cat train.log)"
 "$shardrun" -n 2 "$st" export --checkpoint ck/step-00000002 --out hf --max-shard-size 64KiB \
@@ -72,13 +72,6 @@ for family in qwen3 qwen2; do
     fail "$family: the folder's loss $d is not the checkpoint's $e"
 done
 
-expect2() {  # expect2 PATTERN COMMAND...: exit 2, PATTERN in the output
-  local pattern=$1 out rc
-  shift
-  out=$("$@" 2>&1)
-  rc=$?
-  [ "$rc" = 2 ] && printf '%s' "$out" | grep -qE -- "$pattern" || fail "want exit 2 and /$pattern/ from $*, got $rc: $out"
-}
 expect2 "export --out: 'hf' is a folder with files in it: not overwritten" \
   "$st" export --checkpoint ck/step-00000002 --out hf
 expect2 "--max-shard-size = '5XB' must be a size" \

@@ -9,11 +9,11 @@
 # training.init_from (the folder's tokenizer adopted) and samples from a text prompt. Bad
 # tokenizer files and bad input are exit 2 naming what is wrong.
 set -u
+. "$(dirname "$0")/support/expect.sh"
 shardrun=$1 st=$2 fixtures=$3
 dir=$(mktemp -d /tmp/shardtrain-hf-tokenizer-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
-fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 # ids FILE: the ids of an llm.c token file, comma-separated, and its magic first.
 ids() {
   python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(); h=struct.unpack('<256i',b[:1024]);
@@ -69,13 +69,6 @@ out=$("$st" sample --weights hf --prompt "Hello world, I'm" --tokens 4 --tempera
   fail "sample: $out"
 [ "${out#Hello world, I\'m}" != "$out" ] || fail "sample does not begin with its prompt: $out"
 
-expect2() {  # expect2 PATTERN COMMAND...: exit 2, PATTERN in the output
-  local pattern=$1 out rc
-  shift
-  out=$("$@" 2>&1)
-  rc=$?
-  [ "$rc" = 2 ] && printf '%s' "$out" | grep -qE -- "$pattern" || fail "want exit 2 and /$pattern/ from $*, got $rc: $out"
-}
 mkdir bad
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['pre_tokenizer']['pretokenizers'][0]={'type':'WhitespaceSplit'}; json.dump(j, open('bad/tokenizer.json','w'))" \
   "$fixtures/fixtures/qwen3/tokenizer.json"

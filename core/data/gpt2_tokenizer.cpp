@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
@@ -210,16 +211,10 @@ std::string Gpt2Tokenizer::decode(const int32_t* ids, size_t n) const {
 
 std::vector<int32_t> encode_sections(const Gpt2Tokenizer& tokenizer, std::string_view text) {
   std::vector<int32_t> ids;
-  size_t begin = 0;
-  while (true) {
-    const size_t end = text.find("\n\n", begin);
-    const std::string section =
-        std::string(text.substr(begin, end == std::string_view::npos ? end : end - begin)) + "\n\n";
+  for (const std::string& section : text_sections(text)) {
     ids.push_back(Gpt2Tokenizer::kEndOfText);
     const auto part = tokenizer.encode(section);
     ids.insert(ids.end(), part.begin(), part.end());
-    if (end == std::string_view::npos) break;
-    begin = end + 2;
   }
   return ids;
 }

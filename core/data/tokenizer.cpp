@@ -14,4 +14,17 @@ std::string decode_bytes(const int32_t* tokens, size_t n) {
   return text;
 }
 
+std::vector<std::string> text_sections(std::string_view text) {
+  std::vector<std::string> sections;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = text.find("\n\n", begin);
+    sections.push_back(
+        std::string(text.substr(begin, end == std::string_view::npos ? end : end - begin)) +
+        "\n\n");
+    if (end == std::string_view::npos) return sections;
+    begin = end + 2;
+  }
+}
+
 }  // namespace st

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
@@ -222,15 +223,6 @@ std::vector<std::string> HfTokenizer::files() const {
   return out;
 }
 
-std::string HfTokenizer::describe() const {
-  std::string separator;
-  for (int32_t id : impl_->sections.prefix) separator += impl_->id_to_token[size_t(id)];
-  if (!impl_->sections.suffix.empty()) separator += " ...";
-  for (int32_t id : impl_->sections.suffix) separator += impl_->id_to_token[size_t(id)];
-  return fmt::format("BPE, {} ids, sections {}", vocab_size(),
-                     separator.empty() ? "(none named)" : separator);
-}
-
 std::vector<int32_t> encode_sections(const HfTokenizer& tokenizer, std::string_view text) {
   if (tokenizer.section_prefix().empty() && tokenizer.section_suffix().empty())
     fail_input(
@@ -238,17 +230,11 @@ std::vector<int32_t> encode_sections(const HfTokenizer& tokenizer, std::string_v
         "template, no bos_token in tokenizer_config.json, no <|endoftext|>)",
         tokenizer.json_path());
   std::vector<int32_t> ids;
-  size_t begin = 0;
-  while (true) {
-    const size_t end = text.find("\n\n", begin);
-    const std::string section =
-        std::string(text.substr(begin, end == std::string_view::npos ? end : end - begin)) + "\n\n";
+  for (const std::string& section : text_sections(text)) {
     ids.insert(ids.end(), tokenizer.section_prefix().begin(), tokenizer.section_prefix().end());
     const auto part = tokenizer.encode(section);
     ids.insert(ids.end(), part.begin(), part.end());
     ids.insert(ids.end(), tokenizer.section_suffix().begin(), tokenizer.section_suffix().end());
-    if (end == std::string_view::npos) break;
-    begin = end + 2;
   }
   return ids;
 }

@@ -43,8 +43,6 @@ class HfTokenizer {
   // else <|endoftext|> (GPT-2's and Qwen's document separator). Empty when none is named.
   const std::vector<int32_t>& section_prefix() const;
   const std::vector<int32_t>& section_suffix() const;
-  // A line for the user: "BPE, 151669 ids, separator <|endoftext|>".
-  std::string describe() const;
 
  private:
   struct Impl;
