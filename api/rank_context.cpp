@@ -81,18 +81,21 @@ int run_after_startup(const std::function<int()>& fn) {
     // Every rank failed alike: rank 0 speaks and ends the job; the others wait to be ended by
     // it (or end it themselves, silently, should it not come).
     if (mpi_is_initialized() && mpi_world_size() > 1) {
-      if (mpi_world_rank() == 0) abort_job(std::string("failed: ") + e.what(), 1);
+      if (mpi_world_rank() == 0)
+        abort_job(std::string("failed: ") + e.what(), 1, FailureClass::non_finite);
       std::this_thread::sleep_for(std::chrono::seconds(10));
       abort_job_quietly(1);
     }
     throw;
   } catch (const InputError& e) {
     if (mpi_is_initialized() && mpi_world_size() > 1)
-      abort_job(std::string("error: ") + e.what(), 2);
+      abort_job(std::string("error: ") + e.what(), 2, FailureClass::bad_input);
     throw;
   } catch (const std::exception& e) {
+    int error = 0;
+    const FailureClass kind = classify_failure(e, error);
     if (mpi_is_initialized() && mpi_world_size() > 1)
-      abort_job(std::string("failed: ") + e.what(), 1);
+      abort_job(std::string("failed: ") + e.what(), 1, kind, error);
     throw;
   }
 }

@@ -26,6 +26,7 @@
 #include "launch/config.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
+#include "launch/restart_decision.hpp"
 #include "launch/simulate_command.hpp"
 
 namespace {
@@ -56,6 +57,7 @@ struct Options {
   st::CalibrateOptions calibrate;
   st::CommonOptions config;
   bool config_list = false, config_markdown = false;
+  st::RestartDecisionOptions restart;
 };
 
 void add_common(CLI::App* command, st::CommonOptions& options) {
@@ -220,13 +222,15 @@ int run(const Command& command) {
     return quiet.code;
   } catch (const st::InputError& e) {
     if (st::mpi_is_initialized() && st::mpi_world_size() > 1)
-      st::abort_job(std::string("error: ") + e.what(), 2);
+      st::abort_job(std::string("error: ") + e.what(), 2, st::FailureClass::bad_input);
     std::fflush(stdout);
     fmt::print(stderr, "shardtrain: error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     // Under mpirun the other ranks may be waiting on this one: end them all.
-    if (st::mpi_is_initialized()) st::abort_job(std::string("failed: ") + e.what());
+    int error = 0;
+    const st::FailureClass kind = st::classify_failure(e, error);
+    if (st::mpi_is_initialized()) st::abort_job(std::string("failed: ") + e.what(), 1, kind, error);
     std::fflush(stdout);
     fmt::print(stderr, "shardtrain: failed: {}\n", e.what());
     return 1;
@@ -300,6 +304,23 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   table.push_back({sim, [&o] { return st::run_simulate(o.simulate); }});
 }
 
+// For launch/shardrun: whether a failed run is started again (launch/restart_decision.hpp).
+void add_restart_decision(CLI::App& app, Options& o, std::vector<Command>& table) {
+  st::RestartDecisionOptions& r = o.restart;
+  CLI::App* cmd = app.add_subcommand("restart-decision", "shardrun's restart decision");
+  cmd->group("");  // not for users
+  cmd->add_option("--exit-code", r.exit_code)->required();
+  cmd->add_option("--failures", r.failures, "the ranks' failure records")->required();
+  cmd->add_option("--log", r.log, "the run's output")->required();
+  cmd->add_option("--previous", r.previous, "the previous failed run's line");
+  cmd->add_option("--save", r.save, "where this run's line goes");
+  cmd->add_option("--attempt", r.limits.attempt)->required();
+  cmd->add_option("--max-restarts", r.limits.max_restarts)->required();
+  cmd->add_option("--available", r.limits.available)->required();
+  cmd->add_option("--min-ranks", r.limits.min_ranks)->required();
+  table.push_back({cmd, [&o] { return st::run_restart_decision(o.restart); }});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,6 +336,7 @@ int main(int argc, char** argv) {
   add_model_commands(app, options, table);
   add_simulate(app, options, table);
   add_config(app, options, table);
+  add_restart_decision(app, options, table);
   app.set_version_flag(
       "--version", [] { return st::version_text(); },
       "the version, commit, compiler, oneDNN, MPI and CPU of this build");

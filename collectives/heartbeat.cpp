@@ -154,7 +154,7 @@ struct Heartbeat::State {
       drain(beat);
       if (auto verdict =
               judge_peer(prev, beat, liveness::snapshot(), liveness::now_s(), timeout_s, prev_host))
-        abort_job(*verdict);
+        abort_job(*verdict, 1, FailureClass::lost_rank);
       send_beat();
       // A fixed period; after a late wake (a stopped process resumed, a loaded machine) the
       // schedule starts again from now rather than catching up with a burst.

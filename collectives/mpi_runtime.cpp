@@ -149,7 +149,7 @@ void announce_abort_to_peers() {
   if (auto notify = g_abort_notifier.load()) notify();
 }
 
-void abort_job(const std::string& message, int code) {
+void abort_job(const std::string& message, int code, FailureClass kind, int error) {
   announce_abort_to_peers();
   if (!g_first_to_fail.load() || liveness::peer_failed_below(mpi_world_rank())) {
     // The rank that announced its abort is about to print why and call MPI_Abort. Aborting
@@ -158,6 +158,7 @@ void abort_job(const std::string& message, int code) {
     std::this_thread::sleep_for(std::chrono::seconds(kAnnouncedAbortGraceS));
     abort_job_quietly(code);
   }
+  record_failure(kind, error, message, mpi_world_rank());
   std::fflush(stdout);
   std::fprintf(stderr, "shardtrain: rank %d: %s\n", mpi_world_rank(), message.c_str());
   std::fflush(stderr);
@@ -229,10 +230,10 @@ struct CommThread::State {
       const auto now = std::chrono::steady_clock::now();
       for (const Task& t : queue)
         if (now > t.deadline)
-          abort_job(
-              fmt::format("watchdog: {} did not complete within its timeout; a rank is "
-                          "missing from it, hung or dead. Aborting the job.",
-                          t.work->description()));
+          abort_job(fmt::format("watchdog: {} did not complete within its timeout; a rank is "
+                                "missing from it, hung or dead. Aborting the job.",
+                                t.work->description()),
+                    1, FailureClass::timeout);
     }
   }
 };

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include "core/failure_record.hpp"
 
 #include "collectives/work.hpp"
 
@@ -35,7 +36,9 @@ void check_mpi(int rc, std::string_view operation);
 // when another rank announced first that it ends the job (its message is the one to read), or
 // a lower rank did at the same time: then this rank waits a few seconds for that rank's abort
 // and ends the job itself only after.
-[[noreturn]] void abort_job(const std::string& message, int code = 1);
+// `kind` and `error` go into this rank's failure record for shardrun (core/failure_record).
+[[noreturn]] void abort_job(const std::string& message, int code = 1,
+                            FailureClass kind = FailureClass::other, int error = 0);
 // Called by abort_job just before MPI_Abort (the heartbeat tells the other ranks, so that they
 // do not add messages of their own while being ended). One at a time; nullptr clears it.
 void set_abort_notifier(void (*notify)());

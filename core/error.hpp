@@ -19,6 +19,14 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// A failure of the operating system's I/O, with its errno: a restart fixes a lost mount's EIO
+// perhaps, never a full disk's ENOSPC or a permission's EACCES (launch/restart_decision).
+class IoError : public Error {
+ public:
+  IoError(const std::string& message, int error) : Error(message), error(error) {}
+  int error;
+};
+
 // A failure every rank reaches from the same all-reduced values (a non-finite global norm or
 // loss): rank 0 alone reports it, so the user reads it once.
 class AgreedError : public Error {
@@ -49,6 +57,11 @@ inline std::string printable(std::string_view text, size_t max = 80) {
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+[[noreturn]] void fail_io(int error, fmt::format_string<Args...> format, Args&&... args) {
+  throw IoError(fmt::format(format, std::forward<Args>(args)...), error);
 }
 
 template <class... Args>

@@ -21,15 +21,15 @@ OutputFile::OutputFile(const std::string& path, Mode mode) : path_(path), mode_(
     fd_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd_ < 0 && errno == ENXIO)
       fail_input("'{}' is a FIFO that nobody reads; start its reader first", path);
-    if (fd_ < 0) fail("cannot open '{}' for writing: {}", path, std::strerror(errno));
+    if (fd_ < 0) fail_io(errno, "cannot open '{}' for writing: {}", path, std::strerror(errno));
     ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
     return;
   }
   const int flags = mode == Mode::truncate ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY;
   fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    fail("cannot {} '{}': {}", mode == Mode::truncate ? "create" : "open for writing", path,
-         std::strerror(errno));
+    fail_io(errno, "cannot {} '{}': {}", mode == Mode::truncate ? "create" : "open for writing",
+            path, std::strerror(errno));
 }
 
 OutputFile::~OutputFile() {
@@ -42,7 +42,7 @@ void OutputFile::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("writing '{}': {}", path_, std::strerror(errno));
+    if (n <= 0) fail_io(errno, "writing '{}': {}", path_, std::strerror(errno));
     p += n;
     bytes -= size_t(n);
   }
@@ -54,7 +54,8 @@ void OutputFile::write_at(const void* data, size_t bytes, int64_t offset) {
   while (bytes > 0) {
     const ssize_t n = ::pwrite(fd_, p, bytes, offset);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("writing '{}' at offset {}: {}", path_, offset, std::strerror(errno));
+    if (n <= 0)
+      fail_io(errno, "writing '{}' at offset {}: {}", path_, offset, std::strerror(errno));
     p += n;
     bytes -= size_t(n);
     offset += n;
@@ -65,15 +66,15 @@ void OutputFile::reserve(int64_t bytes) {
   const int rc = ::posix_fallocate(fd_, 0, bytes);
   if (rc == 0) return;
   if (rc != EOPNOTSUPP && rc != EINVAL)
-    fail("reserving {} bytes for '{}': {}", bytes, path_, std::strerror(rc));
+    fail_io(rc, "reserving {} bytes for '{}': {}", bytes, path_, std::strerror(rc));
   if (::ftruncate(fd_, bytes) != 0)
-    fail("setting the size of '{}' to {} bytes: {}", path_, bytes, std::strerror(errno));
+    fail_io(errno, "setting the size of '{}' to {} bytes: {}", path_, bytes, std::strerror(errno));
 }
 
 void OutputFile::sync_and_close() {
   if (mode_ != Mode::through && ::fsync(fd_) != 0)
-    fail("fsync of '{}': {}", path_, std::strerror(errno));
-  if (::close(fd_) != 0) fail("closing '{}': {}", path_, std::strerror(errno));
+    fail_io(errno, "fsync of '{}': {}", path_, std::strerror(errno));
+  if (::close(fd_) != 0) fail_io(errno, "closing '{}': {}", path_, std::strerror(errno));
   fd_ = -1;
 }
 
@@ -94,7 +95,7 @@ InputFile::~InputFile() {
 
 int64_t InputFile::size() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) fail("stat of '{}': {}", path_, std::strerror(errno));
+  if (::fstat(fd_, &st) != 0) fail_io(errno, "stat of '{}': {}", path_, std::strerror(errno));
   return int64_t(st.st_size);
 }
 
@@ -179,10 +180,10 @@ void flush_standard_output() {
 
 void sync_directory(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open directory '{}': {}", path, std::strerror(errno));
+  if (fd < 0) fail_io(errno, "cannot open directory '{}': {}", path, std::strerror(errno));
   const int rc = ::fsync(fd);
   ::close(fd);
-  if (rc != 0) fail("fsync of directory '{}': {}", path, std::strerror(errno));
+  if (rc != 0) fail_io(errno, "fsync of directory '{}': {}", path, std::strerror(errno));
 }
 
 const char* file_type_name(unsigned mode) {

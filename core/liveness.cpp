@@ -8,6 +8,7 @@ namespace st::liveness {
 namespace {
 std::atomic<uint64_t> g_progress{0};
 std::atomic<int64_t> g_step{-1};
+std::atomic<int64_t> g_steps_done{0};
 std::atomic<int> g_waiting_depth{0};
 std::atomic<double> g_waiting_since{0};
 }  // namespace
@@ -23,6 +24,14 @@ void note_progress() {
 void set_step(int64_t step) {
   g_step.store(step, std::memory_order_relaxed);
   note_progress();
+}
+
+void set_steps_done(int64_t steps) {
+  g_steps_done.store(steps, std::memory_order_relaxed);
+}
+
+int64_t steps_done() {
+  return g_steps_done.load(std::memory_order_relaxed);
 }
 
 WaitingScope::WaitingScope() {

@@ -10,6 +10,9 @@ namespace st::liveness {
 
 void note_progress();
 void set_step(int64_t step);  // 0-based; -1 before training
+// Steps complete (a failure record's step: a save after step 8 fails "after step 8").
+void set_steps_done(int64_t steps);
+int64_t steps_done();
 
 // Marks the main thread as waiting on other ranks while alive (nests).
 class WaitingScope {

@@ -93,7 +93,8 @@ void StagedOutput::check_writable() const {
 void StagedOutput::commit() {
   if (through_ || committed_) return;
   if (::rename(write_path_.c_str(), target_.c_str()) != 0)
-    fail("{}: renaming '{}' to '{}': {}", what_, write_path_, target_, std::strerror(errno));
+    fail_io(errno, "{}: renaming '{}' to '{}': {}", what_, write_path_, target_,
+            std::strerror(errno));
   committed_ = true;
   sync_directory(fs::path(target_).parent_path().string());
 }

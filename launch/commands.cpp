@@ -385,9 +385,11 @@ int run_train(const CommonOptions& options) {
       step_noted = step;
       if (s.lead()) note_training_state(step, max_steps, newest);
       liveness::set_step(step);
+      liveness::set_steps_done(step);
       faults.hang_if_due(step);
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
+      liveness::set_steps_done(step + 1);
       if (s.lead())
         report_step(s, st, {step, start, max_steps}, checkpoint_ms, checkpoint_wait_ms,
                     options.json, metrics.get(), step_progress, run_clock);

@@ -1,0 +1,59 @@
+#pragma once
+// What shardrun --max-restarts does after a failed run, decided from the failure records the
+// ranks wrote (core/failure_record) and, where no rank could write one (a rank killed), from
+// the run's output: mpirun's note of the death and the last step printed. The first record is
+// the cause; "the same failure twice" compares classes, errno and steps, never wording; a cause
+// no restart can fix (bad input, a full disk or a refused permission) is not restarted at all.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/failure_record.hpp"
+
+namespace st {
+
+// One failed run as the supervisor sees it.
+struct RunFailure {
+  int exit_code = 1;
+  FailureClass kind = FailureClass::other;
+  int error = 0;
+  int64_t steps_done = 0;
+  std::string why;  // one line: "rank 1: failed: writing 'x': No space left on device"
+};
+
+// The cause of a run: the oldest record in `failures_dir`, else what `log` (the run's output)
+// says: shardtrain's first message, else mpirun's note of a rank's death (a lost rank), else
+// the exit code; the step from the record, else the last "step N/" line.
+RunFailure run_failure(int exit_code, const std::string& failures_dir, const std::string& log);
+
+struct RestartLimits {
+  int attempt = 0;       // restarts so far
+  int max_restarts = 0;  // --max-restarts
+  int available = 0;     // ranks a restart can have
+  int min_ranks = 1;     // --min-ranks
+};
+
+struct RestartDecision {
+  bool restart = false;
+  std::string message;  // "shardrun: not restarting: ..." (may be several lines) when not
+};
+
+RestartDecision decide_restart(const RunFailure& now, const std::optional<RunFailure>& before,
+                               const RestartLimits& limits);
+
+// A RunFailure as one line of JSON (shardrun keeps the previous run's) and back.
+std::string run_failure_line(const RunFailure& f);
+RunFailure run_failure_from_line(const std::string& line, const std::string& where);
+
+// shardtrain restart-decision (for launch/shardrun, not listed in --help): reads the run's
+// records and output, compares with --previous (this run's line goes to --save) and either
+// prints "restart", the steps done and the cause on three lines (exit 0) or its "not
+// restarting" message on stderr (exit 1).
+struct RestartDecisionOptions {
+  int exit_code = 1;
+  std::string failures, log, previous, save;
+  RestartLimits limits;
+};
+int run_restart_decision(const RestartDecisionOptions& options);
+
+}  // namespace st

@@ -1,0 +1,165 @@
+// shardrun's restart decisions (launch/restart_decision) from the ranks' failure records
+// (core/failure_record): the cause is the oldest record; what no restart can fix is not
+// restarted; "the same failure twice" is the same class, errno and step whatever the wording.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "core/failure_record.hpp"
+#include "launch/restart_decision.hpp"
+#include "tests/temp_dir.hpp"
+
+namespace st {
+namespace {
+
+RunFailure failure(FailureClass kind, int error, int64_t steps, std::string why,
+                   int exit_code = 1) {
+  return {exit_code, kind, error, steps, std::move(why)};
+}
+
+RestartLimits limits(int attempt, int max_restarts = 3, int available = 4, int min_ranks = 1) {
+  return {attempt, max_restarts, available, min_ranks};
+}
+
+TEST(RestartDecision, WhatNoRestartCanFixIsNotRestarted) {
+  auto d =
+      decide_restart(failure(FailureClass::bad_input, 0, 0, "rank 0: error: x", 2), {}, limits(0));
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.message,
+            "shardrun: not restarting: the job refused its input (exit 2), which no restart can "
+            "fix");
+  // A full disk, whichever file and step it surfaced at: the first time, not after two runs.
+  d = decide_restart(failure(FailureClass::io, ENOSPC, 7,
+                             "rank 1: failed: writing 'ck/exp_avg': No space left on device"),
+                     {}, limits(0));
+  EXPECT_FALSE(d.restart);
+  EXPECT_NE(d.message.find("No space left on device (free space first) fails again on a "
+                           "restart; the failure, after step 7: rank 1: failed: writing"),
+            std::string::npos)
+      << d.message;
+  d = decide_restart(failure(FailureClass::io, EACCES, 3, "rank 0: failed: cannot open"), {},
+                     limits(0));
+  EXPECT_FALSE(d.restart);
+  EXPECT_NE(d.message.find("Permission denied (fix the permission first)"), std::string::npos);
+  // An I/O error of the moment (EIO) is restarted.
+  EXPECT_TRUE(decide_restart(failure(FailureClass::io, EIO, 3, "x"), {}, limits(0)).restart);
+}
+
+TEST(RestartDecision, TheSameFailureTwiceComparesClassErrnoAndStepNotWording) {
+  const auto before = failure(FailureClass::non_finite, 0, 1, "rank 0: failed: loss is nan at 1");
+  const auto now = failure(FailureClass::non_finite, 0, 1, "rank 0: failed: norm is inf (PID 7)");
+  auto d = decide_restart(now, before, limits(1));
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.message,
+            "shardrun: not restarting: the job failed the same way after step 1 twice:\n"
+            "  run 1: rank 0: failed: loss is nan at 1\n"
+            "  run 2: rank 0: failed: norm is inf (PID 7)");
+  // Another step, another class or another errno is another failure.
+  EXPECT_TRUE(
+      decide_restart(failure(FailureClass::non_finite, 0, 2, "x"), before, limits(1)).restart);
+  EXPECT_TRUE(
+      decide_restart(failure(FailureClass::lost_rank, 0, 1, "x"), before, limits(1)).restart);
+  EXPECT_TRUE(decide_restart(failure(FailureClass::io, EIO, 5, "x"),
+                             failure(FailureClass::io, ETIMEDOUT, 5, "x"), limits(1))
+                  .restart);
+}
+
+TEST(RestartDecision, RestartsUsedAndRanksLeft) {
+  const auto lost =
+      failure(FailureClass::lost_rank, 0, 3, "rank 1 on vm exited on signal 9 (Killed)");
+  auto d = decide_restart(lost, {}, limits(2, 2));
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.message,
+            "shardrun: not restarting: the 2 restart(s) of --max-restarts are used; the last "
+            "failure, after step 3: rank 1 on vm exited on signal 9 (Killed)");
+  d = decide_restart(lost, {}, limits(0, 2, 1, 2));
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.message,
+            "shardrun: not restarting: 1 rank(s) remain, fewer than --min-ranks 2; the failure, "
+            "after step 3: rank 1 on vm exited on signal 9 (Killed)");
+  EXPECT_TRUE(decide_restart(lost, {}, limits(0, 2, 2, 2)).restart);
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(RestartDecision, TheOldestRecordIsTheCauseElseTheOutputSays) {
+  testing::ScopedTempDir dir;
+  const std::string records = dir.path("failures");
+  std::filesystem::create_directories(records);
+  FailureRecord late{1, "h1", 8, FailureClass::other, 0, "failed: ... No such file", 200.0};
+  FailureRecord first{0,    "h0", 7, FailureClass::io, ENOSPC, "failed: No space left on device",
+                      100.0};
+  write(records + "/rank-1.json", failure_record_json(late).dump());
+  write(records + "/rank-0.json", failure_record_json(first).dump());
+  write(records + "/rank-2.json", "{\"rank\": 2, \"trunc");  // killed while writing: skipped
+  write(dir.path("log"), "step     9/10 | loss 1\n");
+  RunFailure f = run_failure(1, records, dir.path("log"));
+  EXPECT_EQ(f.kind, FailureClass::io);
+  EXPECT_EQ(f.error, ENOSPC);
+  EXPECT_EQ(f.steps_done, 7);  // the record's, not the output's (a --json job prints none)
+  EXPECT_EQ(f.why, "rank 0: failed: No space left on device");
+  // A cut-off host's rank blames the others in a record the launcher never heard: the record
+  // whose message reached the output is the cause.
+  FailureRecord cut_off{2, "host1", 10, FailureClass::lost_rank, 0, "rank 1 on host0 stopped", 50};
+  FailureRecord heard{0, "host0", 10, FailureClass::lost_rank, 0, "rank 3 on host1 stopped", 60};
+  std::filesystem::remove_all(records);
+  std::filesystem::create_directories(records);
+  write(records + "/rank-2.json", failure_record_json(cut_off).dump());
+  write(records + "/rank-0.json", failure_record_json(heard).dump());
+  write(dir.path("log3"), "shardtrain: rank 0: rank 3 on host1 stopped\n");
+  EXPECT_EQ(run_failure(1, records, dir.path("log3")).why, "rank 0: rank 3 on host1 stopped");
+  EXPECT_EQ(run_failure(1, records, dir.path("log")).why, "rank 2: rank 1 on host0 stopped");
+  // No record (a rank killed): mpirun's note of the death, a lost rank; the last step printed.
+  write(dir.path("log2"),
+        "step     2/10 | loss 1\nstep     3/10 | loss 1\nshardtrain: terminated at step 3\n"
+        "mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 "
+        "(Killed).\n");
+  f = run_failure(1, dir.path("none"), dir.path("log2"));
+  EXPECT_EQ(f.kind, FailureClass::lost_rank);
+  EXPECT_EQ(f.steps_done, 3);
+  EXPECT_EQ(f.why, "rank 1 on vm exited on signal 9 (Killed)");
+  // And a run's line survives the trip through shardrun's state folder.
+  const RunFailure back = run_failure_from_line(run_failure_line(f), "line");
+  EXPECT_EQ(back.kind, f.kind);
+  EXPECT_EQ(back.steps_done, f.steps_done);
+  EXPECT_EQ(back.why, f.why);
+}
+
+TEST(FailureRecord, ClassesOfCaughtFailures) {
+  int error = -1;
+  EXPECT_EQ(classify_failure(IoError("w", ENOSPC), error), FailureClass::io);
+  EXPECT_EQ(error, ENOSPC);
+  EXPECT_EQ(classify_failure(std::filesystem::filesystem_error(
+                                 "rename", std::make_error_code(std::errc::read_only_file_system)),
+                             error),
+            FailureClass::io);
+  EXPECT_EQ(error, EROFS);
+  EXPECT_EQ(classify_failure(InputError("x"), error), FailureClass::bad_input);
+  EXPECT_EQ(classify_failure(AgreedError("nan"), error), FailureClass::non_finite);
+  EXPECT_EQ(classify_failure(std::runtime_error("x"), error), FailureClass::other);
+  EXPECT_EQ(error, 0);
+}
+
+TEST(FailureRecord, WrittenOncePerRankWhereShardrunSays) {
+  testing::ScopedTempDir dir;
+  setenv("SHARDRUN_FAILURES", dir.dir().c_str(), 1);
+  record_failure(FailureClass::timeout, 0, "watchdog: ...", 3);
+  record_failure(FailureClass::other, 0, "a later failure of the same rank", 3);
+  unsetenv("SHARDRUN_FAILURES");
+  record_failure(FailureClass::other, 0, "nowhere to go", 4);
+  const auto records = read_failure_records(dir.dir());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].rank, 3);
+  EXPECT_EQ(records[0].kind, FailureClass::timeout);
+  EXPECT_EQ(records[0].message, "watchdog: ...");
+  EXPECT_FALSE(records[0].host.empty());
+}
+
+}  // namespace
+}  // namespace st
