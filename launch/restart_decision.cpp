@@ -18,7 +18,8 @@ namespace {
 
 // Errors of the machine, not of the moment: a restart meets them again.
 bool deterministic_io(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EACCES || error == EPERM || error == EROFS;
+  return error == ENOSPC || error == EDQUOT || error == EFBIG || error == EACCES ||
+         error == EPERM || error == EROFS;
 }
 
 // The cause when no rank left a record, from the output (the launcher's old rules).
@@ -86,8 +87,9 @@ RestartDecision decide_restart(const RunFailure& now, const std::optional<RunFai
         "shardrun: not restarting: {} ({}) fails again on a restart; the failure, after step {}: "
         "{}",
         std::strerror(now.error),
-        now.error == ENOSPC || now.error == EDQUOT ? "free space first"
-                                                   : "fix the permission first",
+        now.error == ENOSPC || now.error == EDQUOT || now.error == EFBIG
+            ? "free space first"
+            : "fix the permission first",
         now.steps_done, now.why));
   if (limits.attempt >= limits.max_restarts)
     return stop(fmt::format(

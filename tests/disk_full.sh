@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # disk_full.sh SHARDRUN SHARDTRAIN: a checkpoint save and a safetensors export onto a disk
 # that fills up (a 1 MiB tmpfs in a private mount namespace) fail with a message naming the
-# file and the cause, exit non-zero, and leave no temporary behind.
+# file and the cause, exit non-zero, and leave no temporary behind; under --max-restarts the
+# job is not restarted (a full disk is full again on a restart).
 set -u
 shardrun=$1 st=$2
 if [ "${DISK_FULL_INSIDE:-}" != 1 ]; then
@@ -19,6 +20,15 @@ rc=$?
 printf '%s' "$out" | grep -Eq "writing '$dir/disk/ckpt/[^']+'.*No space left on device" ||
   fail "the file and the cause are not named: $out"
 [ -z "$(ls -A "$dir/disk/ckpt" 2> /dev/null | grep -vx .lock)" ] || fail "left behind: $(ls -la "$dir/disk/ckpt")"
+# Under --max-restarts a full disk is not restarted: the rank's failure record says ENOSPC, which
+# the next run would meet again (it once used both restarts, its wording differing each time).
+out=$(timeout 60 "$shardrun" -n 2 --max-restarts 2 --restart-backoff 0 "$st" train "${model[@]}" \
+  training.max_steps=2 "checkpoint.dir=$dir/disk/ckpt" 2>&1)
+rc=$?
+[ $rc = 1 ] || fail "a full disk under --max-restarts: exit $rc: $out"
+printf '%s' "$out" | grep -q "^shardrun: not restarting: No space left on device (free space first) fails again on a restart; the failure, after step 2: rank [01]: failed: .*No space left on device" ||
+  fail "want the refusal to restart naming ENOSPC: $out"
+! printf '%s' "$out" | grep -q "^restart 1" || fail "restarted after a full disk: $out"
 # An export too large for the disk: a checkpoint on a roomy disk, exported onto the full one.
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=1 "checkpoint.dir=$dir/ckpt" \
   > /dev/null 2>&1 || fail "training failed"
