@@ -14,6 +14,7 @@
 #   link_lost        host1's link down for good, no --max-restarts: ends within the stall
 #                    timeout, naming host1
 #   same_failure     a job failing the same way after the same step twice stops, both messages
+#   interrupted_backoff  SIGINT to shardrun during the restart back-off ends the job (130)
 #   bad_input        exit 2 is never restarted
 #   min_ranks        fewer ranks than --min-ranks left: not restarted, saying why
 # The restarted runs' losses must equal the uninterrupted run's to 1e-5 relative at every step,
@@ -144,6 +145,23 @@ case $case_ in
     grep -q '^shardrun: not restarting: 1 rank(s) remain, fewer than --min-ranks 2; the failure, after step [0-9]*: rank 1 on .* exited on signal 9 (Killed)$' out ||
       fail "want the --min-ranks refusal naming the failure"
     [ "$(grep -c '^shardtrain | cpu' out)" = 1 ] || fail "want no restart"
+    ;;
+  interrupted_backoff)
+    # SIGINT to shardrun itself while it waits to restart ends the job: 130, one line, nothing
+    # left in /tmp (it was ignored: the restart went ahead and the job ran to exit 0). Its
+    # "restart 1 of 2 in 30 s" line says the back-off has begun, so the signal lands in it.
+    "$shardrun" -n 2 --max-restarts 2 --restart-backoff 30 --fault kill:1@2 "$st" "${train[@]}" \
+      training.max_steps=1000 > out 2>&1 &
+    launcher=$!
+    for _ in $(seq 600); do grep -q '^shardrun: restart 1 of 2 in 30 s' out && break; sleep 0.1; done
+    grep -q '^shardrun: restart 1 of 2 in 30 s' out || fail "the back-off never began"
+    kill -INT "$launcher"
+    wait "$launcher"
+    rc=$?
+    [ "$rc" = 130 ] || fail "exit $rc (want 130)"
+    grep -q '^shardrun: interrupted by SIGINT during the restart back-off: not restarting; the failure, after step [0-9]*: rank 1 on .* exited on signal 9 (Killed)$' out ||
+      fail "want the interruption line"
+    [ "$(grep -c '^shardtrain | cpu' out)" = 1 ] || fail "restarted after the interruption"
     ;;
   *) echo "elastic.sh: unknown case '$case_'" >&2; exit 2 ;;
 esac
