@@ -226,6 +226,13 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
+std::string read_regular_text_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail_input("'{}' is {}; it must be a regular file", path, file_type_name(st.st_mode));
+  return read_text_file(path);
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   OutputFile f(path);
   f.write(text.data(), text.size());

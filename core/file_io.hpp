@@ -77,6 +77,10 @@ void sync_directory(const std::string& path);
 // A regular file's bytes, or a FIFO's until its writer closes it; anything else (a device such
 // as /dev/zero, a directory) is an InputError saying what the path is.
 std::string read_text_file(const std::string& path);
+// read_text_file for a file that is part of a folder (a model folder's config.json, a
+// checkpoint's manifest.json): anything but a regular file is refused at once, naming what it
+// is (a FIFO there would block with no writer, a device would never end).
+std::string read_regular_text_file(const std::string& path);
 // The path of this process's executable (/proc/self/exe): programs beside it are found from it.
 std::string this_executable();
 // "a directory", "a character device", ... for a stat mode, as messages name paths.

@@ -96,7 +96,7 @@ ModelConfig model_config_beside(const std::string& weights) {
   if (!error && fs::is_regular_file(path) && int64_t(bytes) > kMaxConfigJsonBytes)
     fail_input("{} is {} bytes: not a model's config.json (those are a few KB; at most {} read)",
                where, bytes, kMaxConfigJsonBytes);
-  return model_config_from_hf(parse_json_object(read_text_file(path), where), where);
+  return model_config_from_hf(parse_json_object(read_regular_text_file(path), where), where);
 }
 
 namespace {

@@ -390,8 +390,8 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     fail_input("checkpoint '{}' has no {} marker: it was not completely written", path, kComplete);
   }
   CheckpointInfo info;
-  static_cast<CheckpointManifest&>(info) =
-      parse_checkpoint_manifest(read_text_file(manifest_path), fmt::format("'{}'", manifest_path));
+  static_cast<CheckpointManifest&>(info) = parse_checkpoint_manifest(
+      read_regular_text_file(manifest_path), fmt::format("'{}'", manifest_path));
   info.path = path;
   return info;
 }

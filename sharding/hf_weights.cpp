@@ -45,7 +45,8 @@ WeightIndex read_weight_index(const std::string& index, const std::vector<ParamS
   if (!ec && int64_t(bytes) > kMaxIndexBytes)
     fail_input("'{}' is {} bytes: not an index of safetensors files (at most {} read)", index,
                bytes, kMaxIndexBytes);
-  const nlohmann::json j = parse_json_object(read_text_file(index), fmt::format("'{}'", index));
+  const nlohmann::json j =
+      parse_json_object(read_regular_text_file(index), fmt::format("'{}'", index));
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
     fail_input("'{}' has no weight_map object (tensor name -> file)", index);
   WeightIndex w;

@@ -106,6 +106,12 @@ python3 -c "import json; p='deep/config.json'; c=json.load(open(p)); c['num_hidd
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=1 \
   expect2 "does not fit the model 'deep/config.json' in it describes \(Llama L=65536 .*(has no|does not name) tensor 'model.layers.2" \
   "$st" eval --weights deep
+# A FIFO where a folder's config.json or a checkpoint's manifest.json belongs: refused at once
+# (it blocked with no writer).
+mkdir fifo_folder && cp hf/model* fifo_folder/ && mkfifo fifo_folder/config.json
+expect2 "'fifo_folder/config.json' is a FIFO; it must be a regular file" timeout 20 "$st" eval --weights fifo_folder
+cp -r ck/step-00000002 fifo_ck && rm fifo_ck/manifest.json && mkfifo fifo_ck/manifest.json
+expect2 "'fifo_ck/manifest.json' is a FIFO; it must be a regular file" timeout 20 "$st" eval --checkpoint fifo_ck
 mkdir empty_folder && cp hf/config.json empty_folder/
 expect2 "'empty_folder' holds neither model.safetensors nor model.safetensors.index.json" \
   "$st" eval --weights empty_folder

@@ -88,7 +88,7 @@ nlohmann::json read_json(const std::string& path) {
   if (size > kMaxTokenizerBytes)
     fail_input("'{}' is {} MiB; a tokenizer file this reader takes is at most {} MiB", path,
                size >> 20, kMaxTokenizerBytes >> 20);
-  return parse_json_object(read_text_file(path), fmt::format("'{}'", path));
+  return parse_json_object(read_regular_text_file(path), fmt::format("'{}'", path));
 }
 
 void check_top_level(const Json& j, const std::string& file) {
