@@ -1,5 +1,7 @@
 #include "launch/session.hpp"
 
+#include "collectives/agreement.hpp"
+
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -99,6 +101,10 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     // trainer's.
     model = make_model(s.config);
   });
+  // Before anything is allocated or measured; the machine's memory (ulimit -v) may differ
+  // between ranks, so the ranks agree on the outcome.
+  agree_on_startup(group,
+                   [&] { run_agreed(group, [&] { check_memory_fits(s.config, *model, group); }); });
   apply_matmul_settings(s.config);
   s.measure_peak(model.get());
   reset_peak_rss();  // the peak measurement's matrices are not part of training

@@ -69,7 +69,6 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
   run_agreed(group, [&] {
     if (!config.training.init_from.empty())
       check_weights_config(config.training.init_from, config.model);
-    check_budget_fits();
   });
   const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
                            config.training.grad_clip};
@@ -242,12 +241,13 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   return budget;
 }
 
-void ShardedTrainer::check_budget_fits() const {
-  const int S = mesh_->shape().shard;
-  const MemoryBudget b = budget_for(layout_units(model_->param_specs(), model_->num_units(), S),
-                                    states_per_element(config_.optimizer.kind));
-  const auto& nodes = group_.nodes();
-  const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group_.rank())]));
+void check_memory_fits(const Config& config, const Model& model, const ProcessGroup& group) {
+  const int S = mesh_shape(config, group.size()).shard;
+  const int states = states_per_element(config.optimizer.kind);
+  const MemoryBudget b = config_memory_budget(
+      config, model, layout_units(model.param_specs(), model.num_units(), S), states, group.size());
+  const auto& nodes = group.nodes();
+  const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group.rank())]));
   const std::string beyond = machine_memory().shortfall(b.total(), on_node);
   if (beyond.empty()) return;
   const double gib = 1024.0 * kMiB;

@@ -49,6 +49,10 @@ FsdpOptions fsdp_options(const Config& config);
 MemoryBudget config_memory_budget(const Config& config, const Model& model,
                                   const std::vector<UnitLayout>& units, int states_per_element,
                                   int world_size);
+// An InputError (the budget's parts and what to reduce) when a rank's budget for `config` on
+// `group` exceeds what the machine has for it; called before anything is allocated or
+// measured (the matmul peak at the model's shapes took 20 s for a model that cannot fit).
+void check_memory_fits(const Config& config, const Model& model, const ProcessGroup& group);
 
 class ShardedTrainer {
  public:
@@ -122,7 +126,6 @@ class ShardedTrainer {
   MemoryBudget budget_for(const std::vector<UnitLayout>& units, int states_per_element) const;
   // The budget of this node's ranks against the machine's memory (and ulimit -v), before any
   // allocation: an InputError naming the budget, what is available and the keys behind it.
-  void check_budget_fits() const;
 
   const Config& config_;
   const Dataset& data_;
