@@ -17,6 +17,7 @@
 #include "collectives/mpi_runtime.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/failure_record.hpp"
 #include "core/ops/packed_gemm.hpp"
 
 namespace st {
@@ -44,6 +45,9 @@ void apply_kernel_choice_from_environment() {
 
 RankContext start_ranks() {
   apply_kernel_choice_from_environment();
+  // A failure leaves a record for shardrun's restart decision (core/failure_record.hpp).
+  if (const char* dir = std::getenv("SHARDRUN_FAILURES"); dir && *dir)
+    set_failure_record_folder(dir);
   RankContext ctx;
   if (under_mpirun()) {
     mpi_init(nullptr, nullptr);

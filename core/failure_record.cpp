@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -90,9 +89,20 @@ FailureRecord failure_record_from_json(const nlohmann::json& j, const std::strin
   return r;
 }
 
+namespace {
+std::string& record_folder() {
+  static std::string folder;
+  return folder;
+}
+}  // namespace
+
+void set_failure_record_folder(const std::string& dir) {
+  record_folder() = dir;
+}
+
 void record_failure(FailureClass kind, int error, const std::string& message, int rank) {
-  const char* dir = std::getenv("SHARDRUN_FAILURES");
-  if (!dir || !*dir) return;
+  const std::string& dir = record_folder();
+  if (dir.empty()) return;
   try {
     FailureRecord r;
     r.rank = rank;

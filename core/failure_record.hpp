@@ -33,8 +33,11 @@ nlohmann::json failure_record_json(const FailureRecord& r);
 // An InputError naming `where` and the field for a record that is not one.
 FailureRecord failure_record_from_json(const nlohmann::json& j, const std::string& where);
 
-// Writes this process's record into $SHARDRUN_FAILURES (nothing when it is not set); the first
-// failure of a rank is kept. Never throws: it runs on the way out of a failing process.
+// Where this process's record goes: the folder shardrun names in $SHARDRUN_FAILURES (read by
+// the library's start-up, start_ranks); empty: nowhere.
+void set_failure_record_folder(const std::string& dir);
+// Writes this process's record into that folder (nothing when none is set); the first failure
+// of a rank is kept. Never throws: it runs on the way out of a failing process.
 void record_failure(FailureClass kind, int error, const std::string& message, int rank);
 // The records in `dir`, oldest first (an unreadable or malformed file is skipped: a rank may
 // have been killed while writing it).

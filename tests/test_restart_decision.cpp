@@ -148,10 +148,10 @@ TEST(FailureRecord, ClassesOfCaughtFailures) {
 
 TEST(FailureRecord, WrittenOncePerRankWhereShardrunSays) {
   testing::ScopedTempDir dir;
-  setenv("SHARDRUN_FAILURES", dir.dir().c_str(), 1);
+  set_failure_record_folder(dir.dir());
   record_failure(FailureClass::timeout, 0, "watchdog: ...", 3);
   record_failure(FailureClass::other, 0, "a later failure of the same rank", 3);
-  unsetenv("SHARDRUN_FAILURES");
+  set_failure_record_folder("");
   record_failure(FailureClass::other, 0, "nowhere to go", 4);
   const auto records = read_failure_records(dir.dir());
   ASSERT_EQ(records.size(), 1u);
