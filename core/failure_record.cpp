@@ -79,14 +79,17 @@ FailureRecord failure_record_from_json(const nlohmann::json& j, const std::strin
     if (!j.contains(key) || !j[key].is_string()) fail_input("{}: {} must be a string", where, key);
   r.host = j["host"].get<std::string>();
   r.message = j["message"].get<std::string>();
-  const std::string kind = j["class"].get<std::string>();
+  r.kind = parse_failure_class(j["class"].get<std::string>(), where);
+  return r;
+}
+
+FailureClass parse_failure_class(const std::string& name, const std::string& where) {
   const auto* it = std::find_if(std::begin(kClasses), std::end(kClasses),
-                                [&](FailureClass c) { return kind == failure_class_name(c); });
+                                [&](FailureClass c) { return name == failure_class_name(c); });
   if (it == std::end(kClasses))
     fail_input("{}: class '{}' is not lost_rank, io, bad_input, non_finite, timeout or other",
-               where, kind);
-  r.kind = *it;
-  return r;
+               where, name);
+  return *it;
 }
 
 namespace {

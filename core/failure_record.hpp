@@ -15,6 +15,8 @@ namespace st {
 
 enum class FailureClass { lost_rank, io, bad_input, non_finite, timeout, other };
 const char* failure_class_name(FailureClass c);
+// The class named `name`; an InputError naming `where` for any other name.
+FailureClass parse_failure_class(const std::string& name, const std::string& where);
 
 struct FailureRecord {
   int rank = 0;

@@ -121,21 +121,15 @@ std::string run_failure_line(const RunFailure& f) {
 
 RunFailure run_failure_from_line(const std::string& line, const std::string& where) {
   const nlohmann::json j = parse_json_object(line, where);
-  FailureRecord as_record =
-      failure_record_from_json({{"rank", 0},
-                                {"host", ""},
-                                {"steps_done", j.value("steps_done", nlohmann::json())},
-                                {"class", j.value("class", nlohmann::json())},
-                                {"errno", j.value("errno", nlohmann::json())},
-                                {"message", j.value("why", nlohmann::json())},
-                                {"time", 0}},
-                               where);
+  if (!j.contains("class") || !j["class"].is_string() || !j.contains("why") ||
+      !j["why"].is_string())
+    fail_input("{}: class and why must be strings", where);
   RunFailure f;
   f.exit_code = int(json_int_at(j, "exit_code", where, 0, 255));
-  f.kind = as_record.kind;
-  f.error = as_record.error;
-  f.steps_done = as_record.steps_done;
-  f.why = as_record.message;
+  f.kind = parse_failure_class(j["class"].get<std::string>(), where);
+  f.error = int(json_int_at(j, "errno", where, 0, 4095));
+  f.steps_done = json_int_at(j, "steps_done", where, 0, INT64_MAX);
+  f.why = j["why"].get<std::string>();
   return f;
 }
 
