@@ -3,6 +3,7 @@
 // command table: it parses the command line and dispatches to launch/ and bench/.
 // Exit codes: 0 success, 2 bad input (config, data, checkpoint, command line), 1 any other failure.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -60,9 +61,14 @@ struct Options {
   st::RestartDecisionOptions restart;
 };
 
+// Names every bundled config, so the help cannot fall behind launch/configs/.
+std::string config_option_help() {
+  return fmt::format("TOML config file, or a bundled config name ({}; default tiny)",
+                     fmt::join(st::bundled_config_names(), ", "));
+}
+
 void add_common(CLI::App* command, st::CommonOptions& options) {
-  command->add_option("--config", options.config,
-                      "TOML config file, or a bundled config name (tiny, small)");
+  command->add_option("--config", options.config, config_option_help());
   command->add_flag("--json", options.json, "print JSON instead of text");
   command->add_option("overrides", options.overrides, "section.key=value overrides");
 }
@@ -242,8 +248,7 @@ int run(const Command& command) {
 void add_config(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* config = app.add_subcommand(
       "config", "list every config key, or print the values a config and overrides resolve to");
-  config->add_option("--config", o.config.config,
-                     "TOML config file, or a bundled config name (tiny, small)");
+  config->add_option("--config", o.config.config, config_option_help());
   config->add_flag("--list", o.config_list, "every key: type, default, allowed values, meaning");
   config->add_flag("--markdown", o.config_markdown, "with --list: the Markdown page");
   config->add_option("overrides", o.config.overrides, "section.key=value overrides");
@@ -318,6 +323,7 @@ void add_restart_decision(CLI::App& app, Options& o, std::vector<Command>& table
   cmd->add_option("--max-restarts", r.limits.max_restarts)->required();
   cmd->add_option("--available", r.limits.available)->required();
   cmd->add_option("--min-ranks", r.limits.min_ranks)->required();
+  cmd->add_option("--world-sizes", r.world_sizes, "the world sizes the job can run at");
   table.push_back({cmd, [&o] { return st::run_restart_decision(o.restart); }});
 }
 

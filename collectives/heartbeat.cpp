@@ -152,9 +152,17 @@ struct Heartbeat::State {
       }
       if (stopping.load()) return;
       drain(beat);
-      if (auto verdict =
-              judge_peer(prev, beat, liveness::snapshot(), liveness::now_s(), timeout_s, prev_host))
+      const double now = liveness::now_s();
+      if (now - due > kLateWakeS) {
+        // This thread did not run for a while (its process was stopped, SIGSTOP, or starved):
+        // the silence it would judge is its own. Once mpirun ended a job whose other rank named
+        // this one as stopped, the continued process here blamed a live rank in a second
+        // message. Judge the peer afresh from now.
+        beat.last_heard_s = beat.progress_at_s = now;
+      } else if (auto verdict =
+                     judge_peer(prev, beat, liveness::snapshot(), now, timeout_s, prev_host)) {
         abort_job(*verdict, 1, FailureClass::lost_rank);
+      }
       send_beat();
       // A fixed period; after a late wake (a stopped process resumed, a loaded machine) the
       // schedule starts again from now rather than catching up with a burst.

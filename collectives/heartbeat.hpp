@@ -40,6 +40,9 @@ std::optional<std::string> judge_peer(int peer, const PeerBeat& beat,
 constexpr double kHeartbeatPeriodS = 0.2;
 // A peer is judged stuck only while its beats still come: heard within this long.
 constexpr double kStuckNeedsABeatWithinS = 5 * kHeartbeatPeriodS;
+// The heartbeat thread itself woken this late past its deadline was not running (its process
+// stopped or starved): it judges no peer's silence over that while.
+constexpr double kLateWakeS = 10 * kHeartbeatPeriodS;
 constexpr const char* kHeartbeatThreadName = "st-heartbeat";
 
 // What a heartbeat has sent and received so far (what it costs the network).

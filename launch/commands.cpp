@@ -358,20 +358,20 @@ int run_train(const CommonOptions& options) {
     Progress step_progress("train", long(max_steps - start), s.lead() && options.json);
     install_interrupt_handlers(s.lead(), s.ranks.mpi);
     s.start_services();
-    std::string newest = latest_checkpoint(ckpt.dir);
-    int64_t step_noted = start;
     // A save becomes the newest complete checkpoint the moment its marker is durable: an
-    // interruption after that names it, even before the save returns (a background save: at
-    // the step boundary after).
-    const std::function<void(const std::string&)> mark_complete = [&](const std::string& path) {
-      newest = path;
-      if (s.lead()) note_training_state(step_noted, max_steps, newest);
+    // interruption after that names it, even before the save returns (a background save's
+    // writer thread says so itself).
+    // Shared: a background save in flight holds the callback, whatever ends this scope.
+    const auto note =
+        std::make_shared<TrainingStateNote>(s.lead(), max_steps, latest_checkpoint(ckpt.dir));
+    const std::function<void(const std::string&)> mark_complete = [note](const std::string& path) {
+      note->checkpoint_complete(path);
     };
     s.trainer->on_checkpoint_complete(mark_complete);
     auto take_background_save = [&](bool wait) {
       double duration_s = 0;
       if (auto done = s.trainer->finished_background_save(wait, &duration_s))
-        report_background_save(s, *done, duration_s, options.json, mark_complete, newest);
+        report_background_save(s, *done, duration_s, options.json, mark_complete, note->newest());
     };
     // What the last save cost the loop, reported with the step after it.
     double checkpoint_ms = 0, checkpoint_wait_ms = 0;
@@ -382,8 +382,7 @@ int run_train(const CommonOptions& options) {
     for (int64_t step = start; step < max_steps; ++step) {
       faults.kill_if_due(step);
       take_background_save(false);
-      step_noted = step;
-      if (s.lead()) note_training_state(step, max_steps, newest);
+      note->step(step);
       liveness::set_step(step);
       liveness::set_steps_done(step);
       faults.hang_if_due(step);

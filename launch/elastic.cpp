@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -100,6 +103,46 @@ std::string adapt_config_to_restart(Config& c, int world_size) {
                        "ranks: {} x {} instead.",
                        shard, replicate, world_size, c.sharding.shard_degree,
                        c.sharding.replicate_degree);
+}
+
+RunnableWorldSizes runnable_world_sizes(const Config& config, int world_size) {
+  RunnableWorldSizes sizes;
+  sizes.world_size = world_size;
+  for (int w = 1; w <= world_size; ++w) {
+    Config c = config;
+    try {
+      adapt_config_to_restart(c, w);
+      validate_config(c, w);
+      sizes.runnable.push_back(w);
+    } catch (const InputError& e) {
+      if (w > world_size - 64) sizes.refused_why[w] = e.what();
+    }
+  }
+  return sizes;
+}
+
+std::string runnable_world_sizes_json(const RunnableWorldSizes& sizes) {
+  nlohmann::json refused = nlohmann::json::object();
+  for (const auto& [w, why] : sizes.refused_why) refused[std::to_string(w)] = why;
+  return nlohmann::json{
+      {"world_size", sizes.world_size}, {"runnable", sizes.runnable}, {"refused", refused}}
+      .dump();
+}
+
+void write_runnable_world_sizes(const Config& config, int world_size) {
+  const std::string path = environment("SHARDRUN_WORLD_SIZES");
+  // The first run's, at the job's full size, serves every restart (which runs on fewer ranks
+  // with the same config).
+  std::error_code ec;
+  if (path.empty() || std::filesystem::exists(path, ec)) return;
+  // Advisory: without the file shardrun restarts at every rank that remains, as before.
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << runnable_world_sizes_json(runnable_world_sizes(config, world_size)) << "\n";
+    if (!out.flush()) return;
+  }
+  std::rename(temporary.c_str(), path.c_str());
 }
 
 std::string restart_line(const RestartNotice& n, const std::string& checkpoint,

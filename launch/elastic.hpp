@@ -3,6 +3,7 @@
 // the job (through the environment), the mesh that fits the ranks that remain, and the metrics
 // file carried over from the run that failed.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,22 @@ std::vector<int64_t> injected_kills_from_environment(int world_rank);
 // kept where it divides the ranks, else the replicas' count, else FSDP over all. Returns what
 // changed, one sentence each ("" when nothing did).
 std::string adapt_config_to_restart(Config& config, int world_size);
+
+// The world sizes from 1 to `world_size` this config can run at once adapt_config_to_restart
+// has fitted the mesh (the global batch must split over the ranks, ...), and why each refused
+// size near the top cannot (for shardrun's message). shardrun restarts a job that lost ranks
+// at the largest of these the survivors can fill.
+struct RunnableWorldSizes {
+  int world_size = 0;
+  std::vector<int> runnable;               // ascending
+  std::map<int, std::string> refused_why;  // the refused sizes within 64 of world_size
+};
+RunnableWorldSizes runnable_world_sizes(const Config& config, int world_size);
+std::string runnable_world_sizes_json(const RunnableWorldSizes& sizes);
+// Where SHARDRUN_WORLD_SIZES names a file not yet written (shardrun --max-restarts sets it; the
+// first run writes it at the job's full size), writes the sizes there as JSON (a temporary file
+// renamed into place); nothing otherwise. Rank 0 calls it, before any adaptation to a restart.
+void write_runnable_world_sizes(const Config& config, int world_size);
 
 // The one line a restart prints: why, from which checkpoint and step, at which world size and mesh.
 std::string restart_line(const RestartNotice& notice, const std::string& checkpoint,

@@ -68,4 +68,24 @@ void note_training_state(int64_t step, int64_t max_steps, const std::string& che
   g_current.store(next);
 }
 
+TrainingStateNote::TrainingStateNote(bool speaks, int64_t max_steps, std::string newest)
+    : speaks_(speaks), max_steps_(max_steps), newest_(std::move(newest)) {}
+
+void TrainingStateNote::step(int64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = step;
+  if (speaks_) note_training_state(step_, max_steps_, newest_);
+}
+
+void TrainingStateNote::checkpoint_complete(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  newest_ = path;
+  if (speaks_) note_training_state(step_, max_steps_, newest_);
+}
+
+std::string TrainingStateNote::newest() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return newest_;
+}
+
 }  // namespace st

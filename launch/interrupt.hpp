@@ -3,6 +3,7 @@
 // which step it was and which complete checkpoint a rerun would resume from. The line is built
 // ahead of time (a signal handler may only write it).
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace st {
@@ -15,7 +16,26 @@ namespace st {
 // scheduler's) is handled too.
 void install_interrupt_handlers(bool speaks, bool under_mpirun);
 // The state the line reports: training is in step `step` (0-based) of `max_steps`, and the
-// newest complete checkpoint is `checkpoint` ("" for none).
+// newest complete checkpoint is `checkpoint` ("" for none). Callers serialize (see below).
 void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint);
+
+// The line's state as training changes it: the step from the training thread, a checkpoint
+// from whichever thread makes it complete (a background save's writer, the moment its marker
+// is durable, not when the training thread next looks), so the line names what is on disk.
+class TrainingStateNote {
+ public:
+  // `speaks`: this rank's line is printed (rank 0); the others only keep the state.
+  TrainingStateNote(bool speaks, int64_t max_steps, std::string newest);
+  void step(int64_t step);
+  void checkpoint_complete(const std::string& path);
+  std::string newest() const;
+
+ private:
+  mutable std::mutex mutex_;
+  const bool speaks_;
+  const int64_t max_steps_;
+  int64_t step_ = 0;
+  std::string newest_;
+};
 
 }  // namespace st

@@ -45,6 +45,8 @@ struct LoadedModel {
   // The tokenizer.json that goes with the model: a --weights folder's own, or the one the
   // checkpoint's run tokenized its data with; empty when none.
   std::string tokenizer;
+  // The data the checkpoint's run trained on, when it recorded it.
+  std::optional<DataSource> trained_on;
 };
 
 // meta.data.tokenizer of a checkpoint, when its run tokenized text with one.
@@ -52,6 +54,30 @@ std::string recorded_tokenizer(const nlohmann::json& meta) {
   const nlohmann::json data = meta.value("data", nlohmann::json::object());
   if (!data.is_object() || !data.contains("tokenizer") || !data["tokenizer"].is_string()) return "";
   return data["tokenizer"].get<std::string>();
+}
+
+// The data a checkpoint's run trained on (meta.data: path, tokens, val_tokens, token_format,
+// val_fraction), or nullopt for a checkpoint saved before runs recorded it. Every value is
+// checked: a wrong type or range is an InputError naming the key.
+std::optional<DataSource> recorded_data(const nlohmann::json& meta, const std::string& checkpoint) {
+  const nlohmann::json data = meta.value("data", nlohmann::json::object());
+  if (!data.is_object() || !data.contains("path")) return std::nullopt;
+  const std::string where = fmt::format("checkpoint '{}': meta.data", checkpoint);
+  auto text = [&](const char* key) {
+    if (!data.contains(key) || !data[key].is_string())
+      fail_input("{}.{} must be a string", where, key);
+    return data[key].get<std::string>();
+  };
+  DataSource source;
+  source.path = text("path");
+  source.tokens = text("tokens");
+  source.val_tokens = text("val_tokens");
+  source.token_format = parse_token_format(text("token_format"), where + ".token_format");
+  source.val_fraction = json_number_at(data, "val_fraction", where);
+  if (!(source.val_fraction >= 0 && source.val_fraction < 1))
+    fail_input("{}.val_fraction = {} must be in [0, 1)", where, source.val_fraction);
+  source.tokenizer = recorded_tokenizer(meta);
+  return source;
 }
 
 // `param_dtype`: the compute dtype asked for, or nullopt for the file's own. `config` gives
@@ -80,6 +106,7 @@ void load_model(LoadedModel& m, const std::string& checkpoint, const std::string
       m.file_dtype =
           parse_float_dtype(dtype.get<std::string>(), "checkpoint precision.param_dtype");
       m.tokenizer = recorded_tokenizer(info.meta);
+      m.trained_on = recorded_data(info.meta, checkpoint);
     } else {
       if (!fs::is_regular_file(weights) && !fs::is_directory(weights))
         fail_input(
@@ -246,14 +273,63 @@ int run_export(const ExportOptions& o) {
   });
 }
 
+namespace {
+
+// What eval scores: consecutive windows of a token file (--tokens), or a dataset's validation
+// split, and its name for the report.
+struct EvalData {
+  TokenStream tokens;
+  std::optional<Dataset> data;
+  int64_t T = 0, windows = 0;
+  std::string what;
+  bool bytes = false;  // the tokens are a text's bytes: loss / ln 2 is bits per byte
+};
+
+void open_eval_tokens(const std::string& path, const LoadedModel& m, EvalData& e) {
+  // llm.c's format or raw uint16, told apart by the magic.
+  try {
+    e.tokens = TokenStream::from_files({path}, TokenFormat::automatic, m.config.vocab_size);
+  } catch (const InputError& error) {
+    fail_input("--tokens: {}", error.what());
+  }
+  e.windows = e.tokens.size() / (e.T + 1);
+  if (e.windows == 0)
+    fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", path, e.tokens.size(),
+               e.T + 1);
+  e.what = fmt::format("'{}'", path);
+}
+
+// --data FILE, else data.* overrides, else the data a checkpoint's run trained on, else the
+// config's (data.path or the built-in corpus).
+void open_eval_dataset(const EvalOptions& o, const LoadedModel& m, Config& config, EvalData& e) {
+  bool data_named = !o.data.empty();
+  for (const auto& kv : o.common.overrides) data_named = data_named || kv.rfind("data.", 0) == 0;
+  const bool trained_on = !data_named && m.trained_on;
+  if (trained_on) config.data = *m.trained_on;
+  if (!o.data.empty()) config.data.path = o.data;
+  // Text is tokenized as the model's own tokenizer does (a folder's, a run's).
+  if (!o.data.empty() && config.data.tokenizer.empty()) config.data.tokenizer = m.tokenizer;
+  config.model.vocab_size = m.config.vocab_size;  // ids are checked against the model's
+  config.training.seq_len = e.T;
+  e.data.emplace(load_data(config));
+  e.windows = window_count(e.data->val(), e.T);
+  if (e.windows == 0)
+    fail_input("eval: the validation split of {} is shorter than one window", e.data->source());
+  e.bytes = config.data.tokens.empty() && config.data.tokenizer.empty();  // a text's bytes
+  e.what = !config.data.val_tokens.empty()
+               ? e.data->val().source()
+               : fmt::format("the validation split of {}", e.data->source());
+  if (trained_on) e.what += ", the data the checkpoint trained on";
+}
+
+}  // namespace
+
 int run_eval(const EvalOptions& o) {
   LoadedModel m;
   m.ranks = start_ranks();
   return run_after_startup([&] {
     Config config;
-    TokenStream tokens;
-    std::optional<Dataset> data;
-    int64_t T = 0, windows = 0;
+    EvalData e;
     agree_on_startup(*m.ranks.group, [&] {
       config = load_config(o.common.config, o.common.overrides);
       if (!o.data.empty() && !o.tokens.empty())
@@ -264,50 +340,32 @@ int run_eval(const EvalOptions& o) {
       load_model(m, o.checkpoint, o.weights,
                  dtype_given ? std::optional<DType>(config.precision.param_dtype) : std::nullopt,
                  config);
-      T = std::min(config.training.seq_len, m.config.block_size);
-      if (!o.tokens.empty()) {
-        // llm.c's format or raw uint16, told apart by the magic.
-        try {
-          tokens = TokenStream::from_files({o.tokens}, TokenFormat::automatic, m.config.vocab_size);
-        } catch (const InputError& e) {
-          fail_input("--tokens: {}", e.what());
-        }
-        windows = tokens.size() / (T + 1);
-        if (windows == 0)
-          fail_input("--tokens '{}' holds {} tokens, fewer than one window of {}", o.tokens,
-                     tokens.size(), T + 1);
-      } else {
-        // --data FILE, else the config's data (data.path or the built-in corpus).
-        if (!o.data.empty()) config.data.path = o.data;
-        // Text is tokenized as the model's own tokenizer does (a folder's, a run's).
-        if (!o.data.empty() && config.data.tokenizer.empty()) config.data.tokenizer = m.tokenizer;
-        config.model.vocab_size = m.config.vocab_size;  // ids are checked against the model's
-        config.training.seq_len = T;
-        data.emplace(load_data(config));
-        windows = window_count(data->val(), T);
-        if (windows == 0)
-          fail_input("eval: the validation split of {} is shorter than one window", data->source());
-      }
+      e.T = std::min(config.training.seq_len, m.config.block_size);
+      if (!o.tokens.empty())
+        open_eval_tokens(o.tokens, m, e);
+      else
+        open_eval_dataset(o, m, config, e);
     });
-    const double sum = sharded_loss_sum(*m.model, *m.fsdp, windows, config.training.global_batch,
-                                        [&](int64_t first, int64_t rows) {
-                                          return data ? window_batch(data->val(), first, rows, T)
-                                                      : packed_window_batch(tokens, first, rows, T);
-                                        });
-    const int64_t n = windows * T;
+    const int64_t T = e.T;
+    const double sum =
+        sharded_loss_sum(*m.model, *m.fsdp, e.windows, config.training.global_batch,
+                         [&](int64_t first, int64_t rows) {
+                           return e.data ? window_batch(e.data->val(), first, rows, T)
+                                         : packed_window_batch(e.tokens, first, rows, T);
+                         });
+    const int64_t n = e.windows * T;
     const double loss = sum / double(n);
-    // loss / ln 2 is bits per byte only where the tokens are a text's bytes.
-    const bool bytes = data && config.data.tokenizer.empty();
-    const char* per = bytes ? "byte" : "token";
+    const char* per = e.bytes ? "byte" : "token";
     if (m.ranks.rank() == 0) {
       if (o.common.json)
         fmt::print("{}\n", nlohmann::json{{"loss", loss},
                                           {fmt::format("bits_per_{}", per), loss / std::log(2.0)},
-                                          {"tokens", n}}
+                                          {"tokens", n},
+                                          {"data", e.what}}
                                .dump());
       else
-        fmt::print("eval: loss {:.4f} | {:.4f} bits per {} | {} tokens in {} windows of {}\n", loss,
-                   loss / std::log(2.0), per, n, windows, T);
+        fmt::print("eval: loss {:.4f} | {:.4f} bits per {} | {} tokens in {} windows of {} | {}\n",
+                   loss, loss / std::log(2.0), per, n, e.windows, T, e.what);
     }
     return 0;
   });

@@ -78,7 +78,11 @@ RunFailure run_failure(int exit_code, const std::string& failures_dir, const std
 
 RestartDecision decide_restart(const RunFailure& now, const std::optional<RunFailure>& before,
                                const RestartLimits& limits) {
-  const auto stop = [](std::string message) { return RestartDecision{false, std::move(message)}; };
+  const auto stop = [](std::string message) {
+    RestartDecision d;
+    d.message = std::move(message);
+    return d;
+  };
   if (now.exit_code == 2 || now.kind == FailureClass::bad_input)
     return stop(
         "shardrun: not restarting: the job refused its input (exit 2), which no restart can fix");
@@ -107,7 +111,49 @@ RestartDecision decide_restart(const RunFailure& now, const std::optional<RunFai
         "shardrun: not restarting: {} rank(s) remain, fewer than --min-ranks {}; the failure, "
         "after step {}: {}",
         limits.available, limits.min_ranks, now.steps_done, now.why));
-  return {true, ""};
+  RestartDecision d{true, "", limits.available, ""};
+  if (limits.runnable.empty()) return d;
+  const auto above =
+      std::upper_bound(limits.runnable.begin(), limits.runnable.end(), limits.available);
+  d.world = above == limits.runnable.begin() ? 0 : *std::prev(above);
+  if (d.world == limits.available) return d;
+  const auto why = limits.refused_why.find(limits.available);
+  const std::string cannot =
+      fmt::format("this job cannot run at {}{}", limits.available,
+                  why == limits.refused_why.end() ? "" : " (" + why->second + ")");
+  if (d.world < limits.min_ranks)
+    return stop(fmt::format(
+        "shardrun: not restarting: {} rank(s) remain, {}, and no world size from --min-ranks {} "
+        "to {} can run it; the failure, after step {}: {}",
+        limits.available, cannot, limits.min_ranks, limits.available, now.steps_done, now.why));
+  d.note = fmt::format(
+      "shardrun: {} ranks remain, but {}: the restart runs at {}, the largest "
+      "world size it can",
+      limits.available, cannot, d.world);
+  return d;
+}
+
+void read_runnable_world_sizes(const std::string& path, RestartLimits& limits) {
+  std::ifstream in(path);
+  if (!in) return;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string where = fmt::format("'{}'", path);
+  const nlohmann::json j = parse_json_object(text, where);
+  const int64_t world = json_int_at(j, "world_size", where, 1, 1 << 20);
+  if (!j.contains("runnable") || !j.contains("refused") || !j["refused"].is_object())
+    fail_input("{}: runnable (an array) and refused (an object) are required", where);
+  limits.runnable.clear();
+  for (int64_t w : json_int_array(j["runnable"], where + ": runnable", 1, world))
+    limits.runnable.push_back(int(w));
+  if (!std::is_sorted(limits.runnable.begin(), limits.runnable.end()))
+    fail_input("{}: runnable must be ascending", where);
+  limits.refused_why.clear();
+  for (const auto& [key, why] : j["refused"].items()) {
+    const int64_t w =
+        json_int(nlohmann::json::parse(key, nullptr, false), where + ": refused key", 1, world);
+    if (!why.is_string()) fail_input("{}: refused[{}] must be a string", where, key);
+    limits.refused_why[int(w)] = why.get<std::string>();
+  }
 }
 
 std::string run_failure_line(const RunFailure& f) {
@@ -143,12 +189,15 @@ int run_restart_decision(const RestartDecisionOptions& o) {
       before = run_failure_from_line(line, fmt::format("'{}'", o.previous));
   }
   if (!o.save.empty()) std::ofstream(o.save) << run_failure_line(now) << "\n";
-  const RestartDecision decision = decide_restart(now, before, o.limits);
+  RestartLimits limits = o.limits;
+  if (!o.world_sizes.empty()) read_runnable_world_sizes(o.world_sizes, limits);
+  const RestartDecision decision = decide_restart(now, before, limits);
   if (!decision.restart) {
     fmt::print(stderr, "{}\n", decision.message);
     return 1;
   }
-  fmt::print("restart\n{}\n{}\n", now.steps_done, now.why);
+  if (!decision.note.empty()) fmt::print(stderr, "{}\n", decision.note);
+  fmt::print("restart\n{}\n{}\n{}\n", now.steps_done, now.why, decision.world);
   return 0;
 }
 

@@ -5,8 +5,10 @@
 // the cause; "the same failure twice" compares classes, errno and steps, never wording; a cause
 // no restart can fix (bad input, a full disk or a refused permission) is not restarted at all.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/failure_record.hpp"
 
@@ -31,12 +33,22 @@ struct RestartLimits {
   int max_restarts = 0;  // --max-restarts
   int available = 0;     // ranks a restart can have
   int min_ranks = 1;     // --min-ranks
+  // The world sizes the job can run at (ascending) and why some cannot, as its first run wrote
+  // them (launch/elastic.hpp); empty when it wrote none: then any.
+  std::vector<int> runnable;
+  std::map<int, std::string> refused_why;
 };
 
 struct RestartDecision {
   bool restart = false;
   std::string message;  // "shardrun: not restarting: ..." (may be several lines) when not
+  int world = 0;        // the restart's ranks: the largest runnable size the survivors fill
+  std::string note;     // why `world` is below the ranks available ("" when it is not)
 };
+
+// Reads what write_runnable_world_sizes wrote into `limits`; a missing file leaves them empty,
+// a malformed one is an InputError naming it.
+void read_runnable_world_sizes(const std::string& path, RestartLimits& limits);
 
 RestartDecision decide_restart(const RunFailure& now, const std::optional<RunFailure>& before,
                                const RestartLimits& limits);
@@ -47,11 +59,12 @@ RunFailure run_failure_from_line(const std::string& line, const std::string& whe
 
 // shardtrain restart-decision (for launch/shardrun, not listed in --help): reads the run's
 // records and output, compares with --previous (this run's line goes to --save) and either
-// prints "restart", the steps done and the cause on three lines (exit 0) or its "not
+// prints "restart", the steps done, the cause and the restart's world size on four lines
+// (exit 0; a note on stderr when that size is below the ranks available) or its "not
 // restarting" message on stderr (exit 1).
 struct RestartDecisionOptions {
   int exit_code = 1;
-  std::string failures, log, previous, save;
+  std::string failures, log, previous, save, world_sizes;
   RestartLimits limits;
 };
 int run_restart_decision(const RestartDecisionOptions& options);

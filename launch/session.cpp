@@ -93,6 +93,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     s.config = load_config(options.config, options.overrides);
     adopt_init_from_model(s.config, options.overrides);
     if (adjust) adjust(s.config);
+    if (s.lead()) write_runnable_world_sizes(s.config, group.size());
     s.restart = restart_notice_from_environment();
     if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
@@ -168,6 +169,21 @@ void print_mesh(Session& s) {
 
 }  // namespace
 
+std::string oversubscription_warning(int threads, int ranks_on_node, int cores,
+                                     bool threads_automatic) {
+  if (int64_t(threads) * ranks_on_node <= cores) return "";
+  // training.threads = 0 already splits the cores; then only fewer ranks per node would help.
+  const std::string advice = threads_automatic
+                                 ? fmt::format("run at most {} rank{} per node for full speed",
+                                               cores, cores == 1 ? "" : "s")
+                                 : "set training.threads = 0 to split the cores";
+  return fmt::format(
+      "warning: {} thread{} x {} rank{} on this node = {} threads for {} cores: they will "
+      "compete ({})",
+      threads, threads == 1 ? "" : "s", ranks_on_node, ranks_on_node == 1 ? "" : "s",
+      int64_t(threads) * ranks_on_node, cores, advice);
+}
+
 namespace {
 
 // The CPU, ranks and threads, oneDNN and the matmul paths, the matmul peak, oversubscription.
@@ -187,12 +203,9 @@ void print_machine_summary(const Session& s) {
       s.peak_dtype != c.precision.param_dtype ? ", which bf16 is widened to" : "", s.peak_gflops,
       s.peak_shapes);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  if (s.threads * s.ranks.ranks_on_node > cores)
-    fmt::print(
-        "warning: {} thread{} x {} rank{} on this node = {} threads for {} cores: they will "
-        "compete (set training.threads = 0 to split the cores)\n",
-        s.threads, s.threads == 1 ? "" : "s", s.ranks.ranks_on_node,
-        s.ranks.ranks_on_node == 1 ? "" : "s", s.threads * s.ranks.ranks_on_node, cores);
+  const std::string warning =
+      oversubscription_warning(s.threads, s.ranks.ranks_on_node, cores, c.training.threads == 0);
+  if (!warning.empty()) fmt::print("{}\n", warning);
 }
 
 // The model, the data, the units and what each gradient-accumulation mode costs.

@@ -75,6 +75,11 @@ void print_summary(Session& s);
 // The data a config names (data.path, or the built-in corpus); errors name data.path.
 Dataset load_data(const Config& config);
 
+// The start-up warning when threads x ranks on this node exceed its cores ("" when they fit);
+// its advice depends on whether training.threads is automatic (0) or set.
+std::string oversubscription_warning(int threads, int ranks_on_node, int cores,
+                                     bool threads_automatic);
+
 // The one thread-count rule: training.threads, or (0) this node's cores split over its ranks.
 // Sets OpenMP's team size and returns it.
 int use_threads(const Config& config, int ranks_on_node);

@@ -280,9 +280,20 @@ namespace st {
 
 namespace {
 
-// The data position, and the tokenizer that made the tokens (export copies its files).
+// An absolute path ("" stays ""), so the record means the same from any working folder.
+std::string absolute_or_empty(const std::string& path) {
+  return path.empty() ? path : std::filesystem::absolute(path).string();
+}
+
+// The data position, the data the run trained on (eval evaluates it by default) and the
+// tokenizer that made the tokens (export copies its files).
 nlohmann::json data_meta(const Config& c, int64_t steps_done) {
-  nlohmann::json data = {{"next_sample", steps_done * c.training.global_batch}};
+  nlohmann::json data = {{"next_sample", steps_done * c.training.global_batch},
+                         {"path", absolute_or_empty(c.data.path)},
+                         {"tokens", absolute_or_empty(c.data.tokens)},
+                         {"val_tokens", absolute_or_empty(c.data.val_tokens)},
+                         {"token_format", token_format_name(c.data.token_format)},
+                         {"val_fraction", c.data.val_fraction}};
   // data.tokenizer, else the tokenizer.json of the folder training.init_from names.
   const std::string tokenizer = !c.data.tokenizer.empty() ? c.data.tokenizer
                                 : c.training.init_from.empty()
@@ -341,6 +352,7 @@ ShardedTrainer::CheckpointStall ShardedTrainer::save_checkpoint_in_background(in
       SaveOptions options;
       options.keep = int(config_.checkpoint.keep);
       options.slow_ms_per_unit = slow_checkpoint_ms_;
+      options.on_complete = on_checkpoint_complete_;  // on the writer thread, once durable
       stall.save_ms = async_->start(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
                                     fsdp(), checkpoint_states(), options);
       return stall;

@@ -107,7 +107,7 @@ class ShardedTrainer {
   // A test hook: checkpoint writes sleep `ms` after each unit, so a test can kill a save.
   void slow_checkpoint_writes(int ms) { slow_checkpoint_ms_ = ms; }
   // Called on the rank that publishes a checkpoint the moment it is complete on disk (before
-  // save_checkpoint returns), with its path.
+  // save_checkpoint returns), with its path; for a background save, on its writer thread.
   void on_checkpoint_complete(std::function<void(const std::string&)> f) {
     on_checkpoint_complete_ = std::move(f);
   }

@@ -14,6 +14,7 @@
 #include "collectives/agreement.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/file_io.hpp"
+#include "core/liveness.hpp"
 
 namespace st {
 namespace {
@@ -151,6 +152,18 @@ void publish(const fs::path& root, const fs::path& tmp_dir, const fs::path& fina
 
 }  // namespace
 
+namespace {
+
+// Up to 2 s (a datagram takes well under a millisecond; a loaded machine may delay the thread
+// that receives it), returning as soon as a peer's notice is in.
+void wait_for_peer_failure_notice() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!liveness::peer_failed() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+}  // namespace
+
 std::string checkpoint_path(const std::string& root, int64_t step) {
   return (fs::path(root) / step_dir_name(step)).string();
 }
@@ -184,6 +197,11 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     // second message. The directory is renamed before it is emptied: remove_all alone races
     // with a rank still creating files in it by its old path. What a killed rank leaves, the
     // next start-up removes (clean_interrupted_saves).
+    // The temporary folder gone from under this rank means another rank failed first and
+    // removed it: its failure is the cause and its notice (a datagram) may still be on the way;
+    // wait for it (a little), so that this rank's "No such file" is not the message.
+    std::error_code gone;
+    if (!fs::exists(tmp_dir, gone)) wait_for_peer_failure_notice();
     announce_abort_to_peers();
     const fs::path doomed =
         fs::path(root) / fmt::format(".{}.rank-{}-failed.tmp", step_dir_name(step), rank);
@@ -218,10 +236,9 @@ std::string publish_background_save(const std::string& root, const fs::path& tmp
     std::memcpy(sums.data<uint64_t>() + 2 * n * size_t(r), slots.all + slots.slot * size_t(r) + 1,
                 2 * n * sizeof(uint64_t));
   try {
-    SaveOptions publish_options = options;
-    publish_options.on_complete = nullptr;  // the training thread learns of it when it polls
+    // options.on_complete runs here, on the writer thread, the moment the marker is durable.
     publish(root, tmp_dir, final_dir, make_manifest(step, slots.world, meta, fsdp, states, sums),
-            publish_options);
+            options);
     return "";
   } catch (const std::exception& e) {
     return e.what();

@@ -31,7 +31,8 @@ struct SaveOptions {
   int slow_ms_per_unit = 0;  // a test hook: sleep after each unit's shard is written
   // Called on the rank that publishes (the group's rank 0) as soon as the COMPLETE marker is
   // durable, with the checkpoint's path: from then on it is the newest complete one, even if
-  // the process dies before save_checkpoint returns.
+  // the process dies before save_checkpoint returns. A background save calls it on its writer
+  // thread: it must be thread-safe and own what it refers to.
   std::function<void(const std::string&)> on_complete;
   // A background save's writes give up past this (checked after each unit's shard).
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();

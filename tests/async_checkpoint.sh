@@ -9,6 +9,9 @@
 #   given_up       rank 1's writes are too slow for checkpoint.async_timeout: the save is given
 #                  up, said, its temporaries removed; training goes on, later saves are
 #                  synchronous, the job ends 0 with a loadable final checkpoint
+#   interrupted    SIGTERM after a background save completed on disk but before the training
+#                  thread looked: the interruption line names that checkpoint (it named the
+#                  one before)
 set -u
 case_=$1 shardrun=$2 st=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,6 +80,25 @@ case $case_ in
     ls -a ck | grep -q '^\.step' && fail "temporaries left: $(ls -a ck)"
     [ ! -e ck/step-00000004 ] || fail "the given-up save appeared"
     loads ck/step-00000008
+    ;;
+  interrupted)
+    # Forced, not timed: rank 0 writes 0.3 s a unit, so the step-2 save is in flight when the
+    # training thread passes step 2's boundary, and rank 0 then hangs at the start of step 3
+    # (a test seam) while the save completes. The second after COMPLETE appears is for the
+    # marker's fsync; the writer thread records it the moment that returns.
+    "$shardrun" -n 2 "$here/on_rank.sh" 0 'set -- "$@" --test-slow-checkpoint-ms 300 --test-hang-at-step 3' \
+      "$st" train "${model[@]}" training.max_steps=10 checkpoint.dir=ck checkpoint.every=2 \
+      checkpoint.async=true > out 2>&1 &
+    launcher=$!
+    for _ in $(seq 600); do [ -f ck/step-00000002/COMPLETE ] && break; sleep 0.1; done
+    [ -f ck/step-00000002/COMPLETE ] || { kill -TERM "$launcher"; fail "the step-2 save never completed"; }
+    sleep 1
+    kill -TERM "$launcher"
+    wait "$launcher"
+    rc=$?
+    [ "$rc" != 0 ] || fail "exit 0 after SIGTERM"
+    [ "$(grep -c '^shardtrain: terminated (SIGTERM) in step 3 of 10; newest complete checkpoint: ck/step-00000002$' out)" = 1 ] ||
+      fail "want one line naming ck/step-00000002, complete on disk"
     ;;
   *) echo "async_checkpoint.sh: unknown case '$case_'" >&2; exit 2 ;;
 esac

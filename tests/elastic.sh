@@ -6,7 +6,11 @@
 # a loaded machine; with no checkpoint between step 10 and the end, the restart always resumes
 # from step 10 and trains the steps since again.
 #   lost_rank        rank 1 killed after step 12 for good: finishes at 3 ranks
+#   batch_split      the same with a global batch of 8, which 3 ranks cannot split: finishes at
+#                    2 ranks (the largest world size the job runs at), saying why
 #   crashed_rank     rank 2 killed after step 12, its slot free again: finishes at 4 ranks
+#   startup_death    the same, and restart 1 loses rank 1 before its first step: restart 2's
+#                    line names that, and counts the steps recomputed from step 12, not from 0
 #   hsdp_mesh        HSDP 2x2 losing rank 3: falls back to FSDP over 3, and says so
 #   lost_host        4 ranks on 2 emulated hosts, host1's link down for good after step 11:
 #                    finishes on host0
@@ -21,6 +25,7 @@
 # the steps between the checkpoint and the failure computed again.
 set -u
 case_=$1 shardrun=$2 st=$3
+here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /tmp/shardtrain-elastic-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
@@ -69,11 +74,33 @@ case $case_ in
     one_restart m.jsonl 3
     same_curve m.jsonl
     ;;
+  batch_split)
+    train+=(training.global_batch=8)
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:1@12 "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    [ "$(grep -c '^shardrun: 3 ranks remain, but this job cannot run at 3 (training.global_batch = 8 cannot be split evenly over 3 rank(s) x training.micro_batches = 1; make it a multiple of 3): the restart runs at 2, the largest world size it can$' out)" = 1 ] ||
+      fail "want one line saying why the restart runs at 2 ranks"
+    grep -q '^restart 1 of 1 | why: rank 1 on .* exited on signal 9 (Killed) | from ck/step-00000010 (step 10); [1-9] steps\? recomputed | 2 ranks (was 4), FSDP over 2 ranks$' out ||
+      fail "want the restart line at 2 ranks"
+    one_restart m.jsonl 2
+    same_curve m.jsonl
+    ;;
   crashed_rank)
     "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault kill:2@12 "$st" "${train[@]}" \
       checkpoint.dir=ck checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
     grep -q '^restart 1 of 1 | why: rank 2 on .* exited on signal 9 (Killed) | .* | 4 ranks (was 4), FSDP over 4 ranks$' out ||
       fail "want the restart line at 4 ranks"
+    one_restart m.jsonl 4
+    same_curve m.jsonl
+    ;;
+  startup_death)
+    # Rank 1 of restart 1 kills itself before shardtrain starts (on_rank.sh's setup).
+    "$shardrun" -n 4 --max-restarts 2 --restart-backoff 0.2 --fault kill:2@12 "$here/on_rank.sh" 1 \
+      '[ "${SHARDRUN_RESTART:-}" = 1/2 ] && kill -KILL $$' "$st" "${train[@]}" \
+      checkpoint.dir=ck checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q '^restart 1 of ' out && fail "restart 1 printed a restart line"
+    grep -q "^restart 2 of 2 | why: .*, during restart 1's start-up | from ck/step-00000010 (step 10); [1-9] steps\? recomputed | 4 ranks (was 4), FSDP over 4 ranks$" out ||
+      fail "want restart 2's line naming restart 1's death and the steps since step 10"
     one_restart m.jsonl 4
     same_curve m.jsonl
     ;;

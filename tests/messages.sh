@@ -3,9 +3,11 @@
 # a device as data, an empty text to tokenize, a binary vocab.bpe (quoted safely, never raw),
 # a token file without llm.c's magic (a format problem, not a bad id), weights that do not fit
 # the config.json beside them, a TOML array where a number belongs, CLI11's errors, a negative
-# sample seed. Each: exit 2 and the message expected.
+# sample seed. Each: exit 2 and the message expected. And `train --help` names every bundled
+# config (it once named two of six).
 set -u
 st=$1
+configs=$(cd "$(dirname "$0")/../launch/configs" && pwd)
 dir=$(mktemp -d /tmp/shardtrain-messages-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
@@ -44,4 +46,9 @@ expect "training.seed.* got an array" train --config array.toml
 expect "^shardtrain: error: .*--bogus.* \(see shardtrain train --help\)" train --bogus
 expect "sample: --seed = -1 must not be negative" \
   sample --weights w/model.safetensors --prompt a --seed -1
-echo "each message names what is wrong"
+help=$("$st" train --help) || fail "train --help failed"
+for toml in "$configs"/*.toml; do
+  name=$(basename "$toml" .toml)
+  printf '%s\n' "$help" | grep -qE "[(, ]$name[,;)]" || fail "train --help does not name '$name': $help"
+done
+echo "each message names what is wrong; train --help names every bundled config"

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "launch/config.hpp"
+#include "launch/session.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace st {
@@ -131,5 +132,19 @@ TEST(Config, CollectiveAlgorithmKey) {
       Algorithm::shm);
   EXPECT_THROW(load_config("tiny", {"sharding.collective_algorithm=tree"}), InputError);
 }
+
+TEST(Threads, OversubscriptionWarningGivesAdviceThatHelps) {
+  EXPECT_EQ(oversubscription_warning(1, 2, 2, true), "");
+  EXPECT_EQ(oversubscription_warning(2, 1, 2, false), "");
+  // 4 ranks on 2 cores with threads already automatic (1 each): fewer ranks is the only cure.
+  EXPECT_EQ(oversubscription_warning(1, 4, 2, true),
+            "warning: 1 thread x 4 ranks on this node = 4 threads for 2 cores: they will compete "
+            "(run at most 2 ranks per node for full speed)");
+  // threads set by hand: automatic threads would split the cores.
+  EXPECT_EQ(oversubscription_warning(2, 2, 2, false),
+            "warning: 2 threads x 2 ranks on this node = 4 threads for 2 cores: they will "
+            "compete (set training.threads = 0 to split the cores)");
+}
+
 }  // namespace
 }  // namespace st

@@ -10,6 +10,8 @@
 
 #include "core/error.hpp"
 #include "core/failure_record.hpp"
+#include "launch/config.hpp"
+#include "launch/elastic.hpp"
 #include "launch/restart_decision.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -22,7 +24,12 @@ RunFailure failure(FailureClass kind, int error, int64_t steps, std::string why,
 }
 
 RestartLimits limits(int attempt, int max_restarts = 3, int available = 4, int min_ranks = 1) {
-  return {attempt, max_restarts, available, min_ranks};
+  RestartLimits l;
+  l.attempt = attempt;
+  l.max_restarts = max_restarts;
+  l.available = available;
+  l.min_ranks = min_ranks;
+  return l;
 }
 
 TEST(RestartDecision, WhatNoRestartCanFixIsNotRestarted) {
@@ -86,6 +93,65 @@ TEST(RestartDecision, RestartsUsedAndRanksLeft) {
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
+}
+
+TEST(RestartDecision, TheLargestWorldSizeTheJobRunsAt) {
+  const auto lost = failure(FailureClass::lost_rank, 0, 12, "rank 1 on vm exited on signal 9");
+  RestartLimits l = limits(0, 2, 3);
+  // No sizes written (the job failed before it could): every rank that remains.
+  auto d = decide_restart(lost, {}, l);
+  EXPECT_TRUE(d.restart);
+  EXPECT_EQ(d.world, 3);
+  EXPECT_EQ(d.note, "");
+  l.runnable = {1, 2, 4};
+  l.refused_why = {{3, "training.global_batch = 8 cannot be split evenly over 3 rank(s)"}};
+  d = decide_restart(lost, {}, l);
+  EXPECT_TRUE(d.restart);
+  EXPECT_EQ(d.world, 2);
+  EXPECT_EQ(d.note,
+            "shardrun: 3 ranks remain, but this job cannot run at 3 (training.global_batch = 8 "
+            "cannot be split evenly over 3 rank(s)): the restart runs at 2, the largest world "
+            "size it can");
+  l.available = 4;
+  d = decide_restart(lost, {}, l);
+  EXPECT_EQ(d.world, 4);
+  EXPECT_EQ(d.note, "");
+  // Never below --min-ranks: then no restart, saying why.
+  l.available = 3;
+  l.min_ranks = 3;
+  d = decide_restart(lost, {}, l);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.message,
+            "shardrun: not restarting: 3 rank(s) remain, this job cannot run at 3 "
+            "(training.global_batch = 8 cannot be split evenly over 3 rank(s)), and no world "
+            "size from --min-ranks 3 to 3 can run it; the failure, after step 12: rank 1 on vm "
+            "exited on signal 9");
+}
+
+TEST(RestartDecision, TheJobWritesTheWorldSizesItRunsAt) {
+  // tiny's global batch of 8 splits over 1, 2, 4 and 8 ranks; an HSDP mesh is fitted first.
+  const Config config =
+      load_config("tiny", {"sharding.shard_degree=2", "sharding.replicate_degree=4"});
+  const RunnableWorldSizes sizes = runnable_world_sizes(config, 8);
+  EXPECT_EQ(sizes.runnable, (std::vector<int>{1, 2, 4, 8}));
+  ASSERT_EQ(sizes.refused_why.count(3), 1u);
+  EXPECT_NE(sizes.refused_why.at(3).find("training.global_batch = 8 cannot be split evenly over "
+                                         "3 rank(s)"),
+            std::string::npos);
+  testing::ScopedTempDir dir;
+  write(dir.path("sizes"), runnable_world_sizes_json(sizes));
+  RestartLimits l;
+  read_runnable_world_sizes(dir.path("sizes"), l);
+  EXPECT_EQ(l.runnable, sizes.runnable);
+  EXPECT_EQ(l.refused_why, sizes.refused_why);
+  // No file: nothing known; a damaged one is refused naming it.
+  RestartLimits none;
+  read_runnable_world_sizes(dir.path("absent"), none);
+  EXPECT_TRUE(none.runnable.empty());
+  write(dir.path("bad"), R"({"world_size": 4, "runnable": [1, 9], "refused": {}})");
+  EXPECT_THROW(read_runnable_world_sizes(dir.path("bad"), none), InputError);
+  write(dir.path("bad2"), R"({"world_size": 4, "runnable": [2, 1], "refused": {}})");
+  EXPECT_THROW(read_runnable_world_sizes(dir.path("bad2"), none), InputError);
 }
 
 TEST(RestartDecision, TheOldestRecordIsTheCauseElseTheOutputSays) {
