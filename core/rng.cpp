@@ -45,8 +45,21 @@ float normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
 
 void fill_normal(float* dst, size_t n, uint64_t seed, uint64_t stream, uint64_t first_index,
                  float mean, float std) {
+  if (n == 0) return;
+  // Block by block: each Philox block and its Box-Muller pair computed once for its four
+  // elements (element by element computed every block four times: 4x the time of a large
+  // model's initialization), the same values as normal_at.
+  const int64_t first_block = int64_t(first_index / 4);
+  const int64_t last_block = int64_t((first_index + n - 1) / 4);
 #pragma omp parallel for schedule(static) if (n > 4096)
-  for (size_t i = 0; i < n; ++i) dst[i] = mean + std * normal_at(seed, stream, first_index + i);
+  for (int64_t b = first_block; b <= last_block; ++b) {
+    const std::array<float, 4> z = normals_of_block(seed, stream, uint64_t(b));
+    for (uint64_t j = 0; j < 4; ++j) {
+      const uint64_t index = uint64_t(b) * 4 + j;
+      if (index >= first_index && index < first_index + n)
+        dst[index - first_index] = mean + std * z[j];
+    }
+  }
 }
 
 uint64_t uniform_int_at(uint64_t seed, uint64_t stream, uint64_t index, uint64_t bound) {

@@ -32,6 +32,18 @@ TEST(Philox, ValuesDoNotDependOnHowWorkIsSplit) {
   EXPECT_EQ(whole[777], normal_at(42, 5, 777));
 }
 
+// fill_normal works block by block (four normals per Philox block): every element, at any
+// offset and length, is exactly normal_at's value for its index, scaled and shifted.
+TEST(Philox, FillNormalIsNormalAtForEveryElement) {
+  for (uint64_t first : {0u, 1u, 3u, 4u, 5003u})
+    for (size_t n : {size_t(1), size_t(2), size_t(7), size_t(10007)}) {
+      std::vector<float> x(n);
+      fill_normal(x.data(), n, 9, 4, first, 0.5f, 0.02f);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(x[i], 0.5f + 0.02f * normal_at(9, 4, first + i)) << first << "+" << i;
+    }
+}
+
 TEST(Philox, NormalSamplesHaveUnitMoments) {
   const size_t n = 1 << 20;
   std::vector<float> x(n);
