@@ -61,6 +61,9 @@ TEST(Gpt2Tokenizer, InvalidUtf8RoundTrips) {
   EXPECT_THROW(tokenizer().decode(&bad, 1), InputError);
 }
 
+// The whole of tiny Shakespeare (338,029 tokens): 17 s under the sanitizers for the code the
+// other Gpt2Tokenizer tests run there, so only the plain build compiles it.
+#ifndef SHARDTRAIN_SANITIZED
 TEST(Gpt2Tokenizer, ReproducesTheSharedTokenFiles) {
   REQUIRE_SHARED("tiny_shakespeare_gpt2_train.bin");
   const auto ids = encode_sections(tokenizer(), read_text_file(kShared + "/tinyshakespeare.txt"));
@@ -77,6 +80,7 @@ TEST(Gpt2Tokenizer, ReproducesTheSharedTokenFiles) {
     ASSERT_EQ(ids[i], want) << "token " << i;
   }
 }
+#endif
 
 TEST(Gpt2Tokenizer, MissingOrBadVocabularyNamesTheFile) {
   const testing::ScopedTempDir tmp;

@@ -30,10 +30,15 @@ constexpr const char* kTestSteps = "training.max_steps=20";
 #endif
 
 inline Config test_config(std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {
-      "model.n_layer=2",     "model.n_embd=64",     "model.n_head=4",
-      "model.block_size=32", "training.seq_len=32", "training.global_batch=12",
-      kTestSteps,            "optimizer.warmup_steps=2", "optimizer.lr=3e-3"};
+  std::vector<std::string> o = {"model.n_layer=2",
+                                "model.n_embd=64",
+                                "model.n_head=4",
+                                "model.block_size=32",
+                                "training.seq_len=32",
+                                "training.global_batch=12",
+                                kTestSteps,
+                                "optimizer.warmup_steps=2",
+                                "optimizer.lr=3e-3"};
   const std::vector<std::string> family = family_overrides();
   o.insert(o.end(), family.begin(), family.end());
   o.insert(o.end(), extra.begin(), extra.end());
