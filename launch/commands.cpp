@@ -106,16 +106,14 @@ void carry_metrics_over(OutputFile* metrics, const std::string& earlier, int64_t
 }
 
 // A background save that finished (checkpoint.async), as the training thread learns of it at a
-// step boundary: complete (the newest checkpoint from now on), given up (said; the previous
-// checkpoint stays), or failed (the lowest rank whose write failed removes the temporaries and
-// ends the job with its message; the others go on until it does).
+// step boundary: complete (its writer thread has already recorded it as the newest checkpoint),
+// given up (said; the previous checkpoint stays), or failed (the lowest rank whose write failed
+// removes the temporaries and ends the job with its message; the others go on until it does).
 void report_background_save(Session& s, const BackgroundSave& done, double duration_s, bool json,
-                            const std::function<void(const std::string&)>& mark_complete,
                             const std::string& newest) {
   std::FILE* out = json ? stderr : stdout;
   switch (done.outcome) {
     case BackgroundSave::Outcome::complete:
-      mark_complete(done.path);
       if (s.lead())
         fmt::print(out, "checkpoint | saved {} in the background ({:.2f}s after the hand-over)\n",
                    done.path, duration_s);
@@ -364,14 +362,12 @@ int run_train(const CommonOptions& options) {
     // Shared: a background save in flight holds the callback, whatever ends this scope.
     const auto note =
         std::make_shared<TrainingStateNote>(s.lead(), max_steps, latest_checkpoint(ckpt.dir));
-    const std::function<void(const std::string&)> mark_complete = [note](const std::string& path) {
-      note->checkpoint_complete(path);
-    };
-    s.trainer->on_checkpoint_complete(mark_complete);
+    s.trainer->on_checkpoint_complete(
+        [note](const std::string& path) { note->checkpoint_complete(path); });
     auto take_background_save = [&](bool wait) {
       double duration_s = 0;
       if (auto done = s.trainer->finished_background_save(wait, &duration_s))
-        report_background_save(s, *done, duration_s, options.json, mark_complete, note->newest());
+        report_background_save(s, *done, duration_s, options.json, note->newest());
     };
     // What the last save cost the loop, reported with the step after it.
     double checkpoint_ms = 0, checkpoint_wait_ms = 0;

@@ -25,6 +25,14 @@ void write_line(int slot, const std::string& text) {
   g_lines[slot][n] = '\0';
 }
 
+// Rewrites the line the handler prints; its callers (TrainingStateNote) serialize.
+void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint) {
+  const int next = 1 - g_current.load();
+  write_line(next, fmt::format("in step {} of {}; newest complete checkpoint: {}\n", step + 1,
+                               max_steps, checkpoint.empty() ? std::string("none") : checkpoint));
+  g_current.store(next);
+}
+
 extern "C" void on_interrupt(int sig) {
   // Under mpirun a SIGTERM may be mpirun ending the job for another rank that failed and said
   // why; its notice (sent through the heartbeat before its MPI_Abort) is here by then, and this
@@ -59,13 +67,6 @@ void install_interrupt_handlers(bool speaks, bool under_mpirun) {
   sigaction(SIGUSR2, &action, nullptr);
   if (under_mpirun) action.sa_handler = SIG_IGN;
   sigaction(SIGINT, &action, nullptr);
-}
-
-void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint) {
-  const int next = 1 - g_current.load();
-  write_line(next, fmt::format("in step {} of {}; newest complete checkpoint: {}\n", step + 1,
-                               max_steps, checkpoint.empty() ? std::string("none") : checkpoint));
-  g_current.store(next);
 }
 
 TrainingStateNote::TrainingStateNote(bool speaks, int64_t max_steps, std::string newest)

@@ -15,13 +15,10 @@ namespace st {
 // SIGKILL one second later, rank 0's line can be lost). SIGTERM itself (mpirun's own kill, a
 // scheduler's) is handled too.
 void install_interrupt_handlers(bool speaks, bool under_mpirun);
-// The state the line reports: training is in step `step` (0-based) of `max_steps`, and the
-// newest complete checkpoint is `checkpoint` ("" for none). Callers serialize (see below).
-void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint);
-
-// The line's state as training changes it: the step from the training thread, a checkpoint
-// from whichever thread makes it complete (a background save's writer, the moment its marker
-// is durable, not when the training thread next looks), so the line names what is on disk.
+// The state the line reports (training is in step N of max_steps; the newest complete
+// checkpoint, "none" for none), as training changes it: the step from the training thread, a
+// checkpoint from whichever thread makes it complete (a background save's writer, the moment its
+// marker is durable, not when the training thread next looks), so the line names what is on disk.
 class TrainingStateNote {
  public:
   // `speaks`: this rank's line is printed (rank 0); the others only keep the state.
