@@ -283,6 +283,8 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   sim->add_option(
       "--max-ring-steps", o.simulate.max_ring_steps,
       "ring steps simulated message by message before the rest are extrapolated (0: all)");
+  sim->add_flag("--all-nodes", o.simulate.every_node,
+                "simulate every node (default: nodes that behave alike are simulated once)");
 
   CLI::App* cal = sim->add_subcommand("calibrate", "measure this machine for the simulator");
   add_common(cal, o.calibrate.common);

@@ -21,6 +21,7 @@
 #include "core/stats.hpp"
 #include "launch/config.hpp"
 #include "launch/model_factory.hpp"
+#include "launch/simulate_command.hpp"
 #include "simulate/profile.hpp"
 
 namespace st {
@@ -272,13 +273,6 @@ int run_calibrate(const CalibrateOptions& o) {
   StagedOutput(o.out, "simulate calibrate --out").check_writable();  // before minutes of work
   if (o.steps < 1) fail_input("simulate calibrate: --steps must be >= 1");
   const Config config = load_config(o.common.config, o.common.overrides);
-  // A profile's rates come from GPT-2 runs; `simulate` scales them to any family's own work.
-  if (!model_family(config.model.family).own_keys.empty())
-    fail_input(
-        "simulate calibrate: model.family = {}: calibrate with a config of {} (a profile records "
-        "the keys every family reads; simulate scales its measured rates to every family's own "
-        "FLOPs and bytes)",
-        config.model.family, families_without_own_keys());
   const Programs run{this_executable(), find_shardrun().string()};
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("shardtrain-calibrate-{}", getpid());
@@ -292,13 +286,7 @@ int run_calibrate(const CalibrateOptions& o) {
   CalibrationProfile p;
   p.machine =
       fmt::format("{} cores, {}", std::thread::hardware_concurrency(), cpu_features().summary());
-  p.model = {config.model.n_layer,
-             config.model.n_embd,
-             config.model.n_head,
-             config.model.padded_vocab(),
-             config.training.seq_len,
-             activation_checkpointing_name(config.sharding.activation_checkpointing),
-             std::string(dtype_name(config.precision.param_dtype))};
+  p.model = profiled_model_of(config);  // any family: the profile names it and its keys
   apply_matmul_settings(config);
   const std::unique_ptr<Model> model = make_model(config);
   p.cpu = cpu_features().brand;

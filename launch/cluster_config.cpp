@@ -72,6 +72,7 @@ const std::map<std::string, ClusterKey>& cluster_keys() {
       {"inter_node.bandwidth_gbit",
        {false, false,
         [](ClusterSpec& c, double v, const std::string&) { c.inter.bandwidth = v * kGbit; }}},
+      {"inter_node.nic", {false, true, nullptr}},
       {"inter_node.latency_us",
        {false, false,
         [](ClusterSpec& c, double v, const std::string&) { c.inter.latency = v / 1e6; }}},
@@ -177,6 +178,17 @@ void apply_cluster_strings(ClusterStrings& strings, const std::string& where, Cl
     fail_input("{}: [inter_node] needs bandwidth_gbit (and latency_us), or link = a profile's link",
                where);
   }
+  if (strings.count("inter_node.nic")) {
+    const std::string& n = strings["inter_node.nic"];
+    if (n != "per_node" && n != "per_rank")
+      fail_input("{}: 'inter_node.nic' = '{}' must be \"per_node\" or \"per_rank\"", where, n);
+    c.nic_per_rank = n == "per_rank";
+    if (c.nic_per_rank && !c.inter_profile_link.empty())
+      fail_input(
+          "{}: 'inter_node.nic' = \"per_rank\" needs bandwidth_gbit: a profile's link is "
+          "measured per node",
+          where);
+  }
   if (strings.count("fabric.kind")) {
     const std::string& k = strings["fabric.kind"];
     if (k == "non_blocking")
@@ -232,22 +244,31 @@ LoadedCluster load_cluster(const std::string& source) {
                fmt::join(bundled_cluster_names(), ", "));
   }
   if (out.spec.profile.empty()) return out;
-  const fs::path path = dir.empty() ? fs::path(out.spec.profile) : fs::path(dir) / out.spec.profile;
-  if (!out.bundled || fs::is_regular_file(path, ec)) {
-    if (!fs::is_regular_file(path, ec))
-      fail_input(
-          "{}: compute.profile '{}' is not a readable file (make one with `shardtrain "
-          "simulate calibrate --out {}`)",
-          source, path.string(), path.string());
-    out.profile = std::make_shared<CalibrationProfile>(read_profile(path.string()));
-    out.profile_source = path.string();
-  } else if (auto it = bundled.find(out.spec.profile); it != bundled.end()) {
-    out.profile = std::make_shared<CalibrationProfile>(
-        profile_from_json(it->second, "bundled profile '" + out.spec.profile + "'"));
-    out.profile_source = "bundled profile '" + out.spec.profile + "'";
-  } else {
-    fail_input("bundled cluster '{}': its profile '{}' is not bundled", source, out.spec.profile);
+  std::stringstream names(out.spec.profile);
+  for (std::string name; std::getline(names, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name.empty())
+      fail_input("{}: compute.profile '{}' names an empty profile", source, out.spec.profile);
+    const fs::path path = dir.empty() ? fs::path(name) : fs::path(dir) / name;
+    if (!out.bundled || fs::is_regular_file(path, ec)) {
+      if (!fs::is_regular_file(path, ec))
+        fail_input(
+            "{}: compute.profile '{}' is not a readable file (make one with `shardtrain "
+            "simulate calibrate --out {}`)",
+            source, path.string(), path.string());
+      out.profiles.push_back(
+          {path.string(), std::make_shared<CalibrationProfile>(read_profile(path.string()))});
+    } else if (auto it = bundled.find(name); it != bundled.end()) {
+      const std::string where = "bundled profile '" + name + "'";
+      out.profiles.push_back(
+          {where, std::make_shared<CalibrationProfile>(profile_from_json(it->second, where))});
+    } else {
+      fail_input("bundled cluster '{}': its profile '{}' is not bundled", source, name);
+    }
   }
+  out.profile_source = out.profiles.front().first;
+  out.profile = out.profiles.front().second;
   return out;
 }
 

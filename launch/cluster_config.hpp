@@ -13,9 +13,12 @@ namespace st {
 
 struct LoadedCluster {
   ClusterSpec spec;
-  std::shared_ptr<CalibrationProfile> profile;  // when the cluster names one
+  std::shared_ptr<CalibrationProfile> profile;  // the one in use (at first: the first named)
   std::string profile_source;                   // its path, or "bundled profile 'NAME'"
-  bool bundled = false;                         // a cluster compiled into the program
+  // Every profile compute.profile names (a comma-separated list: one per model family, say), in
+  // order, with its source; `simulate` uses the one of the config's family when there is one.
+  std::vector<std::pair<std::string, std::shared_ptr<CalibrationProfile>>> profiles;
+  bool bundled = false;  // a cluster compiled into the program
 };
 
 // `source` is a path or a bundled cluster's name (this-machine, ethernet-25g-8x16, ...).

@@ -20,6 +20,22 @@
 
 namespace st {
 
+ProfiledModel profiled_model_of(const Config& config) {
+  const ModelConfig& m = config.model;
+  ProfiledModel p{m.n_layer,
+                  m.n_embd,
+                  m.n_head,
+                  m.padded_vocab(),
+                  config.training.seq_len,
+                  activation_checkpointing_name(config.sharding.activation_checkpointing),
+                  std::string(dtype_name(config.precision.param_dtype)),
+                  m.family,
+                  {}};
+  const ModelFamily& family = model_family(m.family);
+  for (const OwnKey& key : family.own_keys) p.own[key.key] = family.own_value(m, key.key);
+  return p;
+}
+
 SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
   const ClusterSpec& c = cluster.spec;
   SimPlatform p;
@@ -45,7 +61,13 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
     const double beta = c.intra.bandwidth > 0 ? 1.0 / c.intra.bandwidth : 0;
     l.intra_gather = l.intra_reduce = {c.intra.latency, beta};
   }
-  if (!c.inter_profile_link.empty()) {
+  if (p.nodes == 1) {
+    // No byte crosses a node: the inter-node link is not asked for (a profile calibrated
+    // without --tcp predicts one node).
+    l.inter_gather = l.intra_gather;
+    l.inter_reduce = l.intra_reduce;
+    l.inter_all_reduce = l.intra_all_reduce;
+  } else if (!c.inter_profile_link.empty()) {
     const LinkFit& fit =
         profile->link(c.inter_profile_link, c.name + "'s inter_node.link", ranks_per_core);
     l.inter_gather = fit.all_gather;
@@ -57,14 +79,18 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
       l.inter_cpu_per_byte = profile->link("tcp", c.name, 0.5).all_gather.beta / 2;
   } else {
     const double beta = c.inter.bandwidth > 0 ? 1.0 / c.inter.bandwidth : 0;
-    // A message between nodes crosses both ranks' links inside their nodes too.
-    l.inter_gather = {c.inter.latency + l.intra_gather.alpha, std::max(beta, l.intra_gather.beta)};
+    // A message between nodes crosses both ranks' links inside their nodes too; with a NIC
+    // per rank it goes NIC to NIC.
+    l.inter_gather = c.nic_per_rank ? AlphaBeta{c.inter.latency, beta}
+                                    : AlphaBeta{c.inter.latency + l.intra_gather.alpha,
+                                                std::max(beta, l.intra_gather.beta)};
     l.inter_reduce = {
         l.inter_gather.alpha,
         l.inter_gather.beta + std::max(0.0, l.intra_reduce.beta - l.intra_gather.beta)};
   }
   l.fabric = c.fabric;
   l.oversubscription = c.oversubscription;
+  l.nic_per_rank = c.nic_per_rank;
   if (c.cores_per_node > 0) {  // the machine's cores are shared by its ranks in the engine
     p.nodes_per_machine = std::min(c.nodes_per_machine, p.nodes);
     p.machine_cores = c.cores_per_node * p.nodes_per_machine;
@@ -130,15 +156,7 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
       layout_units(model->param_specs(), model->num_units(), mesh.shard);
   const auto& t = config.training;
   ComputeShape shape;
-  shape.model = {
-      config.model.n_layer,
-      config.model.n_embd,
-      config.model.n_head,
-      config.model.padded_vocab(),
-      t.seq_len,
-      std::string(activation_checkpointing_name(config.sharding.activation_checkpointing)),
-      std::string(dtype_name(config.precision.param_dtype)),
-      config.model.family};
+  shape.model = profiled_model_of(config);
   shape.rows = t.global_batch / t.micro_batches / ranks;
   shape.threads = spec.threads_per_rank;
   shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs and bytes
@@ -152,7 +170,16 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   p.mesh = mesh;
   p.compute_source = times.source;
   const int states = states_per_element(config.optimizer.kind);
-  p.memory_bytes = double(config_memory_budget(config, *model, units, states, ranks).total());
+  p.memory = config_memory_budget(config, *model, units, states, ranks);
+  p.memory_bytes = double(p.memory.total());
+  for (const ActivationCheckpointing mode :
+       {ActivationCheckpointing::none, ActivationCheckpointing::selective,
+        ActivationCheckpointing::full}) {
+    Config other = config;
+    other.sharding.activation_checkpointing = mode;
+    p.activations_by_mode[int(mode)] =
+        double(make_model(other)->activation_bytes(shape.rows, t.seq_len));
+  }
   p.fits = !(spec.memory_per_node > 0) ||
            p.memory_bytes * platform.ranks_per_node <= spec.memory_per_node;
   p.sim = simulate_step(platform, mesh, plan, options);
@@ -218,9 +245,46 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         s.intra_bytes / 1e6, s.inter_bytes / 1e6, p.memory_bytes / 1073741824.0, p.fits ? " " : "!",
         p.tokens_per_s, 100 * p.mfu, s.wall_seconds, s.longest_wait.empty() ? "-" : s.longest_wait);
   }
+  // Why a row's memory is what it is: the budget's terms, and the activations under each
+  // activation-checkpointing mode (the config's is the one in the sum).
+  const double gib = 1073741824.0;
+  fmt::print(
+      "memory per rank, GiB = shards (FP32 master + gradient) + optimizer + unsharded "
+      "parameters + unsharded gradients + activations [none / selective / full] + "
+      "workspace\n");
+  for (const Prediction& p : rows) {
+    const MemoryBudget& m = p.memory;
+    fmt::print(
+        "{:>6} {:<10} {:>8.2f} = {:.2f} + {:.2f} + {:.2f} + {:.2f} + {:.2f} [{:.2f} / {:.2f} / "
+        "{:.2f}] + {:.2f}\n",
+        p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.shard, p.mesh.replicate),
+        p.memory_bytes / gib, m.master_and_grad / gib, m.optimizer_state / gib,
+        m.unsharded_params / gib, m.unsharded_grads / gib, m.activations / gib,
+        p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
+        p.activations_by_mode[2] / gib, double(m.matmul_workspace + m.checkpoint_staging) / gib);
+  }
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const Prediction& p) { return p.sim.simulated_ranks < p.ranks; }))
+    fmt::print(
+        "sim_s: nodes that behave alike simulated once (the first nodes of each row; --all-nodes "
+        "simulates every one)\n");
   if (std::any_of(rows.begin(), rows.end(), [](const Prediction& p) { return !p.fits; }))
     fmt::print(
         "!: the runtime's memory budget times the ranks per node exceeds the node's memory\n");
+}
+
+nlohmann::json memory_terms_json(const Prediction& p) {
+  const double mib = 1048576.0;
+  const MemoryBudget& m = p.memory;
+  return {{"shards", m.master_and_grad / mib},
+          {"optimizer", m.optimizer_state / mib},
+          {"unsharded_params", m.unsharded_params / mib},
+          {"unsharded_grads", m.unsharded_grads / mib},
+          {"activations", m.activations / mib},
+          {"activations_none", p.activations_by_mode[0] / mib},
+          {"activations_selective", p.activations_by_mode[1] / mib},
+          {"activations_full", p.activations_by_mode[2] / mib},
+          {"workspace", double(m.matmul_workspace + m.checkpoint_staging) / mib}};
 }
 
 void plot(const std::vector<Prediction>& rows, const std::string& out) {
@@ -237,9 +301,10 @@ void plot(const std::vector<Prediction>& rows, const std::string& out) {
   render_plot({a, b}, "ranks", out);
 }
 
-// Where `simulate calibrate` output for this machine and precision path is cached: the
-// bundled `this-machine` cluster falls back to it when its own profile is from another machine.
-std::string cached_profile_path(const std::string& cluster, const std::string& matmul) {
+// Where `simulate calibrate` output for this machine, precision path and model family is cached:
+// the bundled `this-machine` cluster looks there (its own profile is from another machine).
+std::string cached_profile_path(const std::string& cluster, const std::string& matmul,
+                                const std::string& family) {
   const char* cache = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   const std::string dir = cache && *cache ? std::string(cache) + "/shardtrain"
@@ -250,7 +315,9 @@ std::string cached_profile_path(const std::string& cluster, const std::string& m
                   cpu_features().summary(), matmul);
   for (char& c : key)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
-  return fmt::format("{}/{}.{}.profile.json", dir, cluster, key);
+  // GPT-2's calibration keeps the name it had before profiles recorded their family.
+  return fmt::format("{}/{}.{}{}.profile.json", dir, cluster, key,
+                     family == "gpt2" ? "" : "." + family);
 }
 
 // Empty when `p` was measured on a machine like this one with the same matmul path, else why not.
@@ -270,35 +337,42 @@ std::string profile_mismatch(const CalibrationProfile& p, const std::string& mat
   return fmt::format("{}", fmt::join(differ, ", "));
 }
 
-// A profile's compute times hold only on the machine and matmul path that measured them: any
-// other is refused (a profile from an AVX512-BF16 CPU predicted 4.7x the throughput of an AVX2
-// one), with the command that calibrates this one. The bundled `this-machine` first tries the
-// cached calibration of this machine.
+// The profile a prediction uses: one measured on this machine and matmul path (a profile from
+// an AVX512-BF16 CPU predicted 4.7x the throughput of an AVX2 one), of the config's own family
+// when there is one (its rates measured on that family's code), else of another (its rates
+// scaled to this family's FLOPs and bytes). The bundled `this-machine` also looks in its cache
+// of this machine's calibrations (one per family). None: the command that calibrates this one.
 void use_profile_measured_here(LoadedCluster& cluster, const std::string& source,
                                const Config& config) {
   if (!cluster.profile) return;
   const std::string matmul = matmul_identity(config.precision.param_dtype);
-  const std::string why = profile_mismatch(*cluster.profile, matmul);
-  if (why.empty()) return;
-  const std::string cached = cached_profile_path(cluster.spec.name, matmul);
-  if (cluster.bundled) {
+  const std::string& family = config.model.family;
+  std::vector<std::pair<std::string, std::shared_ptr<CalibrationProfile>>> candidates;
+  auto add_cached = [&](const std::string& of) {
+    const std::string cached = cached_profile_path(cluster.spec.name, matmul, of);
     std::error_code ec;
-    if (std::filesystem::is_regular_file(cached, ec)) {
-      auto profile = std::make_shared<CalibrationProfile>(read_profile(cached));
-      if (profile_mismatch(*profile, matmul).empty()) {
-        cluster.profile = profile;
-        cluster.profile_source = cached;
-        return;
-      }
-    }
+    if (cluster.bundled && std::filesystem::is_regular_file(cached, ec))
+      candidates.push_back({cached, std::make_shared<CalibrationProfile>(read_profile(cached))});
+  };
+  for (const bool same : {true, false}) {
+    for (const auto& named : cluster.profiles)
+      if ((named.second->model.family == family) == same) candidates.push_back(named);
+    add_cached(same ? family : "gpt2");
   }
+  for (const auto& [where, profile] : candidates)
+    if (profile_mismatch(*profile, matmul).empty()) {
+      cluster.profile = profile;
+      cluster.profile_source = where;
+      return;
+    }
   const std::string dtype_override =
       config.precision.param_dtype == DType::bf16 ? "" : " precision.param_dtype=fp32";
+  const std::string cached = cached_profile_path(cluster.spec.name, matmul, "gpt2");
   fail_input(
       "--cluster {}: {} was measured on another machine or matmul path ({}; profile vs here), so "
       "its compute times do not hold here. Calibrate this machine (a few minutes): shardtrain "
       "simulate calibrate --config tiny --tcp{} --out {}{}",
-      source, cluster.profile_source, why, dtype_override,
+      source, cluster.profile_source, profile_mismatch(*cluster.profile, matmul), dtype_override,
       cluster.bundled ? cached : "MY.profile.json",
       cluster.bundled ? " (then --cluster " + source + " uses it)"
                       : ", and point the cluster's compute.profile at it");
@@ -317,6 +391,7 @@ int run_simulate(const SimulateOptions& o) {
   if (ranks.empty()) ranks = {cluster.spec.world()};
   SimOptions options;
   options.max_ring_steps = o.max_ring_steps;
+  options.every_node = o.every_node;
   std::vector<Prediction> rows;
   // Rows a mesh cannot run at a rank count (FSDP cannot split a unit that finely) are named
   // with the reason; the rows that can run are still predicted. Nothing runnable: exit 2.
@@ -337,23 +412,27 @@ int run_simulate(const SimulateOptions& o) {
   if (o.common.json) {
     for (const Prediction& p : rows) {
       const SimResult& s = p.sim;
-      fmt::print("{}\n", nlohmann::json{{"ranks", p.ranks},
+      fmt::print("{}\n", nlohmann::json{{"cluster", cluster.spec.name},
+                                        {"ranks", p.ranks},
                                         {"mesh", p.mesh_name},
                                         {"shard_degree", p.mesh.shard},
                                         {"replicate_degree", p.mesh.replicate},
                                         {"step_ms", s.step * 1e3},
                                         {"compute_ms", s.compute * 1e3},
                                         {"exposed_comm_ms", s.exposed * 1e3},
+                                        {"exposed_share", s.exposed / s.step},
                                         {"exposed_comm_mean_ms", s.exposed_mean * 1e3},
                                         {"exposed_comm_max_ms", s.exposed_max * 1e3},
                                         {"longest_wait", s.longest_wait},
                                         {"intra_node_bytes", s.intra_bytes},
                                         {"inter_node_bytes", s.inter_bytes},
                                         {"memory_mib", p.memory_bytes / 1048576.0},
+                                        {"memory_terms_mib", memory_terms_json(p)},
                                         {"fits", p.fits},
                                         {"tokens_per_s", p.tokens_per_s},
                                         {"mfu", p.mfu},
                                         {"messages", s.messages},
+                                        {"simulated_ranks", s.simulated_ranks},
                                         {"simulation_s", s.wall_seconds},
                                         {"compute_source", p.compute_source}}
                              .dump());

@@ -8,6 +8,7 @@
 #include "launch/cluster_config.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
+#include "sharding/memory_budget.hpp"
 #include "simulate/engine.hpp"
 
 namespace st {
@@ -19,6 +20,7 @@ struct SimulateOptions {
   std::vector<std::string> meshes;  // fsdp, hsdp, ddp, config; empty: all but config
   std::string plot;
   int max_ring_steps = SimOptions{}.max_ring_steps;
+  bool every_node = false;
 };
 int run_simulate(const SimulateOptions& options);
 
@@ -28,13 +30,19 @@ struct Prediction {
   std::string mesh_name;
   MeshShape mesh;
   SimResult sim;
-  double memory_bytes = 0;  // per rank, the runtime's budget
+  double memory_bytes = 0;                    // per rank, the runtime's budget
+  MemoryBudget memory;                        // its terms
+  double activations_by_mode[3] = {0, 0, 0};  // one micro-batch's, for none, selective, full
   bool fits = true;
   double tokens_per_s = 0, mfu = 0;
   std::string compute_source;
 };
 Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks,
                    const std::string& mesh_name, MeshShape mesh, const SimOptions& options);
+
+// The model of `config` as a calibration profile records it: its family, shape, own keys in
+// effect, activation checkpointing and parameter dtype.
+ProfiledModel profiled_model_of(const Config& config);
 
 // The simulated platform of `cluster` at `ranks` ranks (whole nodes, or one partial node).
 SimPlatform platform_for(const LoadedCluster& cluster, int ranks);

@@ -52,22 +52,6 @@ std::vector<UnitLayout> layout_units(const std::vector<ParamSpec>& specs, int nu
     if (layout.numel == 0) fail("unit {} ('{}') has no parameters", u, layout.name);
     layout.shard_numel = (layout.numel + world_size - 1) / world_size;
     layout.padded_numel = layout.shard_numel * world_size;
-    // The last rank's shard must start inside the real elements: a rank holding only padding
-    // would be a rank with nothing to do and is almost always a mistake in the launch.
-    if (int64_t(world_size - 1) * layout.shard_numel >= layout.numel) {
-      int largest = 1;
-      for (int w = world_size - 1; w >= 1; --w) {
-        const int64_t shard = (layout.numel + w - 1) / w;
-        if (int64_t(w - 1) * shard < layout.numel) {
-          largest = w;
-          break;
-        }
-      }
-      fail_input(
-          "unit '{}' has {} parameter elements and cannot be split over {} ranks (some ranks "
-          "would own only padding); run on at most {} ranks or use a larger model",
-          layout.name, layout.numel, world_size, largest);
-    }
   }
   return units;
 }

@@ -31,8 +31,9 @@ struct UnitLayout {
   std::vector<ShardSegment> segments(const std::vector<ParamSpec>& specs, int rank) const;
 };
 
-// Lays out every unit of `specs` for `world_size` ranks. A unit too small for every rank to
-// own at least one real element is an InputError naming it and the largest world that fits.
+// Lays out every unit of `specs` for `world_size` ranks. A unit smaller than the world leaves
+// the last ranks' shards all padding (as FSDP2 gives such ranks empty shards): they own no
+// element of any parameter, yet take part in every collective of the unit.
 std::vector<UnitLayout> layout_units(const std::vector<ParamSpec>& specs, int num_units,
                                      int world_size);
 

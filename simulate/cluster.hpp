@@ -35,6 +35,7 @@ struct ClusterSpec {
   // measured ("tcp", "tcp-1gbit", ...).
   LinkSpec inter;
   std::string inter_profile_link;
+  bool nic_per_rank = false;  // inter is each rank's own NIC (GPU pods), not the node's link
   FabricKind fabric = FabricKind::non_blocking;
   double oversubscription = 1;  // fat_tree only: >= 1
 

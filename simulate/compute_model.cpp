@@ -11,18 +11,12 @@
 namespace st {
 
 ModelWork profiled_work(const ProfiledModel& m, int64_t rows) {
-  // A profile records the keys every family reads: a family with keys of its own would be
-  // built with defaults it was not measured with.
   const ModelFamily& family = model_family(m.family);
-  if (!family.own_keys.empty())
-    fail_input(
-        "a calibration profile of a {} model: profiles describe runs of families without "
-        "keys of their own ({})",
-        m.family, families_without_own_keys());
   ModelConfig c;
   c.family = m.family;
   c.n_layer = m.n_layer, c.n_embd = m.n_embd, c.n_head = m.n_head;
   c.block_size = m.seq_len, c.vocab_size = m.vocab, c.padded_vocab_size = m.vocab;
+  c.own = m.own;
   const std::unique_ptr<Model> model = family.build(c, DType::f32);  // on meta: shapes only
   using enum ActivationCheckpointing;
   for (const ActivationCheckpointing mode : {none, selective, full})
@@ -85,7 +79,8 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
     if (profile->model == shape.model && s.rows == shape.rows && s.threads == shape.threads &&
         std::abs(double(s.ranks) / profile->cores - ranks_per_core) < 1e-9) {
       c = measured(s);
-      c.source = fmt::format("measured ({} rows, {} threads)", s.rows, s.threads);
+      c.source = fmt::format("measured ({} profile, {} rows, {} threads)", profile->model.family,
+                             s.rows, s.threads);
     } else {
       // The sample's own work at its rows gives its achieved rates.
       const ModelWork at = profiled_work(profile->model, s.rows);
@@ -102,9 +97,9 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
       for (auto* v : {&c.block_forward, &c.block_backward})
         for (double& x : *v) x *= std::max(1.0, thread_scale);
       c.source = fmt::format(
-          "scaled from the profile's {} rows x {} threads ({:.0f} GFLOP/s matmul, {:.1f} GB/s "
+          "scaled from the {} profile's {} rows x {} threads ({:.0f} GFLOP/s matmul, {:.1f} GB/s "
           "rest)",
-          s.rows, s.threads, flops_rate / 1e9, bytes_rate / 1e9);
+          profile->model.family, s.rows, s.threads, flops_rate / 1e9, bytes_rate / 1e9);
     }
     c.optimizer_per_element =
         s.optimizer_per_element * std::max(1.0, double(s.threads) / shape.threads);

@@ -34,6 +34,20 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
+// The last non-empty line of what `fd` (a file at its end) holds, or "".
+std::string last_line(int fd) {
+  lseek(fd, 0, SEEK_SET);
+  std::string text;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) {
+    text.append(buffer, size_t(n));
+    if (text.size() > (1 << 20)) text.erase(0, text.size() - 4096);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const size_t start = text.rfind('\n');
+  return start == std::string::npos ? text : text.substr(start + 1);
+}
+
 std::string read_all(int fd) {
   std::string text;
   char buffer[65536];
@@ -66,12 +80,18 @@ SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepP
   write_all(request_fd, request_json(platform, mesh, plan, options).dump());
   lseek(request_fd, 0, SEEK_SET);
   unlink(request_path);
+  // The engine's own complaints go to a file, so a failure can quote its last line.
+  char errors_path[] = "/tmp/shardtrain-simulate-XXXXXX";
+  const int errors_fd = mkstemp(errors_path);
+  if (errors_fd < 0) fail("simulate: cannot create a temporary file: {}", std::strerror(errno));
+  unlink(errors_path);
   int out[2];
   if (pipe(out) != 0) fail("simulate: pipe failed: {}", std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, request_fd, 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, errors_fd, 2);
   posix_spawn_file_actions_addclose(&actions, out[0]);
   char* argv[] = {const_cast<char*>(engine.c_str()), nullptr};
   pid_t pid = 0;
@@ -81,6 +101,7 @@ SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepP
   close(out[1]);
   if (spawned != 0) {
     close(out[0]);
+    close(errors_fd);
     fail("simulate: cannot start the engine '{}': {}", engine, std::strerror(spawned));
   }
   const std::string text = read_all(out[0]);
@@ -88,14 +109,27 @@ SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepP
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  const std::string said = last_line(errors_fd);
+  close(errors_fd);
+  const std::string what =
+      fmt::format("{} ranks as {}x{}", platform.world(), mesh.shard, mesh.replicate);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_object() && j.contains("error"))
-    fail("the simulation of {} ranks failed: {}", platform.world(), j["error"].get<std::string>());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object())
+    fail("the simulation of {} failed: {}", what, j["error"].get<std::string>());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object()) {
+    const std::string how =
+        WIFSIGNALED(status)
+            ? fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                          strsignal(WTERMSIG(status)))
+            : fmt::format("exited with status {} without a result", WEXITSTATUS(status));
     fail(
-        "the simulation of {} ranks ended abnormally (status {}); SimGrid may have found a "
-        "deadlock in the replayed schedule",
-        platform.world(), status);
+        "the simulation of {} stopped: the engine '{}' {}{}. If memory ran out, simulate fewer "
+        "ranks{}; otherwise this is a bug in the simulator: please report the command",
+        what, engine, how, said.empty() ? "" : fmt::format(" (its last words: \"{}\")", said),
+        options.every_node
+            ? " or drop --all-nodes (nodes that behave alike are then simulated once)"
+            : "");
+  }
   return result_from_json(j);
 }
 

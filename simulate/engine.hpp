@@ -34,6 +34,8 @@ struct PlatformLinks {
   AlphaBeta shm_gather, shm_reduce;
   FabricKind fabric = FabricKind::non_blocking;
   double oversubscription = 1;
+  // Each rank has its own NIC into the fabric (inter_gather is its link), else each node one.
+  bool nic_per_rank = false;
   // CPU time per byte a message between nodes costs each end (a TCP stack's copies), spent on
   // the machine's shared cores while the message moves; 0: none.
   double inter_cpu_per_byte = 0;
@@ -55,6 +57,8 @@ struct SimOptions {
   // takes the measured mean of those (every step of a ring moves the same bytes over the same
   // route classes). 0: all of them.
   int max_ring_steps = 6;
+  // Simulate every node (else nodes that behave alike are simulated once: symmetry.hpp).
+  bool every_node = false;
   int timeline_ranks = 0;  // record the spans of ranks 0..timeline_ranks-1
   std::string engine;      // the shardtrain-simgrid program; empty: beside this one
 };
@@ -75,6 +79,7 @@ struct SimResult {
   std::string longest_wait;  // the collective waited on longest (rank 0)
   double intra_bytes = 0, inter_bytes = 0;  // sent per step, whole job
   int64_t messages = 0;                     // simulated point-to-point messages
+  int simulated_ranks = 0;                  // the ranks simulated (the others behave alike)
   double wall_seconds = 0;                  // the simulation's own running time
   std::vector<SimSpan> timeline;
 };

@@ -19,39 +19,42 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
   const PlatformLinks& l = p.links;
   json units = json::array();
   for (const UnitPlan& u : plan.units) units.push_back({u.padded_numel, u.shard_numel});
-  return {
-      {"platform",
-       {{"nodes", p.nodes},
-        {"ranks_per_node", p.ranks_per_node},
-        {"nodes_per_machine", p.nodes_per_machine},
-        {"machine_cores", p.machine_cores},
-        {"intra", {ab(l.intra_gather), ab(l.intra_reduce)}},
-        {"inter", {ab(l.inter_gather), ab(l.inter_reduce)}},
-        {"shm_window", l.shm_window},
-        {"shm", {ab(l.shm_gather), ab(l.shm_reduce)}},
-        {"fat_tree", l.fabric == FabricKind::fat_tree},
-        {"oversubscription", l.oversubscription},
-        {"inter_cpu_per_byte", l.inter_cpu_per_byte},
-        {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
-      {"mesh", {mesh.shard, mesh.replicate}},
-      {"plan",
-       {{"units", units},
-        {"param_bytes", plan.param_bytes},
-        {"reshard_after_forward", plan.reshard_after_forward},
-        {"prefetch", plan.prefetch},
-        {"reduce_last", plan.accumulation == Accumulation::reduce_last},
-        {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
-        {"replicated", plan.replicated},
-        {"micro_batches", plan.micro_batches},
-        {"threads", plan.threads},
-        {"root",
-         {plan.root_forward_pre, plan.root_forward_post, plan.root_backward_pre,
-          plan.root_backward_post}},
-        {"block_forward", plan.block_forward},
-        {"block_backward", plan.block_backward},
-        {"optimizer", plan.optimizer},
-        {"step_overhead", plan.step_overhead}}},
-      {"options", {{"max_ring_steps", o.max_ring_steps}, {"timeline_ranks", o.timeline_ranks}}}};
+  return {{"platform",
+           {{"nodes", p.nodes},
+            {"ranks_per_node", p.ranks_per_node},
+            {"nodes_per_machine", p.nodes_per_machine},
+            {"machine_cores", p.machine_cores},
+            {"intra", {ab(l.intra_gather), ab(l.intra_reduce)}},
+            {"inter", {ab(l.inter_gather), ab(l.inter_reduce)}},
+            {"shm_window", l.shm_window},
+            {"shm", {ab(l.shm_gather), ab(l.shm_reduce)}},
+            {"fat_tree", l.fabric == FabricKind::fat_tree},
+            {"oversubscription", l.oversubscription},
+            {"nic_per_rank", l.nic_per_rank},
+            {"inter_cpu_per_byte", l.inter_cpu_per_byte},
+            {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
+          {"mesh", {mesh.shard, mesh.replicate}},
+          {"plan",
+           {{"units", units},
+            {"param_bytes", plan.param_bytes},
+            {"reshard_after_forward", plan.reshard_after_forward},
+            {"prefetch", plan.prefetch},
+            {"reduce_last", plan.accumulation == Accumulation::reduce_last},
+            {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
+            {"replicated", plan.replicated},
+            {"micro_batches", plan.micro_batches},
+            {"threads", plan.threads},
+            {"root",
+             {plan.root_forward_pre, plan.root_forward_post, plan.root_backward_pre,
+              plan.root_backward_post}},
+            {"block_forward", plan.block_forward},
+            {"block_backward", plan.block_backward},
+            {"optimizer", plan.optimizer},
+            {"step_overhead", plan.step_overhead}}},
+          {"options",
+           {{"max_ring_steps", o.max_ring_steps},
+            {"every_node", o.every_node},
+            {"timeline_ranks", o.timeline_ranks}}}};
 }
 
 void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan& plan,
@@ -71,6 +74,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   l.shm_reduce = ab_from(jp.at("shm").at(1));
   l.fabric = jp.at("fat_tree").get<bool>() ? FabricKind::fat_tree : FabricKind::non_blocking;
   l.oversubscription = jp.at("oversubscription");
+  l.nic_per_rank = jp.at("nic_per_rank");
   l.inter_cpu_per_byte = jp.at("inter_cpu_per_byte");
   l.intra_all_reduce = ab_from(jp.at("all_reduce").at(0));
   l.inter_all_reduce = ab_from(jp.at("all_reduce").at(1));
@@ -96,6 +100,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   plan.optimizer = q.at("optimizer");
   plan.step_overhead = q.at("step_overhead");
   o.max_ring_steps = j.at("options").at("max_ring_steps");
+  o.every_node = j.at("options").at("every_node");
   o.timeline_ranks = j.at("options").at("timeline_ranks");
 }
 
@@ -111,6 +116,7 @@ json result_json(const SimResult& r) {
           {"intra", r.intra_bytes},
           {"inter", r.inter_bytes},
           {"messages", r.messages},
+          {"simulated_ranks", r.simulated_ranks},
           {"wall", r.wall_seconds},
           {"timeline", spans}};
 }
@@ -126,6 +132,7 @@ SimResult result_from_json(const json& j) {
   r.intra_bytes = j.at("intra");
   r.inter_bytes = j.at("inter");
   r.messages = j.at("messages");
+  r.simulated_ranks = j.at("simulated_ranks");
   r.wall_seconds = j.at("wall");
   for (const json& s : j.at("timeline"))
     r.timeline.push_back({s.at(0).get<int>(), s.at(1).get<bool>(), s.at(2).get<std::string>(),

@@ -41,6 +41,32 @@ namespace {
 
 using nlohmann::json;
 
+json own_json(const std::map<std::string, OwnValue>& own) {
+  json j = json::object();
+  for (const auto& kv : own) std::visit([&](auto v) { j[kv.first] = v; }, kv.second);
+  return j;
+}
+
+// A family's own keys: each one the family reads, an integer, a number or a boolean.
+std::map<std::string, OwnValue> own_from_json(const json& j, const std::string& family,
+                                              const std::string& where) {
+  if (!j.is_object()) fail_input("{} must map the family's own keys to values", where);
+  const ModelFamily& f = model_family(family);
+  std::map<std::string, OwnValue> own;
+  for (const auto& [key, v] : j.items()) {
+    if (!f.owns(key)) fail_input("{}: '{}' is not a key of model.family = {}", where, key, family);
+    if (v.is_boolean())
+      own[key] = v.get<bool>();
+    else if (v.is_number_integer())
+      own[key] = v.get<int64_t>();
+    else if (v.is_number() && std::isfinite(v.get<double>()))
+      own[key] = v.get<double>();
+    else
+      fail_input("{}.{} = {} must be a number or a boolean", where, key, v.dump());
+  }
+  return own;
+}
+
 json alpha_beta_json(const AlphaBeta& f) {
   return {{"alpha_us", f.alpha * 1e6}, {"beta_ns_per_byte", f.beta * 1e9}};
 }
@@ -120,7 +146,9 @@ std::string profile_to_json(const CalibrationProfile& p) {
                     {"vocab", p.model.vocab},
                     {"seq_len", p.model.seq_len},
                     {"activation_checkpointing", p.model.activation_checkpointing},
-                    {"param_dtype", p.model.param_dtype}}},
+                    {"param_dtype", p.model.param_dtype},
+                    {"family", p.model.family},
+                    {"own", own_json(p.model.own)}}},
                   {"memcpy_gbps", p.memcpy_bandwidth / 1e9},
                   {"matmul_peak_gflops", peaks},
                   {"compute", compute},
@@ -221,7 +249,15 @@ CalibrationProfile profile_from_json(const std::string& text, const std::string&
              dim("vocab"),
              dim("seq_len"),
              word("activation_checkpointing", "none", {"none", "selective", "full"}),
-             word("param_dtype", "bf16", {"bf16", "fp32"})};
+             word("param_dtype", "bf16", {"bf16", "fp32"}),
+             "gpt2",
+             {}};
+  // Profiles from before families were recorded measured GPT-2.
+  if (m.contains("family")) {
+    if (!m["family"].is_string()) fail_input("{}.family must be a string", mw);
+    p.model.family = model_family(m["family"].get<std::string>()).name;
+  }
+  if (m.contains("own")) p.model.own = own_from_json(m["own"], p.model.family, mw + ".own");
   p.memcpy_bandwidth = number(j, "memcpy_gbps", where, 1e-3, 1e5) * 1e9;
   if (j.contains("matmul_peak_gflops")) {
     const json& peaks = j["matmul_peak_gflops"];

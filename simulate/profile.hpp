@@ -8,18 +8,20 @@
 #include <string>
 #include <vector>
 
+#include "models/family.hpp"
 #include "simulate/alpha_beta.hpp"
 
 namespace st {
 
-// The shapes the compute was measured at (a GPT; vocabulary already padded).
+// The model the compute was measured at (vocabulary already padded): its family, the keys
+// every family reads and the family's own keys in effect (n_kv_head, ffn_hidden, ...), so a
+// profile is taken as the measurement of exactly that model and scaled to any other.
 struct ProfiledModel {
   int64_t n_layer = 0, n_embd = 0, n_head = 0, vocab = 0, seq_len = 0;
   std::string activation_checkpointing = "none";
   std::string param_dtype = "bf16";
-  // Calibration runs GPT-2 configs; a simulated model of another family has its own name here,
-  // so it is never taken for the profile's measured model.
   std::string family = "gpt2";
+  std::map<std::string, OwnValue> own = {};  // "model.n_kv_head" -> 2
   bool operator==(const ProfiledModel&) const = default;
 };
 

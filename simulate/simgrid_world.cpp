@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <simgrid/s4u.hpp>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "simulate/replay.hpp"
+#include "simulate/symmetry.hpp"
 
 namespace st {
 namespace {
@@ -19,14 +23,14 @@ namespace {
 namespace sg4 = simgrid::s4u;
 constexpr double kSmallMessageBytes = 64 * 1024;  // the runtime's switch to MPI's algorithms
 
-// One group a rank belongs to: its members (world ranks) and the rank's place among them.
+// One group a rank belongs to: its members (world ranks, of which the represented ones are
+// simulated: symmetry.hpp) and the rank's place among them.
 struct GroupView {
-  int id = 0;  // unique over the job
-  std::shared_ptr<const std::vector<int>> members;
-  int index = 0;
+  GroupKind kind = GroupKind::shard;
+  GroupShape shape;
   bool one_node = true;
-  sg4::BarrierPtr barrier;  // for the shared-memory window
-  int size() const { return int(members->size()); }
+  sg4::BarrierPtr barrier;  // for the shared-memory window (a one-node group is simulated whole)
+  int size() const { return shape.size; }
 };
 
 struct Op {
@@ -51,7 +55,13 @@ struct RankState {
 class World {
  public:
   World(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, const SimOptions& o)
-      : platform_(p), mesh_(mesh), plan_(plan), options_(o) {}
+      : platform_(p),
+        mesh_(mesh),
+        plan_(plan),
+        options_(o),
+        layout_{p.nodes, p.ranks_per_node, mesh.shard, mesh.replicate},
+        folding_(layout_,
+                 o.every_node ? p.nodes : represented_nodes(layout_, p.nodes_per_machine)) {}
 
   SimResult run();
 
@@ -76,8 +86,21 @@ class World {
     exec->start();
     exec->wait();
   }
-  sg4::Mailbox* mailbox(int group, int to, int from) {
-    return sg4::Mailbox::by_name(fmt::format("{}:{}<{}", group, to, from));
+  // The messages from one rank to another in one group, in order: a message starts once its
+  // receiver has reached it (a rendezvous, as MPI's large messages), and moves between the
+  // hosts of the link class it crosses.
+  struct Channel {
+    sg4::SemaphorePtr receiver_ready = sg4::Semaphore::create(0);
+    sg4::SemaphorePtr delivered = sg4::Semaphore::create(0);
+    double start = 0, finish = 0;  // of the last message
+  };
+  Channel& channel(int group, int from, int to) {
+    return channels_.try_emplace(std::tuple(group, from, to)).first->second;
+  }
+  // The host a message from `a` to `b` leaves from: its own NIC when it crosses nodes and each
+  // rank has one, else the rank's host.
+  sg4::Host* host_for(int a, int b) const {
+    return !nics_.empty() && node_of(a) != node_of(b) ? nics_[size_t(a)] : hosts_[size_t(a)];
   }
   void comm_loop(RankState& s, int group);
   void run_collective(RankState& s, const CollectiveCall& call);
@@ -96,11 +119,14 @@ class World {
   MeshShape mesh_;
   const StepPlan& plan_;
   SimOptions options_;
+  RankLayout layout_;
+  Folding folding_;  // the nodes simulated; the others behave as they do
   std::vector<sg4::Host*> hosts_;
   std::vector<sg4::Host*> cpus_;  // one per machine, when its cores are shared
   std::vector<std::unique_ptr<RankState>> ranks_;
   SimResult result_;
-  int token_ = 0;
+  std::vector<sg4::Host*> nics_;  // one per rank, when each rank has its own NIC
+  std::map<std::tuple<int, int, int>, Channel> channels_;
 };
 
 void World::build_platform() {
@@ -111,9 +137,13 @@ void World::build_platform() {
   const double node_latency = std::max(0.0, (l.inter_gather.alpha - l.intra_gather.alpha) / 2);
   const double node_bw = bandwidth(l.inter_gather);
   sg4::Link* core = nullptr;
+  // The simulated nodes' share of the core: each node's flows see the same oversubscription.
+  // With a NIC per rank, node_bw is each rank's NIC.
+  const int nodes = folding_.nodes();
+  const int links_into_core = l.nic_per_rank ? folding_.ranks() : nodes;
   if (l.fabric == FabricKind::fat_tree && platform_.nodes > 1)
-    core = fabric->create_link("core", platform_.nodes * node_bw / l.oversubscription);
-  for (int n = 0; n < platform_.nodes; ++n) {
+    core = fabric->create_link("core", links_into_core * node_bw / l.oversubscription);
+  for (int n = 0; n < nodes; ++n) {
     auto* node = sg4::create_star_zone(fmt::format("node{}", n));
     node->set_parent(fabric);
     auto* gateway = node->create_router(fmt::format("gw{}", n));
@@ -134,12 +164,27 @@ void World::build_platform() {
     if (core) up.emplace_back(core);
     fabric->add_route(node->get_netpoint(), nullptr, gateway, nullptr, up, true);
   }
+  // A NIC per rank (GPU pods: one per accelerator): messages between nodes leave from the
+  // rank's NIC host, through its own link into the fabric, never through the node's links.
+  if (l.nic_per_rank && platform_.nodes > 1) {
+    auto* rails = sg4::create_star_zone("nics");
+    rails->set_parent(fabric);
+    for (int r = 0; r < folding_.ranks(); ++r) {
+      auto* host = rails->create_host(fmt::format("nic{}", r), 1e9);
+      auto* link = rails->create_split_duplex_link(fmt::format("nic{}", r), node_bw)
+                       ->set_latency(l.inter_gather.alpha / 2);
+      std::vector<sg4::LinkInRoute> up = {{link, sg4::LinkInRoute::Direction::UP}};
+      if (core) up.emplace_back(core);
+      rails->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, up, true);
+      nics_.push_back(host);
+    }
+    rails->seal();
+  }
   // The machines' CPUs: compute executes there, shared by the machine's ranks.
   if (platform_.machine_cores > 0) {
     auto* cpus = sg4::create_full_zone("cpus");
     cpus->set_parent(fabric);
-    const int machines =
-        (platform_.nodes + platform_.nodes_per_machine - 1) / platform_.nodes_per_machine;
+    const int machines = (nodes + platform_.nodes_per_machine - 1) / platform_.nodes_per_machine;
     for (int m = 0; m < machines; ++m)
       cpus_.push_back(
           cpus->create_host(fmt::format("cpu{}", m), 1.0)->set_core_count(platform_.machine_cores));
@@ -149,34 +194,21 @@ void World::build_platform() {
 }
 
 void World::build_groups() {
-  const int W = platform_.world(), S = mesh_.shard, R = mesh_.replicate;
-  using Members = std::vector<std::shared_ptr<std::vector<int>>>;
-  Members shard(static_cast<size_t>(R)), replica(static_cast<size_t>(S));
-  for (auto& g : shard) g = std::make_shared<std::vector<int>>();
-  for (auto& g : replica) g = std::make_shared<std::vector<int>>();
-  auto world = std::make_shared<std::vector<int>>();
-  for (int r = 0; r < W; ++r) {
-    shard[size_t(r / S)]->push_back(r);
-    replica[size_t(r % S)]->push_back(r);
-    world->push_back(r);
-  }
-  auto one_node = [&](const std::vector<int>& m) {
-    return node_of(m.front()) == node_of(m.back());
-  };
-  std::vector<sg4::BarrierPtr> shard_barriers, replica_barriers;
-  for (auto& g : shard) shard_barriers.push_back(sg4::Barrier::create(unsigned(g->size())));
-  for (auto& g : replica) replica_barriers.push_back(sg4::Barrier::create(unsigned(g->size())));
-  const sg4::BarrierPtr world_barrier = sg4::Barrier::create(unsigned(W));
-  for (int r = 0; r < W; ++r) {
+  std::map<int, sg4::BarrierPtr> barriers;  // by group id, for the groups inside one node
+  for (int r = 0; r < folding_.ranks(); ++r) {
     auto s = std::make_unique<RankState>();
     s->rank = r;
-    const int si = r / S, ri = r % S;
-    s->groups[int(GroupKind::shard)] = {si, shard[size_t(si)], r % S, one_node(*shard[size_t(si)]),
-                                        shard_barriers[size_t(si)]};
-    s->groups[int(GroupKind::replicas)] = {R + ri, replica[size_t(ri)], r / S,
-                                           one_node(*replica[size_t(ri)]),
-                                           replica_barriers[size_t(ri)]};
-    s->groups[int(GroupKind::world)] = {R + S, world, r, one_node(*world), world_barrier};
+    for (const GroupKind kind : {GroupKind::shard, GroupKind::replicas, GroupKind::world}) {
+      GroupView& g = s->groups[int(kind)];
+      g.kind = kind;
+      g.shape = layout_.group(r, kind);
+      g.one_node = node_of(g.shape.first) == node_of(g.shape.member(g.shape.size - 1));
+      if (g.one_node) {
+        sg4::BarrierPtr& b = barriers[g.shape.id];
+        if (!b) b = sg4::Barrier::create(unsigned(g.size()));
+        g.barrier = b;
+      }
+    }
     for (auto& q : s->queued) q = sg4::Semaphore::create(0);
     s->mutex = sg4::Mutex::create();
     s->finished = sg4::ConditionVariable::create();
@@ -188,9 +220,13 @@ void World::build_groups() {
 // reduction of what arrived when `extra` (s per byte) is non-zero.
 double World::exchange(RankState& s, const GroupView& g, int to, int from, double bytes,
                        double extra) {
-  auto send = mailbox(g.id, to, s.rank)->put_async(&token_, uint64_t(std::llround(bytes)));
-  int* payload = nullptr;
-  auto receive = mailbox(g.id, s.rank, from)->get_async<int>(&payload);
+  Channel& out = channel(g.shape.id, s.rank, to);
+  Channel& in = channel(g.shape.id, from, s.rank);
+  in.receiver_ready->release();
+  out.receiver_ready->acquire();
+  sg4::CommPtr send = sg4::Comm::sendto_init(host_for(s.rank, to), host_for(to, s.rank))
+                          ->set_payload_size(uint64_t(std::llround(bytes)));
+  send->start();
   // The stack's CPU work for what crosses nodes, beside the transfer, on the shared cores.
   const double stack_bytes =
       (node_of(to) != node_of(s.rank) ? bytes : 0) + (node_of(from) != node_of(s.rank) ? bytes : 0);
@@ -200,11 +236,13 @@ double World::exchange(RankState& s, const GroupView& g, int to, int from, doubl
     stack->set_host(cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)]);
     stack->start();
   }
-  receive->wait();
   send->wait();
+  out.start = send->get_start_time();
+  out.finish = send->get_finish_time();
+  out.delivered->release();
+  in.delivered->acquire();
   if (stack) stack->wait();
-  const double transfer = std::max(send->get_finish_time() - send->get_start_time(),
-                                   receive->get_finish_time() - receive->get_start_time());
+  const double transfer = std::max(out.finish - out.start, in.finish - in.start);
   if (extra > 0) cpu_work(s.rank, bytes * extra);
   (node_of(s.rank) == node_of(to) ? result_.intra_bytes : result_.inter_bytes) += bytes;
   result_.messages += 1;
@@ -215,8 +253,7 @@ double World::exchange(RankState& s, const GroupView& g, int to, int from, doubl
 // `step_extra`: seconds each step takes beyond its transfer (MPI's all-reduce, measured).
 void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int reduce_steps,
                  double step_extra) {
-  const int p = g.size(), i = g.index;
-  const int right = (*g.members)[size_t((i + 1) % p)], left = (*g.members)[size_t((i + p - 1) % p)];
+  const int right = folding_.ring_right(s.rank, g.kind), left = folding_.ring_left(s.rank, g.kind);
   const double extra = reduce_extra(left, s.rank);
   const int simulated =
       options_.max_ring_steps > 0 ? std::min(steps, std::max(2, options_.max_ring_steps)) : steps;
@@ -239,14 +276,11 @@ void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int 
 // ceil(log2 p) rounds with partner index ^ 2^k (skipped past the group's end); an all-gather
 // doubles what it sends each round, an all-reduce sends the whole buffer.
 void World::recursive_doubling(RankState& s, const GroupView& g, double bytes, bool grows) {
-  const int p = g.size(), i = g.index;
+  const int p = g.size();
   double chunk = grows ? bytes / p : bytes;
   for (int bit = 1; bit < p; bit <<= 1) {
-    const int partner = i ^ bit;
-    if (partner < p) {
-      const int peer = (*g.members)[size_t(partner)];
-      exchange(s, g, peer, peer, chunk, 0);
-    }
+    const int peer = folding_.doubling_peer(s.rank, g.kind, bit);
+    if (peer >= 0) exchange(s, g, peer, peer, chunk, 0);
     if (grows) chunk *= 2;
   }
 }
@@ -311,6 +345,11 @@ class SimBackend final : public ReplayBackend {
       : s_(s), cpu_(cpu), threads_(threads), record_(std::move(record)) {}
   int issue(const CollectiveCall& call) override {
     const int handle = int(s_.done.size());
+    // A group of one moves nothing: complete at once (it has no communication actor).
+    if (s_.groups[int(call.group)].size() == 1) {
+      s_.done.push_back(1);
+      return handle;
+    }
     s_.done.push_back(0);
     s_.queue[int(call.group)].push_back({call, handle});
     s_.queued[int(call.group)]->release();
@@ -360,12 +399,32 @@ void World::compute_actor(RankState& s) {
   s.end = sg4::Engine::get_clock();
 }
 
+// The kernel's limit on a process's memory mappings.
+long max_map_count() {
+  FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r");
+  long limit = 65530;
+  if (f) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 65530;
+    std::fclose(f);
+  }
+  return limit;
+}
+
 SimResult World::run() {
+  build_groups();
   // CM02 without correction factors or cross traffic: a message of n bytes over a free route
   // takes exactly Σ latency + n / min bandwidth, the α-β model the links were fitted to.
   std::vector<std::string> args = {"shardtrain-simulate", "--log=root.thres:critical",
                                    "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                                    "--cfg=network/TCP-gamma:0"};
+  // Each actor's stack is a mapping, and its guard page another: beyond the kernel's limit
+  // on mappings (vm.max_map_count, often 65,530) SimGrid aborts. Guard pages are dropped when
+  // they would not fit (the actors' call depth is shallow and fixed).
+  int actors = 0;
+  for (auto& s : ranks_)
+    for (const GroupView& g : s->groups) actors += g.size() > 1 ? 1 : 0;
+  actors += int(ranks_.size());
+  if (2.0 * actors + 8192 > double(max_map_count())) args.push_back("--cfg=contexts/guard-size:0");
 #ifdef SHARDTRAIN_SANITIZED
   // AddressSanitizer cannot follow SimGrid's own stack switching; system threads it can.
   args.push_back("--cfg=contexts/factory:thread");
@@ -375,13 +434,13 @@ SimResult World::run() {
   int argc = int(argv.size());
   sg4::Engine engine(&argc, argv.data());
   build_platform();
-  build_groups();
   for (auto& s : ranks_) {
     RankState* state = s.get();
     for (int group = 0; group < 3; ++group)
-      sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
-                         [this, state, group] { comm_loop(*state, group); })
-          ->daemonize();
+      if (s->groups[group].size() > 1)
+        sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
+                           [this, state, group] { comm_loop(*state, group); })
+            ->daemonize();
     sg4::Actor::create(fmt::format("compute{}", s->rank), hosts_[size_t(s->rank)],
                        [this, state] { compute_actor(*state); });
   }
@@ -395,6 +454,11 @@ SimResult World::run() {
     exposed_sum += s->exposed;
     result_.exposed_max = std::max(result_.exposed_max, s->exposed);
   }
+  // The nodes not simulated send what the simulated ones do.
+  const double unfolded = double(platform_.nodes) / folding_.nodes();
+  result_.intra_bytes *= unfolded;
+  result_.inter_bytes *= unfolded;
+  result_.simulated_ranks = folding_.ranks();
   result_.exposed = ranks_[0]->exposed;
   result_.exposed_mean = exposed_sum / double(ranks_.size());
   result_.compute = ranks_[0]->compute;

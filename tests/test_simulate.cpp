@@ -3,6 +3,8 @@
 // scaling, and the strictness of profiles and cluster files.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <tuple>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "launch/cluster_config.hpp"
+#include "launch/simulate_command.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "models/llama/llama.hpp"
 #include "sharding/fsdp_runtime.hpp"
@@ -19,6 +22,8 @@
 #include "simulate/engine.hpp"
 #include "simulate/profile.hpp"
 #include "simulate/replay.hpp"
+#include "simulate/symmetry.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace st {
 namespace {
@@ -173,6 +178,93 @@ TEST(Simulate, AnOversubscribedCoreSlowsCrossNodeRings) {
                b = simulate_step(tree, {4, 1}, plan).step;
   EXPECT_GT(b, 3.5 * a);  // four flows share what one had: the bandwidth term takes 4x
   EXPECT_LT(b, 4.1 * a);
+}
+
+// Nodes that behave alike are simulated once (simulate/symmetry.hpp): on sizes both can run,
+// the folded simulation gives the step and exposed time of the one that simulates every node,
+// for every mesh the folding accepts, on an oversubscribed fat tree with slower links between
+// nodes than inside them (messages above and below 64 KiB: rings and recursive doubling).
+TEST(Simulate, NodesThatBehaveAlikeAreSimulatedOnce) {
+  StepPlan plan;
+  plan.units = {{1 << 18, 0}, {3 << 18, 0}, {1 << 12, 0}};
+  plan.root_forward_pre = plan.root_backward_post = 2e-3;
+  plan.block_forward = {0, 3e-3, 1e-4};
+  plan.block_backward = {0, 6e-3, 2e-4};
+  plan.optimizer = 1e-3;
+  for (const auto& [nodes, per_node] : std::vector<std::pair<int, int>>{{16, 4}, {12, 2}}) {
+    SimPlatform p = free_platform(nodes, per_node, {1e-6, 0.1e-9});
+    p.links.inter_gather = p.links.inter_reduce = {5e-6, 0.5e-9};
+    p.links.fabric = FabricKind::fat_tree;
+    p.links.oversubscription = 2;
+    const int W = nodes * per_node;
+    for (const int shard : {W, per_node, 1, 2 * per_node, W / 4, 2}) {
+      const MeshShape mesh{shard, W / shard};
+      StepPlan q = plan;
+      for (UnitPlan& u : q.units) u.shard_numel = u.padded_numel / shard;
+      q.replicated = mesh.replicate > 1;
+      SimOptions all;
+      all.every_node = true;
+      const SimResult folded = simulate_step(p, mesh, q), every = simulate_step(p, mesh, q, all);
+      const std::string what =
+          fmt::format("{}x{} on {} nodes of {}", shard, W / shard, nodes, per_node);
+      EXPECT_EQ(every.simulated_ranks, W) << what;
+      EXPECT_NEAR(folded.step, every.step, 1e-3 * every.step) << what;
+      EXPECT_NEAR(folded.exposed, every.exposed, 1e-3 * every.step) << what;
+      EXPECT_NEAR(folded.inter_bytes, every.inter_bytes, 1e-9 * every.inter_bytes) << what;
+      // FSDP, HSDP and DDP fold where the world is a power of two; 24 ranks' recursive
+      // doubling skips partners, so its nodes differ and all are simulated.
+      if (shard == W || shard == per_node || shard == 1) {
+        EXPECT_EQ(folded.simulated_ranks, W == 64 ? 4 * per_node : W) << what;
+      }
+    }
+  }
+  // A shard group of half the world folds onto itself below all nodes: every node is simulated.
+  EXPECT_EQ(represented_nodes({16, 4, 32, 2}, 1), 16);
+  EXPECT_EQ(represented_nodes({16, 4, 8, 8}, 1), 4);
+  EXPECT_EQ(represented_nodes({16, 4, 64, 1}, 2), 4);
+  EXPECT_EQ(represented_nodes({16, 4, 64, 1}, 8), 8);  // machines share cores: whole machines
+}
+
+// An engine that dies is one message: what was simulated, how the engine ended, its last
+// words, and what to change; never a bare status.
+TEST(Simulate, AnEngineThatDiesIsNamedWithWhatToChange) {
+  testing::ScopedTempDir dir;
+  const std::string engine = dir.path("engine.sh");
+  {
+    std::ofstream f(engine);
+    f << "#!/bin/sh\ncat >/dev/null\necho 'engine: out of stacks' >&2\nkill -ABRT $$\n";
+  }
+  std::filesystem::permissions(engine, std::filesystem::perms::owner_all);
+  SimOptions options;
+  options.engine = engine;
+  options.every_node = true;
+  try {
+    simulate_step(free_platform(2, 1, {1e-6, 1e-9}), {2, 1}, one_unit(1 << 16, 2), options);
+    ADD_FAILURE() << "a dead engine gave a result";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the simulation of 2 ranks as 2x1 stopped: the engine '" + engine +
+                     "' was killed by signal 6 (Aborted) (its last words: \"engine: out of "
+                     "stacks\"). If memory ran out, simulate fewer ranks or drop --all-nodes"),
+              std::string::npos)
+        << m;
+  }
+}
+
+// A NIC per rank (GPU pods) against one link per node: HSDP's 4 replica rings cross between
+// 2 nodes at once; through one node link they share it (4x the bandwidth term), through their
+// own NICs they do not.
+TEST(Simulate, ANicPerRankCarriesConcurrentRingsAtFullRate) {
+  SimPlatform node_link = free_platform(2, 4, {1e-7, 1e-12});
+  node_link.links.inter_gather = node_link.links.inter_reduce = {1e-6, 1e-9};
+  SimPlatform nic = node_link;
+  nic.links.nic_per_rank = true;
+  StepPlan plan = one_unit(1 << 24, 4);
+  plan.replicated = true;
+  const double shared = simulate_step(node_link, {4, 2}, plan).step,
+               own = simulate_step(nic, {4, 2}, plan).step;
+  EXPECT_GT(shared, 3.5 * own);
+  EXPECT_LT(shared, 4.1 * own);
 }
 
 // A ProcessGroup that logs what the runtime asks of it, over a real (fake, in-process) group.
@@ -364,6 +456,25 @@ TEST(Simulate, ProfilesRoundTripAndNameWhatIsWrong) {
         << e.what();
   }
   EXPECT_THROW(p.link("ib", "cluster 'x'", 1.0), InputError);
+  // A Llama profile keeps its family and own keys (integers, numbers, booleans); a key the
+  // family does not read is refused naming it.
+  CalibrationProfile llama = p;
+  llama.model.family = "llama";
+  llama.model.own = {{"model.n_kv_head", int64_t(2)},
+                     {"model.rope_theta", 10000.0},
+                     {"model.tie_embeddings", true}};
+  EXPECT_EQ(profile_from_json(profile_to_json(llama), "llama").model, llama.model);
+  std::string foreign = profile_to_json(llama);
+  foreign.replace(foreign.find("\"model.n_kv_head\""), 17, "\"model.n_kvheads\"");
+  try {
+    profile_from_json(foreign, "l.json");
+    FAIL() << "a foreign key was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "l.json: model.own: 'model.n_kvheads' is not a key of model.family = llama"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A profile's closed-set words: an unknown one is refused naming the field, never read as the
@@ -435,6 +546,22 @@ latency_us = 5
   EXPECT_NE(message("[inter_node]", "[fabric]\nkind = \"torus\"\n[inter_node]")
                 .find("'fabric.kind' = 'torus'"),
             std::string::npos);
+  EXPECT_NE(message("[inter_node]", "[inter_node]\nnic = \"per_gpu\"")
+                .find("'inter_node.nic' = 'per_gpu' must be \"per_node\" or \"per_rank\""),
+            std::string::npos);
+  // A placement inside one node asks only for the links it uses: a profile measured without
+  // --tcp predicts the bundled one-node cluster, and names the missing link for two nodes.
+  LoadedCluster one_node = load_cluster("this-machine");
+  auto no_tcp = std::make_shared<CalibrationProfile>(*one_node.profile);
+  std::erase_if(no_tcp->links, [](const auto& kv) { return kv.first.rfind("tcp", 0) == 0; });
+  one_node.profile = no_tcp;
+  EXPECT_NO_THROW(platform_for(one_node, 2));
+  try {
+    platform_for(one_node, 4);
+    ADD_FAILURE() << "two nodes without an inter-node link were accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("names link 'tcp'"), std::string::npos) << e.what();
+  }
   // Every bundled cluster parses.
   for (const std::string& name : bundled_cluster_names())
     EXPECT_NO_THROW(load_cluster(name)) << name;

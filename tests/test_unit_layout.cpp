@@ -60,17 +60,22 @@ TEST(UnitLayout, SegmentsCoverEachElementOnce) {
   }
 }
 
-TEST(UnitLayout, WorldTooLargeForAUnitNamesItAndTheLargestThatFits) {
+TEST(UnitLayout, RanksBeyondASmallUnitOwnOnlyPadding) {
   const auto s = specs();
-  // Unit h.0.c has 5 elements: at 4 ranks shards of 2 leave rank 3 with padding only (6 >= 5).
-  try {
-    layout_units(s, 2, 4);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(),
-                 "unit 'h.0.c' has 5 parameter elements and cannot be split over 4 ranks (some "
-                 "ranks would own only padding); run on at most 3 ranks or use a larger model");
-  }
+  // Unit h.0.c has 5 elements: at 4 ranks shards of 2 (8 padded); rank 2 owns c[4] and one
+  // element of padding, rank 3 only padding (as FSDP2's empty shards), and at 8 ranks shards
+  // of 1 leave ranks 5-7 with padding only.
+  const auto units = layout_units(s, 2, 4);
+  EXPECT_EQ(units[1].shard_numel, 2);
+  EXPECT_EQ(units[1].padded_numel, 8);
+  const auto rank2 = units[1].segments(s, 2);
+  ASSERT_EQ(rank2.size(), 1u);
+  EXPECT_EQ(rank2[0].param_offset, 4);
+  EXPECT_EQ(rank2[0].numel, 1);
+  EXPECT_TRUE(units[1].segments(s, 3).empty());
+  const auto eight = layout_units(s, 2, 8);
+  EXPECT_EQ(eight[1].shard_numel, 1);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(eight[1].segments(s, r).size(), r < 5 ? 1u : 0u) << r;
 }
 
 // The unit topology is stated once and checked on every hook call: a model that enters its

@@ -1,0 +1,71 @@
+#pragma once
+// Nodes that behave alike. Every rank replays the same schedule, and the groups of a mesh are
+// arithmetic progressions of ranks, so the traffic a node sends and receives is the same on
+// every node (the same count of flows through its link, the same share of the fabric's core).
+// The engine therefore simulates only the first `represented` nodes and folds every other rank
+// onto the represented rank in the same place of a node: a message to rank r goes to
+// fold(r) = (node(r) mod represented) x ranks_per_node + (r mod ranks_per_node). Collectives
+// keep their full group size (a ring of p ranks still takes p - 1 steps of n / p bytes); only
+// who sends to whom is folded.
+//
+// Folding is used only where it is verifiably the same traffic: for every represented rank and
+// group, the folded ring neighbours and recursive-doubling partners must be mutual (my right's
+// left is me), stay on another node exactly when the real ones are, and lie in the same group;
+// a group inside one node, and a group whose size is not a power of two (its recursive doubling
+// skips partners past its end, so its ranks do not send alike), must be represented whole. A
+// recursive-doubling round whose partner
+// lies beyond the represented ranks (a distance of `represented` nodes or more, always another
+// node) exchanges with the partner at half the represented span instead: one message across the
+// node link per rank, as in the real round. The fewest nodes that pass are simulated; when no
+// divisor of the node count passes, every node is.
+#include <string>
+
+#include "simulate/replay.hpp"
+
+namespace st {
+
+// A group as the runtime builds it: member(j) = first + j x stride, this rank at `index`.
+struct GroupShape {
+  int id = 0;  // unique over the job (shard groups, then replica groups, then the world)
+  int first = 0, stride = 1, size = 1, index = 0;
+  int member(int j) const { return first + j * stride; }
+};
+
+struct RankLayout {
+  int nodes = 1, ranks_per_node = 1;
+  int shard = 1, replicate = 1;  // shard x replicate = world; shard groups are consecutive ranks
+  int world() const { return nodes * ranks_per_node; }
+  int node_of(int rank) const { return rank / ranks_per_node; }
+  GroupShape group(int rank, GroupKind kind) const;
+};
+
+class Folding {
+ public:
+  // `represented` nodes of `layout` simulated (a divisor of layout.nodes).
+  Folding(const RankLayout& layout, int represented);
+  const RankLayout& layout() const { return layout_; }
+  int nodes() const { return represented_; }
+  int ranks() const { return represented_ * layout_.ranks_per_node; }
+  bool folds() const { return represented_ < layout_.nodes; }
+  int fold(int rank) const;
+  // The members of `g` among the represented ranks (a prefix of its members).
+  int represented_members(const GroupShape& g) const;
+  int ring_right(int rank, GroupKind kind) const;
+  int ring_left(int rank, GroupKind kind) const;
+  // The rank a represented `rank` exchanges with in the round of `bit`; -1: none (past the
+  // group's end, as in Open MPI's recursive doubling of a group that is not a power of two).
+  int doubling_peer(int rank, GroupKind kind, int bit) const;
+  // Empty when folding keeps the traffic (see above), else the first reason it does not.
+  std::string inconsistency() const;
+
+ private:
+  RankLayout layout_;
+  int represented_;
+};
+
+// The fewest nodes to simulate: a divisor of layout.nodes, at least min(nodes, min_nodes), a
+// multiple of nodes_per_machine (machines share cores), whose folding is consistent; all nodes
+// when none is.
+int represented_nodes(const RankLayout& layout, int nodes_per_machine, int min_nodes = 4);
+
+}  // namespace st
