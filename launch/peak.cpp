@@ -18,7 +18,7 @@ std::string MatmulShape::describe() const {
 
 namespace {
 
-double best_gflops(DType dtype, const MatmulShape& s, int trials) {
+double best_gflops(DType dtype, const MatmulShape& s, int trials, const PeakTrialSync& sync) {
   const int64_t inputs = std::max(s.m * s.k, s.k * s.n);
   Tensor a32 = Tensor::empty("peak.inputs_f32", {inputs}, DType::f32);
   fill_normal(a32.data<float>(), size_t(inputs), 1, 1, 0, 0.f, 1.f);
@@ -31,18 +31,23 @@ double best_gflops(DType dtype, const MatmulShape& s, int trials) {
   gemm(1, lhs, rhs, out);  // warm-up and primitive creation
   double best = 0;
   for (int r = 0; r < trials; ++r) {
+    if (sync.start) sync.start();
     Timer t;
-    gemm(1, lhs, rhs, out);
-    best = std::max(best, 2.0 * double(s.m) * double(s.k) * double(s.n) / t.seconds() / 1e9);
+    const int repeats = std::max(1, sync.repeats);
+    for (int k = 0; k < repeats; ++k) gemm(1, lhs, rhs, out);
+    if (sync.finish) sync.finish();
+    const double seconds = sync.slowest ? sync.slowest(t.seconds()) : t.seconds();
+    best = std::max(best, 2.0 * repeats * double(s.m) * double(s.k) * double(s.n) / seconds / 1e9);
   }
   return best;
 }
 
 }  // namespace
 
-double measure_matmul_peak_gflops(DType dtype, const std::vector<MatmulShape>& shapes, int trials) {
+double measure_matmul_peak_gflops(DType dtype, const std::vector<MatmulShape>& shapes, int trials,
+                                  const PeakTrialSync& sync) {
   double best = 0;
-  for (const MatmulShape& s : shapes) best = std::max(best, best_gflops(dtype, s, trials));
+  for (const MatmulShape& s : shapes) best = std::max(best, best_gflops(dtype, s, trials, sync));
   return best;
 }
 

@@ -32,11 +32,24 @@ void Session::measure_peak(const Model* model) {
   constexpr int64_t kMaxElements = int64_t(1) << 24;
   if (m > 0 && k > 0 && n > 0 && k <= kMaxElements && n <= kMaxElements)
     shapes.push_back({std::min(m, std::max<int64_t>(1, kMaxElements / std::max(k, n))), k, n});
-  // Every rank measures at once, as they will compute during training.
+  // Every rank measures at once, as they will compute during training, each trial timed from
+  // a barrier to a barrier and counted at the slowest rank's time: the sum over ranks is the
+  // machines' rate with all their cores busy, whatever the rank count (ranks timed alone, 4 on
+  // 2 cores summed to about twice the machine).
+  ProcessGroup& group = *ranks.group;
+  Tensor slowest = Tensor::empty("peak_trial_seconds", {1}, DType::f64);
+  const auto barrier = [&] { group.barrier()->wait(); };
+  const PeakTrialSync together{barrier, barrier,
+                               [&](double seconds) {
+                                 slowest.data<double>()[0] = seconds;
+                                 group.all_reduce(slowest, {.op = ReduceOp::max})->wait();
+                                 return slowest.data<double>()[0];
+                               },
+                               group.size() > 1 ? 3 : 1};
   Tensor peak = Tensor::empty("peak_gflops", {1}, DType::f64);
   // The peak of the matmul that actually runs: FP32 where BF16 is widened to it.
   peak_dtype = compute_dtype_of_matmul(config.precision.param_dtype);
-  peak.data<double>()[0] = measure_matmul_peak_gflops(peak_dtype, shapes);
+  peak.data<double>()[0] = measure_matmul_peak_gflops(peak_dtype, shapes, 5, together);
   ranks.group->all_reduce(peak)->wait();
   peak_gflops = std::max(peak_gflops, peak.data<double>()[0]);
   peak_shapes.clear();
