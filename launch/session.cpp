@@ -53,7 +53,7 @@ void Session::measure_peak(const Model* model) {
   // about the 5 single matmuls (and warm-up) that one rank times.
   const int trials = group.size() > 1 ? 2 : 5;
   peak.data<double>()[0] = measure_matmul_peak_gflops(peak_dtype, shapes, trials, together);
-  ranks.group->all_reduce(peak)->wait();
+  group.all_reduce(peak)->wait();
   peak_gflops = std::max(peak_gflops, peak.data<double>()[0]);
   peak_shapes.clear();
   for (const MatmulShape& s : shapes)

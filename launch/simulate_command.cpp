@@ -172,14 +172,14 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   const int states = states_per_element(config.optimizer.kind);
   p.memory = config_memory_budget(config, *model, units, states, ranks);
   p.memory_bytes = double(p.memory.total());
+  // The activations under each checkpointing mode, from this model switched in turn.
   for (const ActivationCheckpointing mode :
        {ActivationCheckpointing::none, ActivationCheckpointing::selective,
         ActivationCheckpointing::full}) {
-    Config other = config;
-    other.sharding.activation_checkpointing = mode;
-    p.activations_by_mode[int(mode)] =
-        double(make_model(other)->activation_bytes(shape.rows, t.seq_len));
+    model->set_activation_checkpointing(mode);
+    p.activations_by_mode[int(mode)] = double(model->activation_bytes(shape.rows, t.seq_len));
   }
+  model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   p.fits = !(spec.memory_per_node > 0) ||
            p.memory_bytes * platform.ranks_per_node <= spec.memory_per_node;
   p.sim = simulate_step(platform, mesh, plan, options);

@@ -34,20 +34,6 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-// The last non-empty line of what `fd` (a file at its end) holds, or "".
-std::string last_line(int fd) {
-  lseek(fd, 0, SEEK_SET);
-  std::string text;
-  char buffer[65536];
-  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) {
-    text.append(buffer, size_t(n));
-    if (text.size() > (1 << 20)) text.erase(0, text.size() - 4096);
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  const size_t start = text.rfind('\n');
-  return start == std::string::npos ? text : text.substr(start + 1);
-}
-
 std::string read_all(int fd) {
   std::string text;
   char buffer[65536];
@@ -58,6 +44,15 @@ std::string read_all(int fd) {
     text.append(buffer, size_t(n));
   }
   return text;
+}
+
+// The last non-empty line of the file `fd` (read from its start), or "".
+std::string last_line(int fd) {
+  lseek(fd, 0, SEEK_SET);
+  std::string text = read_all(fd);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const size_t start = text.rfind('\n');
+  return start == std::string::npos ? text : text.substr(start + 1);
 }
 
 }  // namespace

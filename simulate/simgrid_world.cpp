@@ -56,7 +56,6 @@ class World {
  public:
   World(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, const SimOptions& o)
       : platform_(p),
-        mesh_(mesh),
         plan_(plan),
         options_(o),
         layout_{p.nodes, p.ranks_per_node, mesh.shard, mesh.replicate},
@@ -116,7 +115,6 @@ class World {
   }
 
   const SimPlatform& platform_;
-  MeshShape mesh_;
   const StepPlan& plan_;
   SimOptions options_;
   RankLayout layout_;
