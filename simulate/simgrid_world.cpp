@@ -343,11 +343,6 @@ class SimBackend final : public ReplayBackend {
       : s_(s), cpu_(cpu), threads_(threads), record_(std::move(record)) {}
   int issue(const CollectiveCall& call) override {
     const int handle = int(s_.done.size());
-    // A group of one moves nothing: complete at once (it has no communication actor).
-    if (s_.groups[int(call.group)].size() == 1) {
-      s_.done.push_back(1);
-      return handle;
-    }
     s_.done.push_back(0);
     s_.queue[int(call.group)].push_back({call, handle});
     s_.queued[int(call.group)]->release();
@@ -418,10 +413,9 @@ SimResult World::run() {
   // Each actor's stack is a mapping, and its guard page another: beyond the kernel's limit
   // on mappings (vm.max_map_count, often 65,530) SimGrid aborts. Guard pages are dropped when
   // they would not fit (the actors' call depth is shallow and fixed).
-  int actors = 0;
-  for (auto& s : ranks_)
-    for (const GroupView& g : s->groups) actors += g.size() > 1 ? 1 : 0;
-  actors += int(ranks_.size());
+  // A group of one keeps its actor: as the runtime's communication thread, it completes even
+  // a copy asynchronously, which the compute thread's non-blocking drain sees.
+  const double actors = 4.0 * double(ranks_.size());
   if (2.0 * actors + 8192 > double(max_map_count())) args.push_back("--cfg=contexts/guard-size:0");
 #ifdef SHARDTRAIN_SANITIZED
   // AddressSanitizer cannot follow SimGrid's own stack switching; system threads it can.
@@ -435,10 +429,9 @@ SimResult World::run() {
   for (auto& s : ranks_) {
     RankState* state = s.get();
     for (int group = 0; group < 3; ++group)
-      if (s->groups[group].size() > 1)
-        sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
-                           [this, state, group] { comm_loop(*state, group); })
-            ->daemonize();
+      sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
+                         [this, state, group] { comm_loop(*state, group); })
+          ->daemonize();
     sg4::Actor::create(fmt::format("compute{}", s->rank), hosts_[size_t(s->rank)],
                        [this, state] { compute_actor(*state); });
   }
