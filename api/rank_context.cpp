@@ -18,6 +18,7 @@
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/failure_record.hpp"
+#include "core/ops/elementwise.hpp"
 #include "core/ops/packed_gemm.hpp"
 
 namespace st {
@@ -40,6 +41,7 @@ void apply_kernel_choice_from_environment() {
   if (choice != "portable")
     fail_input("SHARDTRAIN_KERNELS = '{}' must be auto or portable", choice);
   set_packed_gemm_portable(true);
+  set_elementwise_portable(true);
   set_bf16_kernel(Bf16Kernel::portable);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Same-day reference for `shardtrain bench scaling`: the `tiny` GPT-2 (L=4, C=256, H=4,
-T=256, V=256, global batch 8 x 256) trained with PyTorch's DDP (gloo) and bf16 autocast
+"""Same-day reference for `shardtrain bench scaling` and `bench/compute`: a GPT-2, by default
+the `tiny` one (L=4, C=256, H=4, T=256, V=256, global batch 8 x 256; --layers, --width,
+--heads, --seq and --vocab give others), trained with PyTorch's DDP (gloo) and bf16 autocast
 (or --precision fp32: on CPUs without AVX512-BF16 PyTorch's BF16 matmul is a scalar fallback,
 so FP32 is the fast choice a PyTorch user has there), N processes x --threads threads, AdamW.
 Prints tokens/s (median step of --steps after --warmup).
@@ -63,13 +64,14 @@ def worker(rank, args):
     os.environ.setdefault("MASTER_PORT", "29517")
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(GPT())
+    model = nn.parallel.DistributedDataParallel(
+        GPT(L=args.layers, C=args.width, H=args.heads, T=args.seq, V=args.vocab))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     rows = args.global_batch // args.ranks
     gen = torch.Generator().manual_seed(rank)
     times = []
     for step in range(args.warmup + args.steps):
-        data = torch.randint(0, 256, (rows, 257), generator=gen)
+        data = torch.randint(0, args.vocab, (rows, args.seq + 1), generator=gen)
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = model(data[:, :-1], data[:, 1:])
@@ -84,7 +86,7 @@ def worker(rank, args):
         step_s = statistics.median(times)
         print(f'{{"reference": "pytorch {torch.__version__} ddp gloo {args.precision}{" autocast" if args.precision == "bf16" else ""}", '
               f'"ranks": {args.ranks}, "threads": {args.threads}, '
-              f'"tokens_per_s": {args.global_batch * 256 / step_s:.1f}, "step_ms": {step_s * 1e3:.1f}}}')
+              f'"tokens_per_s": {args.global_batch * args.seq / step_s:.1f}, "step_ms": {step_s * 1e3:.1f}}}')
     dist.destroy_process_group()
 
 
@@ -96,5 +98,10 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=256)
     args = p.parse_args()
     mp.spawn(worker, args=(args,), nprocs=args.ranks)

@@ -96,6 +96,7 @@ void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
       float* e = scratch.scores + row * T;  // exponentials overwrite the scores in place
       X* p = probs + row * T;
       float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
       for (int64_t j = 0; j <= t; ++j) mx = e[j] > mx ? e[j] : mx;
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)

@@ -1,10 +1,30 @@
 #include "core/ops/elementwise.hpp"
 
+#include <atomic>
 #include <cstring>
 
+#include "core/cpu_features.hpp"
 #include "core/op_profile.hpp"
 
 namespace st {
+namespace {
+
+std::atomic<bool> force_portable{false};
+
+}  // namespace
+
+bool elementwise_avx2() {
+  static const bool available = cpu_features().avx2 && cpu_features().fma;
+  return available && !force_portable.load(std::memory_order_relaxed);
+}
+
+void set_elementwise_portable(bool portable) {
+  force_portable = portable;
+}
+
+const char* elementwise_kernel_name() {
+  return elementwise_avx2() ? "avx2-fma" : "portable";
+}
 
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
   OpScope scope(OpKind::cast_copy);

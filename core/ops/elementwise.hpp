@@ -35,6 +35,13 @@ decltype(auto) dispatch_float(DType dtype, F&& f) {
   fail("expected a floating-point dtype, got {}", dtype_name(dtype));
 }
 
+// Whether the elementwise kernels with a vector path (GELU, SwiGLU) take their AVX2 + FMA one:
+// the CPU has AVX2 and FMA and the portable kernels are not forced (SHARDTRAIN_KERNELS=portable,
+// or a test comparing the two).
+bool elementwise_avx2();
+void set_elementwise_portable(bool portable);
+const char* elementwise_kernel_name();  // "avx2-fma" or "portable"
+
 // dst (dst_dtype) = src (src_dtype), element by element; FP32 -> BF16 rounds to nearest even.
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 

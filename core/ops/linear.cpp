@@ -21,20 +21,35 @@ void linear_forward(void* out, const void* in, const void* weight, const void* b
        MatView::row_major(out, dtype, M, N), options);
 }
 
+void linear_gelu_forward(void* pre, void* post, const void* in, const void* weight,
+                         const void* bias, int64_t M, int64_t K, int64_t N, DType dtype) {
+  GemmOptions options;
+  options.bias = bias;
+  options.bias_dtype = dtype;
+  options.gelu_out = post;
+  gemm(1, MatView::row_major(in, dtype, M, K), MatView::row_major(weight, dtype, K, N),
+       MatView::row_major(pre, dtype, M, N), options);
+}
+
 namespace {
 
 // Rows per partial column sum: fixed, so the bias gradient is the same whatever the threads.
 constexpr int64_t kRowsPerPartial = 64;
 
 // One row of g = d_out (⊙ gelu'(pre)): written to `out` in T when kWrite, added into `sums`
-// when kSum. Flags as template parameters keep the loop branch-free, so it vectorizes.
+// when kSum. `row` holds N floats of scratch for the GELU product. Flags as template
+// parameters keep the loop branch-free, so it vectorizes.
 template <class T, bool kGelu, bool kWrite, bool kSum>
 void output_grad_row(T* __restrict out, float* __restrict sums, const float* __restrict d,
-                     const T* __restrict pre, int64_t N) {
+                     const T* __restrict pre, int64_t N, float* __restrict row) {
+  if constexpr (kGelu) {
+    std::copy(d, d + N, row);
+    gelu_grad_row(row, pre, N);
+    d = row;
+  }
 #pragma omp simd
   for (int64_t c = 0; c < N; ++c) {
-    float g = d[c];
-    if constexpr (kGelu) g *= gelu_grad(to_f32(pre[c]));
+    const float g = d[c];
     if constexpr (kWrite) out[c] = from_f32<T>(g);
     if constexpr (kSum) sums[c] += g;
   }
@@ -47,12 +62,16 @@ void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre
                          int64_t N) {
   const int64_t parts = (M + kRowsPerPartial - 1) / kRowsPerPartial;
   std::vector<float> partial(kSum ? size_t(parts * N) : 0, 0.f);  // [parts, N]
-#pragma omp parallel for schedule(static)
-  for (int64_t part = 0; part < parts; ++part) {
-    for (int64_t i = part * kRowsPerPartial, end = std::min(M, i + kRowsPerPartial); i < end; ++i)
-      output_grad_row<T, kGelu, kWrite, kSum>(out + (kWrite ? i * N : 0),
-                                              partial.data() + (kSum ? part * N : 0), d_out + i * N,
-                                              pre + (kGelu ? i * N : 0), N);
+#pragma omp parallel
+  {
+    std::vector<float> row(kGelu ? size_t(N) : 0);  // [N], this thread's
+#pragma omp for schedule(static)
+    for (int64_t part = 0; part < parts; ++part) {
+      for (int64_t i = part * kRowsPerPartial, end = std::min(M, i + kRowsPerPartial); i < end; ++i)
+        output_grad_row<T, kGelu, kWrite, kSum>(
+            out + (kWrite ? i * N : 0), partial.data() + (kSum ? part * N : 0), d_out + i * N,
+            pre + (kGelu ? i * N : 0), N, row.data());
+    }
   }
   if constexpr (kSum) {
     OpScope scope(OpKind::bias_grad);

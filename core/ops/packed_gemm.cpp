@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "core/ops/avx2_math.hpp"
 #include "core/ops/elementwise.hpp"
+#include "core/ops/gelu.hpp"
 
 namespace st {
 namespace {
@@ -32,15 +34,52 @@ inline float widen(bf16 x) {
   return bf16_to_f32(x);
 }
 
+// One strip of kMR = 6 rows with unit column stride, eight k at a time: the 6 x 8 block is
+// widened and transposed in registers, and each k's 6 values are stored as 8 floats that the
+// next k overwrites (so the strip's buffer needs kPackSlack floats past its end).
+constexpr int64_t kPackSlack = 8;
+template <class T>
+ST_AVX2_FN void pack_a_strip_avx2(float* d, const T* src, int64_t rs, int64_t kc) {
+  static_assert(kMR == 6);
+  int64_t k = 0;
+  const __m256 zero = _mm256_setzero_ps();
+  for (; k + 8 <= kc; k += 8) {
+    const __m256 r0 = avx2::load8(src + k), r1 = avx2::load8(src + rs + k),
+                 r2 = avx2::load8(src + 2 * rs + k), r3 = avx2::load8(src + 3 * rs + k),
+                 r4 = avx2::load8(src + 4 * rs + k), r5 = avx2::load8(src + 5 * rs + k);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    // u_j: rows 0-3 of k + j (low half) and k + j + 4 (high half); v_j: rows 4-5 likewise.
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 v0 = _mm256_shuffle_ps(t4, zero, 0x44), v1 = _mm256_shuffle_ps(t4, zero, 0xEE);
+    const __m256 v2 = _mm256_shuffle_ps(t5, zero, 0x44), v3 = _mm256_shuffle_ps(t5, zero, 0xEE);
+    float* o = d + k * kMR;
+    _mm256_storeu_ps(o + 0 * kMR, _mm256_permute2f128_ps(u0, v0, 0x20));
+    _mm256_storeu_ps(o + 1 * kMR, _mm256_permute2f128_ps(u1, v1, 0x20));
+    _mm256_storeu_ps(o + 2 * kMR, _mm256_permute2f128_ps(u2, v2, 0x20));
+    _mm256_storeu_ps(o + 3 * kMR, _mm256_permute2f128_ps(u3, v3, 0x20));
+    _mm256_storeu_ps(o + 4 * kMR, _mm256_permute2f128_ps(u0, v0, 0x31));
+    _mm256_storeu_ps(o + 5 * kMR, _mm256_permute2f128_ps(u1, v1, 0x31));
+    _mm256_storeu_ps(o + 6 * kMR, _mm256_permute2f128_ps(u2, v2, 0x31));
+    _mm256_storeu_ps(o + 7 * kMR, _mm256_permute2f128_ps(u3, v3, 0x31));
+  }
+  for (; k < kc; ++k)
+    for (int64_t r = 0; r < kMR; ++r) d[k * kMR + r] = widen(src[r * rs + k]);
+}
+
 // dst[strip][k][r] for strips of kMR rows of the mc x kc block at `a` (zero-padded to kMR).
 template <class T>
 void pack_a(float* __restrict dst, const T* __restrict a, int64_t rs, int64_t cs, int64_t mc,
-            int64_t kc) {
+            int64_t kc, bool avx2) {
   for (int64_t s = 0; s < mc; s += kMR) {
     const int64_t rows = std::min(kMR, mc - s);
     float* d = dst + s * kc;
     const T* src = a + s * rs;
-    if (rows == kMR && cs == 1) {
+    if (rows == kMR && cs == 1 && avx2) {
+      pack_a_strip_avx2(d, src, rs, kc);
+    } else if (rows == kMR && cs == 1) {
       for (int64_t r = 0; r < kMR; ++r)
         for (int64_t k = 0; k < kc; ++k) d[k * kMR + r] = widen(src[r * rs + k]);
     } else if (rows == kMR && rs == 1) {
@@ -149,6 +188,20 @@ __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const float* __r
   store(c + 5 * ldc, c50, c51);
 }
 
+// One full row (kNR columns) of a finished tile into C: alpha * sum (+ bias) (+ C), rounded to
+// TC once; the same operations, in the same order, as the scalar store.
+template <class TC>
+ST_AVX2_FN void store_row_avx2(TC* out, const float* sums, float alpha, const float* bias,
+                               bool add) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  for (int64_t h = 0; h < kNR; h += 8) {
+    __m256 v = _mm256_mul_ps(va, _mm256_load_ps(sums + h));
+    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + h));
+    if (add) v = _mm256_add_ps(v, avx2::load8(out + h));
+    avx2::store8(out + h, v);
+  }
+}
+
 std::atomic<bool> force_portable{false};
 
 MicroKernel micro_kernel() {
@@ -193,8 +246,10 @@ struct Problem {
   MatView a, b, c;
   float alpha;
   bool accumulate;
-  const float* bias;    // widened, or null
-  bool direct = false;  // C is FP32 with unit column stride: the kernel writes it in place
+  const float* bias;         // widened, or null
+  TC* gelu_out;              // laid out like C (one matrix, unit column stride), or null
+  bool direct = false;       // C is FP32 with unit column stride: the kernel writes it in place
+  bool vector_rows = false;  // AVX2 packs A's row strips and stores full tile rows of C
   int64_t kc_block = 0, mc_block = 0, nc_block = 0;
   MicroKernel kernel = nullptr;
 
@@ -210,19 +265,21 @@ struct Problem {
     TC* C = static_cast<TC*>(const_cast<void*>(c.data)) + offset(c, batch.inner, index);
     const int64_t K = a.cols;
     float* bpack = ws.b.get(size_t(kc_block * ((nc_block + kNR - 1) / kNR * kNR)));
-    float* apack = ws.a.get(size_t(kc_block * ((mc_block + kMR - 1) / kMR * kMR)));
+    float* apack = ws.a.get(size_t(kc_block * ((mc_block + kMR - 1) / kMR * kMR) + kPackSlack));
     alignas(64) float tile[kMR * kNR];
     for (int64_t nc0 = n0; nc0 < n1; nc0 += nc_block) {
       const int64_t nc = std::min(nc_block, n1 - nc0);
       for (int64_t kc0 = 0; kc0 < K; kc0 += kc_block) {
         const int64_t kc = std::min(kc_block, K - kc0);
         const bool first = kc0 == 0;
+        // After the last block of K a tile is final: GELU reads it while it is in L1.
+        TC* gelu_tiles = kc0 + kc >= K ? gelu_out : nullptr;
         pack_b(bpack, B + kc0 * b.row_stride + nc0 * b.col_stride, b.row_stride, b.col_stride, kc,
                nc);
         for (int64_t mc0 = m0; mc0 < m1; mc0 += mc_block) {
           const int64_t mc = std::min(mc_block, m1 - mc0);
           pack_a(apack, A + mc0 * a.row_stride + kc0 * a.col_stride, a.row_stride, a.col_stride, mc,
-                 kc);
+                 kc, vector_rows);
           for (int64_t j = 0; j < nc; j += kNR) {
             const int64_t cols = std::min(kNR, nc - j);
             const float* bias_j = first && bias ? bias + nc0 + j : nullptr;
@@ -232,11 +289,19 @@ struct Problem {
               const float* ap = apack + i * kc;
               const float* bp = bpack + j * kc;
               TC* cp = C + (mc0 + i) * c.row_stride + (nc0 + j) * c.col_stride;
+              const int64_t tile_offset = (mc0 + i) * c.row_stride + nc0 + j;
               if (direct && rows == kMR && cols == kNR) {
                 kernel(kc, ap, bp, reinterpret_cast<float*>(cp), c.row_stride, alpha, add, bias_j);
+                if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
                 continue;
               }
               kernel(kc, ap, bp, tile, kNR, 1.0f, false, nullptr);
+              if (vector_rows && cols == kNR && c.col_stride == 1) {
+                for (int64_t r = 0; r < rows; ++r)
+                  store_row_avx2(cp + r * c.row_stride, tile + r * kNR, alpha, bias_j, add);
+                if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
+                continue;
+              }
               for (int64_t r = 0; r < rows; ++r)
                 for (int64_t q = 0; q < cols; ++q) {
                   TC* out = cp + r * c.row_stride + q * c.col_stride;
@@ -245,11 +310,17 @@ struct Problem {
                   if (add) v += to_f32(*out);
                   *out = from_f32<TC>(v);
                 }
+              if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
             }
           }
         }
       }
     }
+  }
+
+  void gelu_tile(TC* out, const TC* tile, int64_t rows, int64_t cols) const {
+    for (int64_t r = 0; r < rows; ++r)
+      gelu_row(out + r * c.row_stride, tile + r * c.row_stride, cols);
   }
 
   void run_all() const {
@@ -285,7 +356,8 @@ struct Problem {
 template <class TA, class TB, class TC>
 void run_typed(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
                const GemmOptions& options, const float* bias) {
-  Problem<TA, TB, TC> p{batch, a, b, c, options.alpha, options.accumulate, bias};
+  Problem<TA, TB, TC> p{
+      batch, a, b, c, options.alpha, options.accumulate, bias, static_cast<TC*>(options.gelu_out)};
   p.direct = std::is_same_v<TC, float> && c.col_stride == 1;
   const int64_t K = a.cols;
   p.kc_block = p.direct ? std::min(K, kKC) : K;
@@ -294,6 +366,7 @@ void run_typed(GemmBatch batch, const MatView& a, const MatView& b, const MatVie
   p.mc_block = std::max(kMR, kMC / scale / kMR * kMR);
   p.nc_block = std::max(kNR, kNC / scale / kNR * kNR);
   p.kernel = micro_kernel();
+  p.vector_rows = p.kernel == micro_avx2;
   p.run_all();
 }
 
@@ -361,6 +434,11 @@ void packed_gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatV
             if (options.accumulate) v += to_f32(*o);
             *o = from_f32<T>(v);
           }
+        // One matrix with unit column stride (gemm checks): GELU row by row.
+        if (options.gelu_out)
+          for (int64_t i = 0; i < c.rows; ++i)
+            gelu_row(static_cast<T*>(options.gelu_out) + i * out.row_stride,
+                     dst + i * out.row_stride, c.cols);
       });
     }
     return;
@@ -379,7 +457,8 @@ void set_packed_gemm_portable(bool portable) {
 }
 
 size_t packed_gemm_workspace_bytes_per_thread() {
-  const size_t a = size_t(kMC + kMR) * size_t(kKC), b = size_t(kNC + kNR) * size_t(kKC);
+  const size_t a = size_t(kMC + kMR) * size_t(kKC) + size_t(kPackSlack),
+               b = size_t(kNC + kNR) * size_t(kKC);
   return (a + b) * sizeof(float);
 }
 
