@@ -203,9 +203,7 @@ void measure_compute(const CalibrateOptions& o, const Config& config, const Prog
       c.optimizer_per_element /= elements / ranks;
       const json& kinds = bench.at("breakdown_ms");
       const double unit_ms = bench.at("fwd_ms").get<double>() + bench.at("bwd_ms").get<double>();
-      // A matmul with its GELU epilogue counts as matmul work.
-      const double matmul_ms = kinds.value("matmul", 0.0) + kinds.value("matmul_gelu", 0.0);
-      c.matmul_share = std::clamp(matmul_ms / unit_ms, 0.05, 0.95);
+      c.matmul_share = std::clamp(kinds.value("matmul", 0.0) / unit_ms, 0.05, 0.95);
       p.compute.push_back(c);
       if (ranks == 1)
         p.matmul_peak[threads] =

@@ -31,8 +31,6 @@ std::string_view op_kind_name(OpKind kind) {
       return "other";
     case OpKind::matmul:
       return "matmul";
-    case OpKind::matmul_gelu:
-      return "matmul_gelu";
     case OpKind::attention:
       return "attention";
     case OpKind::layernorm:

@@ -10,10 +10,9 @@
 namespace st {
 
 enum class OpKind : int {
-  other = 0,    // inside a step but in no op (hooks, bookkeeping)
-  matmul,       // matmuls (oneDNN's or the packed GEMM), attention's included
-  matmul_gelu,  // a matmul with GELU applied to its output tiles as they are written (c_fc)
-  attention,    // attention's softmax, masks and layout work around its matmuls
+  other = 0,  // inside a step but in no op (hooks, bookkeeping)
+  matmul,     // oneDNN matmuls, attention's included
+  attention,  // attention's softmax, masks and layout work around its matmuls
   layernorm,
   gelu,
   rmsnorm,

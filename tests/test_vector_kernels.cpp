@@ -1,7 +1,6 @@
-// The elementwise kernels' two paths (AVX2 + FMA and portable) and the fusions built on them:
-// the vector BF16 store against the scalar rounding bit for bit, GELU and SwiGLU against FP64
-// references on both paths, and the matmul whose epilogue applies GELU against the unfused
-// matmul then gelu_forward, bit for bit, on both micro-kernels, in FP32 and BF16.
+// The elementwise kernels' two paths (AVX2 + FMA and portable): the vector BF16 store against
+// the scalar rounding bit for bit, e^x against libm, GELU and SwiGLU against FP64 references on
+// both paths, and the two GELU paths against each other.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -12,13 +11,9 @@
 
 #include "core/bf16.hpp"
 #include "core/cpu_features.hpp"
-#include "core/error.hpp"
 #include "core/ops/avx2_math.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/gelu.hpp"
-#include "core/ops/linear.hpp"
-#include "core/ops/matmul.hpp"
-#include "core/ops/packed_gemm.hpp"
 #include "core/ops/swiglu.hpp"
 
 namespace st {
@@ -189,93 +184,6 @@ TEST(VectorMath, BothGeluPathsAgreeToAFewUlp) {
     ASSERT_NEAR(d_fast[i], d_portable[i], 1e-6 * (std::fabs(d_portable[i]) + 1)) << "x = " << x[i];
   }
 }
-
-// The matmul with GELU in its epilogue against linear_forward then gelu_forward: bit for bit,
-// for both outputs, at shapes with partial register tiles and K past one cache block.
-struct FusedCase {
-  int64_t M, K, N;
-  DType dtype;
-};
-
-std::vector<float> filled(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = round_to_bf16(dist(gen));
-  return v;
-}
-
-struct Operand {
-  std::vector<float> f32;
-  std::vector<bf16> h;
-  Operand(std::vector<float> values, DType dtype) : f32(std::move(values)) {
-    if (dtype == DType::bf16) {
-      h.resize(f32.size());
-      convert_f32_to_bf16(f32.data(), h.data(), f32.size());
-    }
-  }
-  explicit Operand(size_t n, DType dtype) : Operand(std::vector<float>(n, 0.f), dtype) {}
-  void* data(DType dtype) {
-    return dtype == DType::f32 ? static_cast<void*>(f32.data()) : h.data();
-  }
-  std::vector<uint16_t> bits(DType dtype) const {
-    std::vector<uint16_t> out;
-    if (dtype == DType::bf16) return {h.begin(), h.end()};
-    for (float x : f32) {
-      out.push_back(uint16_t(f32_bits(x)));
-      out.push_back(uint16_t(f32_bits(x) >> 16));
-    }
-    return out;
-  }
-};
-
-void expect_fused_equals_unfused(const FusedCase& t) {
-  SCOPED_TRACE(fmt::format("M={} K={} N={} {}", t.M, t.K, t.N, dtype_name(t.dtype)));
-  Operand in(filled(size_t(t.M * t.K), 1), t.dtype), w(filled(size_t(t.K * t.N), 2), t.dtype),
-      b(filled(size_t(t.N), 3), t.dtype);
-  Operand pre(size_t(t.M * t.N), t.dtype), post(size_t(t.M * t.N), t.dtype),
-      pre_ref(size_t(t.M * t.N), t.dtype), post_ref(size_t(t.M * t.N), t.dtype);
-  linear_gelu_forward(pre.data(t.dtype), post.data(t.dtype), in.data(t.dtype), w.data(t.dtype),
-                      b.data(t.dtype), t.M, t.K, t.N, t.dtype);
-  linear_forward(pre_ref.data(t.dtype), in.data(t.dtype), w.data(t.dtype), b.data(t.dtype), t.M,
-                 t.K, t.N, t.dtype);
-  gelu_forward(post_ref.data(t.dtype), pre_ref.data(t.dtype), size_t(t.M * t.N), t.dtype);
-  EXPECT_EQ(pre.bits(t.dtype), pre_ref.bits(t.dtype)) << "the matmul's output";
-  EXPECT_EQ(post.bits(t.dtype), post_ref.bits(t.dtype)) << "the GELU output";
-}
-
-class FusedGelu : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    set_packed_gemm_portable(GetParam());
-    set_elementwise_portable(GetParam());
-  }
-  void TearDown() override {
-    set_packed_gemm_portable(false);
-    set_elementwise_portable(false);
-  }
-};
-
-TEST_P(FusedGelu, EpilogueEqualsTheMatmulThenGeluBitForBit) {
-  for (DType dtype : {DType::f32, DType::bf16})
-    for (const FusedCase& c :
-         {FusedCase{1, 1, 1, dtype}, FusedCase{7, 5, 19, dtype}, FusedCase{13, 300, 37, dtype},
-          FusedCase{64, 64, 256, dtype}, FusedCase{50, 520, 100, dtype}})
-      expect_fused_equals_unfused(c);
-}
-
-TEST_P(FusedGelu, RefusesWhatItCannotFuse) {
-  std::vector<float> a(4), b(4), c(4), g(4);
-  GemmOptions options;
-  options.gelu_out = g.data();
-  options.accumulate = true;
-  EXPECT_THROW(gemm(1, MatView::row_major(a.data(), DType::f32, 2, 2),
-                    MatView::row_major(b.data(), DType::f32, 2, 2),
-                    MatView::row_major(c.data(), DType::f32, 2, 2), options),
-               Error);
-}
-
-INSTANTIATE_TEST_SUITE_P(Kernels, FusedGelu, ::testing::Values(false, true), path_name);
 
 }  // namespace
 }  // namespace st

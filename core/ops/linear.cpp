@@ -21,16 +21,6 @@ void linear_forward(void* out, const void* in, const void* weight, const void* b
        MatView::row_major(out, dtype, M, N), options);
 }
 
-void linear_gelu_forward(void* pre, void* post, const void* in, const void* weight,
-                         const void* bias, int64_t M, int64_t K, int64_t N, DType dtype) {
-  GemmOptions options;
-  options.bias = bias;
-  options.bias_dtype = dtype;
-  options.gelu_out = post;
-  gemm(1, MatView::row_major(in, dtype, M, K), MatView::row_major(weight, dtype, K, N),
-       MatView::row_major(pre, dtype, M, N), options);
-}
-
 namespace {
 
 // Rows per partial column sum: fixed, so the bias gradient is the same whatever the threads.

@@ -13,12 +13,6 @@ namespace st {
 void linear_forward(void* out, const void* in, const void* weight, const void* bias, int64_t M,
                     int64_t K, int64_t N, DType dtype);
 
-// linear_forward into `pre`, and post[M,N] = gelu(pre) (dtype), GPT-2's c_fc: the GELU is the
-// matmul's epilogue where the packed GEMM runs (each output tile as it is finished), a second
-// pass after oneDNN's matmul. Bit for bit linear_forward then gelu_forward.
-void linear_gelu_forward(void* pre, void* post, const void* in, const void* weight,
-                         const void* bias, int64_t M, int64_t K, int64_t N, DType dtype);
-
 // Given the output gradient g[M,N] (FP32):
 //   d_in[M,K]      = g · weightᵀ        (overwritten, FP32; skipped when null)
 //   d_weight[K,N] += inᵀ · g            (FP32)

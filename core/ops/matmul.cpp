@@ -9,8 +9,6 @@
 
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
-#include "core/ops/elementwise.hpp"
-#include "core/ops/gelu.hpp"
 #include "core/ops/matmul_path.hpp"
 #include "core/ops/packed_gemm.hpp"
 
@@ -136,29 +134,14 @@ Runtime& runtime() {
   return rt;
 }
 
-// out = gelu(c), row by row, out laid out like c: the unfused pass after oneDNN's matmul.
-void gelu_rows(void* out, const MatView& c) {
-  OpScope scope(OpKind::gelu);
-  dispatch_float(c.dtype, [&]<class T>(T) {
-    const T* in = static_cast<const T*>(c.data);
-    T* o = static_cast<T*>(out);
-#pragma omp parallel for schedule(static) if (c.rows * c.cols > 32768)
-    for (int64_t i = 0; i < c.rows; ++i)
-      gelu_row(o + i * c.row_stride, in + i * c.row_stride, c.cols);
-  });
-}
-
 }  // namespace
 
 void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
           const GemmOptions& options) {
-  OpScope scope(options.gelu_out ? OpKind::matmul_gelu : OpKind::matmul);
+  OpScope scope(OpKind::matmul);
   if (a.cols != b.rows || a.rows != c.rows || b.cols != c.cols)
     fail("matmul shapes do not chain: [{}x{}]·[{}x{}] -> [{}x{}]", a.rows, a.cols, b.rows, b.cols,
          c.rows, c.cols);
-  ST_CHECK(!options.gelu_out ||
-               (batch.outer == 1 && batch.inner == 1 && c.col_stride == 1 && !options.accumulate),
-           "matmul: a GELU output needs one matrix, a unit column stride and no accumulation");
   if (batch.outer <= 0 || batch.inner <= 0 || a.rows == 0 || b.cols == 0) return;
   const bool any_bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 ||
                         c.dtype == DType::bf16 ||
@@ -186,7 +169,6 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
   if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(entry.bias, options.bias));
   entry.primitive.execute(rt.stream(), args);
   rt.stream().wait();
-  if (options.gelu_out) gelu_rows(options.gelu_out, c);
 }
 
 namespace {

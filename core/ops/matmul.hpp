@@ -36,11 +36,6 @@ struct GemmOptions {
   DType bias_dtype = DType::f32;
   float alpha = 1.0f;       // scales the product (not the bias)
   bool accumulate = false;  // C += alpha * A·B instead of C = ...
-  // When set: also gelu(C) here, laid out like C and computed from C as rounded to its dtype
-  // (so equal to gelu_forward(C) bit for bit). The packed GEMM applies it to each output tile
-  // while the tile is in cache; oneDNN's matmul gets a separate pass. Needs one matrix (no
-  // batch), a unit column stride and no accumulation.
-  void* gelu_out = nullptr;
 };
 
 // C[b] = alpha * A[b] · B[b] (+ bias) (+ C[b] when accumulating), for b < batch.

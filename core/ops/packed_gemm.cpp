@@ -13,7 +13,6 @@
 #include "core/cpu_features.hpp"
 #include "core/ops/avx2_math.hpp"
 #include "core/ops/elementwise.hpp"
-#include "core/ops/gelu.hpp"
 
 namespace st {
 namespace {
@@ -247,7 +246,6 @@ struct Problem {
   float alpha;
   bool accumulate;
   const float* bias;         // widened, or null
-  TC* gelu_out;              // laid out like C (one matrix, unit column stride), or null
   bool direct = false;       // C is FP32 with unit column stride: the kernel writes it in place
   bool vector_rows = false;  // AVX2 packs A's row strips and stores full tile rows of C
   int64_t kc_block = 0, mc_block = 0, nc_block = 0;
@@ -272,8 +270,6 @@ struct Problem {
       for (int64_t kc0 = 0; kc0 < K; kc0 += kc_block) {
         const int64_t kc = std::min(kc_block, K - kc0);
         const bool first = kc0 == 0;
-        // After the last block of K a tile is final: GELU reads it while it is in L1.
-        TC* gelu_tiles = kc0 + kc >= K ? gelu_out : nullptr;
         pack_b(bpack, B + kc0 * b.row_stride + nc0 * b.col_stride, b.row_stride, b.col_stride, kc,
                nc);
         for (int64_t mc0 = m0; mc0 < m1; mc0 += mc_block) {
@@ -289,17 +285,14 @@ struct Problem {
               const float* ap = apack + i * kc;
               const float* bp = bpack + j * kc;
               TC* cp = C + (mc0 + i) * c.row_stride + (nc0 + j) * c.col_stride;
-              const int64_t tile_offset = (mc0 + i) * c.row_stride + nc0 + j;
               if (direct && rows == kMR && cols == kNR) {
                 kernel(kc, ap, bp, reinterpret_cast<float*>(cp), c.row_stride, alpha, add, bias_j);
-                if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
                 continue;
               }
               kernel(kc, ap, bp, tile, kNR, 1.0f, false, nullptr);
               if (vector_rows && cols == kNR && c.col_stride == 1) {
                 for (int64_t r = 0; r < rows; ++r)
                   store_row_avx2(cp + r * c.row_stride, tile + r * kNR, alpha, bias_j, add);
-                if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
                 continue;
               }
               for (int64_t r = 0; r < rows; ++r)
@@ -310,17 +303,11 @@ struct Problem {
                   if (add) v += to_f32(*out);
                   *out = from_f32<TC>(v);
                 }
-              if (gelu_tiles) gelu_tile(gelu_tiles + tile_offset, cp, rows, cols);
             }
           }
         }
       }
     }
-  }
-
-  void gelu_tile(TC* out, const TC* tile, int64_t rows, int64_t cols) const {
-    for (int64_t r = 0; r < rows; ++r)
-      gelu_row(out + r * c.row_stride, tile + r * c.row_stride, cols);
   }
 
   void run_all() const {
@@ -356,8 +343,7 @@ struct Problem {
 template <class TA, class TB, class TC>
 void run_typed(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
                const GemmOptions& options, const float* bias) {
-  Problem<TA, TB, TC> p{
-      batch, a, b, c, options.alpha, options.accumulate, bias, static_cast<TC*>(options.gelu_out)};
+  Problem<TA, TB, TC> p{batch, a, b, c, options.alpha, options.accumulate, bias};
   p.direct = std::is_same_v<TC, float> && c.col_stride == 1;
   const int64_t K = a.cols;
   p.kc_block = p.direct ? std::min(K, kKC) : K;
@@ -434,11 +420,6 @@ void packed_gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatV
             if (options.accumulate) v += to_f32(*o);
             *o = from_f32<T>(v);
           }
-        // One matrix with unit column stride (gemm checks): GELU row by row.
-        if (options.gelu_out)
-          for (int64_t i = 0; i < c.rows; ++i)
-            gelu_row(static_cast<T*>(options.gelu_out) + i * out.row_stride,
-                     dst + i * out.row_stride, c.cols);
       });
     }
     return;

@@ -188,16 +188,10 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
   if (pass.runs(cheap))
     layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
                       a.x_mid[l].data<float>(), w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
-  if (pass.runs(kept) && pass.runs(cheap)) {
-    linear_gelu_forward(a.fc[l].raw(), a.fc_gelu[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight),
-                        w(p.c_fc_bias), M, C, 4 * C, dtype_);
-  } else {
-    if (pass.runs(kept))
-      linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
-                     dtype_);
-    if (pass.runs(cheap))
-      gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  }
+  if (pass.runs(kept))
+    linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
+                   dtype_);
+  if (pass.runs(cheap)) gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
   if (pass.runs(output)) {
     linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias),
                    M, 4 * C, C, dtype_);
