@@ -49,6 +49,7 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"unsharded_peak_mib", double(st.memory.unsharded_peak_bytes) / kMiB},
           {"activations_mib", double(s.trainer->budget().activations) / kMiB},
           {"gathered_mib", double(st.gathered_bytes) / kMiB},
+          {"regathered_mib", double(st.regathered_bytes) / kMiB},
           {"scattered_mib", double(st.scattered_bytes) / kMiB},
           {"replicated_mib", double(st.replicated_bytes) / kMiB},
           {"collective_ms", st.collective_ms},

@@ -84,6 +84,7 @@ struct Config {
   } precision;
   struct {
     bool reshard_after_forward = true;
+    int64_t reshard_to = 0;  // reshard_after_forward = N: a 1/N slice kept for the backward (hpZ)
     int64_t prefetch = 1;
     Accumulation accumulation = Accumulation::reduce_each;
     Algorithm collective_algorithm = Algorithm::automatic;

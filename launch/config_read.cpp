@@ -39,6 +39,10 @@ Value value_from_toml(const toml::node& node, const std::string& key, Kind kind,
     case Kind::boolean:
       if (auto v = node.value_exact<bool>()) return *v;
       break;
+    case Kind::boolean_or_integer:
+      if (auto v = node.value_exact<bool>()) return *v;
+      if (auto v = node.value_exact<int64_t>()) return *v;
+      break;
   }
   std::ostringstream type;
   type << node.type();
@@ -77,6 +81,15 @@ Value value_from_text(const std::string& text, const std::string& key, Kind kind
       if (text == "true" || text == "1") return true;
       if (text == "false" || text == "0") return false;
       wrong_type(where, key, kind, "'" + text + "'");
+    case Kind::boolean_or_integer: {
+      if (text == "true") return true;
+      if (text == "false") return false;
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size())
+        wrong_type(where, key, kind, "'" + text + "'");
+      return v;
+    }
   }
   return text;
 }

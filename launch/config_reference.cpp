@@ -29,6 +29,8 @@ const char* kind_word(Kind k) {
       return "string";
     case Kind::boolean:
       return "boolean";
+    case Kind::boolean_or_integer:
+      return "boolean or integer";
   }
   return "?";
 }

@@ -23,6 +23,8 @@ const char* kind_name(Kind k) {
       return "a string";
     case Kind::boolean:
       return "true or false";
+    case Kind::boolean_or_integer:
+      return "true, false or an integer";
   }
   return "?";
 }
@@ -88,6 +90,31 @@ KeySpec enum_key(T Config::*section, E T::*field, Parse parse, Name name) {
 template <class T>
 KeySpec dtype_key(T Config::*section, DType T::*field) {
   return enum_key(section, field, parse_float_dtype, dtype_name);
+}
+
+// sharding.reshard_after_forward: true, false, or the size N of the group the backward
+// gathers from (checked against the shard group where the mesh is known).
+KeySpec reshard_key() {
+  return {Kind::boolean_or_integer,
+          [](Config& c, const Value& v, const std::string& key) {
+            if (const bool* b = std::get_if<bool>(&v)) {
+              c.sharding.reshard_after_forward = *b;
+              c.sharding.reshard_to = 0;
+              return;
+            }
+            const int64_t n = std::get<int64_t>(v);
+            if (n < 2)
+              fail_input(
+                  "'{}' = {} must be true, false, or a group size N >= 2 dividing the shard "
+                  "group (false keeps whole units; true frees them)",
+                  key, n);
+            c.sharding.reshard_after_forward = true;
+            c.sharding.reshard_to = n;
+          },
+          [](const Config& c) {
+            if (c.sharding.reshard_to) return std::to_string(c.sharding.reshard_to);
+            return std::string(c.sharding.reshard_after_forward ? "true" : "false");
+          }};
 }
 
 ResumeFrom parse_resume(const std::string& word, const std::string& key) {
@@ -307,9 +334,10 @@ KeyTable precision_keys() {
 KeyTable sharding_keys() {
   return {
       {"sharding.reshard_after_forward",
-       {bool_key(&Config::sharding, &Sharding::reshard_after_forward), "true, false",
+       {reshard_key(), "true, false, or N: a divisor of the shard group, 2 – half of it",
         "free each block's gathered parameters after its forward (ZeRO-3); false keeps them for "
-        "its backward (ZeRO-2)"}},
+        "its backward (ZeRO-2); N keeps a 1/N slice so the backward all-gathers within groups "
+        "of N consecutive ranks, e.g. a node's (hpZ: +2·P/N bytes per rank in BF16)"}},
       {"sharding.prefetch",
        {int_key(&Config::sharding, &Sharding::prefetch), "0 – 8",
         "units whose all-gather is in flight ahead of the one computing"}},

@@ -11,7 +11,7 @@
 namespace st {
 
 using Value = std::variant<int64_t, double, std::string, bool>;
-enum class Kind { integer, number, string, boolean };
+enum class Kind { integer, number, string, boolean, boolean_or_integer };
 
 struct KeySpec {
   Kind kind;

@@ -170,13 +170,22 @@ void print_mesh(Session& s) {
         fmt::format("; replica group '{}' ({} ranks on {} node{}): all-reduce {}", replicas->name(),
                     replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
                     transport_on(*replicas, OpType::all_reduce, 0));
+  if (ProcessGroup* reshard = t.fsdp().reshard_group())
+    groups +=
+        fmt::format("; reshard group '{}' ({} ranks on {} node{}): all-gather {}", reshard->name(),
+                    reshard->size(), node_count(*reshard), node_count(*reshard) == 1 ? "" : "s",
+                    transport_on(*reshard, OpType::all_gather, unit_bytes));
   fmt::print("collectives (this rank's groups, for a {:.1f} MiB unit): {}\n",
              double(unit_bytes) / kMiB, groups);
   const Traffic tr = t.traffic();
   fmt::print(
-      "traffic per step: each rank all-gathers {:.1f} MiB, reduce-scatters {:.1f} MiB{}; over "
+      "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}; over "
       "the links, whole job: intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",
-      double(tr.gathered) / kMiB, double(tr.scattered) / kMiB,
+      double(tr.gathered) / kMiB,
+      tr.regathered
+          ? fmt::format(" ({:.1f} MiB of it within reshard groups)", double(tr.regathered) / kMiB)
+          : "",
+      double(tr.scattered) / kMiB,
       mesh.replica_group()
           ? fmt::format(", all-reduces {:.1f} MiB across replicas", double(tr.replicated) / kMiB)
           : "",
@@ -245,10 +254,15 @@ void print_model_summary(Session& s) {
   }
   fmt::print(
       "sharding: {} units (root + {} blocks), largest {} elements | reshard_after_forward {} "
-      "(ZeRO-{}) | prefetch {} | collectives {}\n",
-      units.size(), t.fsdp().topology().blocks(), largest, c.sharding.reshard_after_forward,
-      c.sharding.reshard_after_forward ? 3 : 2, c.sharding.prefetch,
-      algorithm_name(c.sharding.collective_algorithm));
+      "({}) | prefetch {} | collectives {}\n",
+      units.size(), t.fsdp().topology().blocks(), largest,
+      c.sharding.reshard_to ? std::to_string(c.sharding.reshard_to)
+                            : std::string(c.sharding.reshard_after_forward ? "true" : "false"),
+      c.sharding.reshard_to
+          ? fmt::format("ZeRO-3, hpZ: a 1/{} slice kept, the backward gathers within {} ranks",
+                        c.sharding.reshard_to, c.sharding.reshard_to)
+          : std::string(c.sharding.reshard_after_forward ? "ZeRO-3" : "ZeRO-2"),
+      c.sharding.prefetch, algorithm_name(c.sharding.collective_algorithm));
   const int64_t m = c.training.micro_batches;
   const double scatter_mib = 4.0 * double(padded) / kMiB;
   if (c.sharding.accumulation == Accumulation::reduce_each)
@@ -272,12 +286,13 @@ void print_memory_summary(Session& s) {
   const MemoryBudget b = t.budget();
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(
-      "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f} + "
+      "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f}{} + "
       "unsharded grads {:.1f} + activations {:.1f}{}{} = {:.1f} MiB, on top of {:.1f} MiB of "
       "libraries and data\n",
       double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
-      double(b.unsharded_params) / kMiB, double(b.unsharded_grads) / kMiB,
-      double(b.activations) / kMiB,
+      double(b.unsharded_params) / kMiB,
+      b.kept_slices ? fmt::format(" + kept slices (hpZ) {:.1f}", double(b.kept_slices) / kMiB) : "",
+      double(b.unsharded_grads) / kMiB, double(b.activations) / kMiB,
       b.matmul_workspace
           ? fmt::format(" + matmul packing {:.1f}", double(b.matmul_workspace) / kMiB)
           : "",

@@ -28,6 +28,7 @@ FsdpOptions fsdp_options(const Config& config) {
   FsdpOptions o;
   o.param_dtype = config.precision.param_dtype;
   o.reshard_after_forward = config.sharding.reshard_after_forward;
+  o.reshard_to = int(config.sharding.reshard_to);
   o.prefetch = int(config.sharding.prefetch);
   o.accumulation = config.sharding.accumulation;
   o.replica_sync = config.sharding.replica_sync;
@@ -179,6 +180,7 @@ void ShardedTrainer::agree_on_stats(const StepResult& r, StepStats& s) {
   s.exposed_comm_ms = comm.exposed_ms;
   s.collective_ms = comm.collective_ms;
   s.gathered_bytes = comm.gathered_bytes;
+  s.regathered_bytes = comm.regathered_bytes;
   s.scattered_bytes = comm.scattered_bytes;
   s.replicated_bytes = comm.replicated_bytes;
   // Every rank's step time and peak RSS, each in its own slot: one sum all-reduce.
@@ -230,7 +232,7 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   MemoryBudget budget = memory_budget(
       {&units, config.precision.param_dtype, int(config.sharding.prefetch), states_per_element,
        config.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       config.sharding.reshard_after_forward, activations});
+       config.sharding.reshard_after_forward, int(config.sharding.reshard_to), activations});
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))
@@ -265,7 +267,8 @@ Traffic ShardedTrainer::traffic() const {
   const auto& s = config_.sharding;
   return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
                           config_.precision.param_dtype, int(config_.training.micro_batches),
-                          s.reshard_after_forward, s.accumulation, s.replica_sync});
+                          s.reshard_after_forward, int(s.reshard_to), s.accumulation,
+                          s.replica_sync});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {

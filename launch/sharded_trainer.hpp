@@ -38,6 +38,7 @@ struct StepStats {
   std::vector<double> rank_step_ms, rank_peak_rss_mib;  // every rank's, by rank
   double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
   int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
+  int64_t regathered_bytes = 0;  // of gathered_bytes, within reshard_after_forward = N's groups
   double checkpoint_stage_wait_ms = 0;  // the update waited for a background save's copy
   FsdpMemory memory;                    // this rank's shards and unsharded peak in this step
 };

@@ -113,6 +113,12 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   }
   plan.param_bytes = int(dtype_size(config.precision.param_dtype));
   plan.reshard_after_forward = config.sharding.reshard_after_forward;
+  plan.reshard_to = int(config.sharding.reshard_to);
+  if (plan.reshard_to && (plan.reshard_to >= mesh.shard || mesh.shard % plan.reshard_to != 0))
+    fail_input(
+        "sharding.reshard_after_forward = {} must divide the shard group and be smaller: this "
+        "row's shard groups have {} ranks (simulate rows whose shard_degree it divides)",
+        plan.reshard_to, mesh.shard);
   plan.prefetch = int(config.sharding.prefetch);
   plan.accumulation = config.sharding.accumulation;
   plan.replica_sync = config.sharding.replica_sync;
@@ -250,8 +256,8 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
   const double gib = 1073741824.0;
   fmt::print(
       "memory per rank, GiB = shards (FP32 master + gradient) + optimizer + unsharded "
-      "parameters + unsharded gradients + activations [none / selective / full] + "
-      "workspace\n");
+      "parameters (and hpZ's kept slices) + unsharded gradients + activations [none / selective "
+      "/ full] + workspace\n");
   for (const Prediction& p : rows) {
     const MemoryBudget& m = p.memory;
     fmt::print(
@@ -259,7 +265,7 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         "{:.2f}] + {:.2f}\n",
         p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.shard, p.mesh.replicate),
         p.memory_bytes / gib, m.master_and_grad / gib, m.optimizer_state / gib,
-        m.unsharded_params / gib, m.unsharded_grads / gib, m.activations / gib,
+        (m.unsharded_params + m.kept_slices) / gib, m.unsharded_grads / gib, m.activations / gib,
         p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
         p.activations_by_mode[2] / gib, double(m.matmul_workspace + m.checkpoint_staging) / gib);
   }
@@ -279,6 +285,7 @@ nlohmann::json memory_terms_json(const Prediction& p) {
   return {{"shards", m.master_and_grad / mib},
           {"optimizer", m.optimizer_state / mib},
           {"unsharded_params", m.unsharded_params / mib},
+          {"kept_slices", m.kept_slices / mib},
           {"unsharded_grads", m.unsharded_grads / mib},
           {"activations", m.activations / mib},
           {"activations_none", p.activations_by_mode[0] / mib},

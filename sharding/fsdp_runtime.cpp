@@ -1,5 +1,7 @@
 #include "sharding/fsdp_runtime.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -26,6 +28,20 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
     fail("FSDP param_dtype {} differs from the model's compute dtype {}",
          dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
   if (options_.prefetch < 0) fail_input("prefetch depth {} must be >= 0", options_.prefetch);
+  if (options_.reshard_to != 0) {
+    const int S = group.size(), N = options_.reshard_to;
+    if (N < 2 || N >= S || S % N != 0)
+      fail_input(
+          "sharding.reshard_after_forward = {} must be a divisor of the shard group's {} ranks "
+          "between 2 and {} (a smaller group for the backward's all-gathers, e.g. the ranks of "
+          "a node{}); true reshards to the whole shard group, false keeps whole units",
+          N, S, std::max(2, S / 2),
+          S < 4 ? fmt::format(": a shard group of {} has none", S) : std::string());
+    options_.reshard_after_forward = true;
+    // Consecutive shard ranks, as nodes hold them: rank r keeps slice r % N.
+    reshard_group_ =
+        group.split(group.rank() / N, group.rank(), fmt::format("reshard{}", group.rank() / N));
+  }
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());
   units_.resize(layouts_.size());
@@ -58,6 +74,12 @@ void FsdpRuntime::begin_step(int micro_batches) {
   ST_CHECK(micro_batches >= 1, "micro_batches {} must be at least 1", micro_batches);
   micro_batches_ = micro_batches;
   micro_ = 0;
+  // Slices kept by a forward without its backward (an evaluation) hold older weights.
+  for (Unit& unit : units_)
+    if (unit.kept.defined()) {
+      pool_.release(std::move(unit.kept));
+      unit.kept = Tensor();
+    }
 }
 
 void FsdpRuntime::begin_micro_batch(int micro) {
@@ -86,6 +108,7 @@ void FsdpRuntime::timed_wait(Work& work) {
 void FsdpRuntime::issue_gather(int u) {
   Unit& unit = units_[size_t(u)];
   if (unit.full.defined()) return;  // gathered, or in flight
+  if (unit.kept.defined()) return issue_regather(u);
   const UnitLayout& layout = layouts_[size_t(u)];
   const DType dtype = options_.param_dtype;
   unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, dtype);
@@ -97,6 +120,38 @@ void FsdpRuntime::issue_gather(int u) {
   unit.gathering = group_.all_gather(slot, unit.full, gather_options());
   comm_.gathered_bytes += int64_t(unit.full.nbytes());
   comm_.gathers += 1;
+}
+
+void FsdpRuntime::issue_regather(int u) {
+  Unit& unit = units_[size_t(u)];
+  const UnitLayout& layout = layouts_[size_t(u)];
+  unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, unit.kept.dtype());
+  const int64_t slice = unit.kept.numel(), first = int64_t(reshard_group_->rank()) * slice;
+  Tensor slot = unit.full.slice(first, first + slice);
+  std::memcpy(slot.raw(), unit.kept.raw(), size_t(slot.nbytes()));
+  pool_.release(std::move(unit.kept));
+  unit.kept = Tensor();
+  unit.gathering = reshard_group_->all_gather(slot, unit.full, gather_options());
+  comm_.gathered_bytes += int64_t(unit.full.nbytes());
+  comm_.gathers += 1;
+  comm_.regathered_bytes += int64_t(unit.full.nbytes());
+  comm_.regathers += 1;
+}
+
+void FsdpRuntime::keep_slice(int u) {
+  Unit& unit = units_[size_t(u)];
+  if (!unit.full.defined()) return;
+  if (unit.gathering) {
+    timed_wait(*unit.gathering);
+    unit.gathering.reset();
+  }
+  const UnitLayout& layout = layouts_[size_t(u)];
+  const int64_t slice = layout.padded_numel / options_.reshard_to;
+  const int64_t first = int64_t(reshard_group_->rank()) * slice;
+  unit.kept = pool_.acquire(layout.name + ".kept_slice", slice, unit.full.dtype());
+  std::memcpy(unit.kept.raw(), unit.full.slice(first, first + slice).raw(),
+              size_t(unit.kept.nbytes()));
+  release_full(u);
 }
 
 void FsdpRuntime::prefetch(const std::vector<int>& order, int u) {
@@ -160,7 +215,10 @@ void FsdpRuntime::after_forward(int u) {
   // The root is needed again at once by the head's backward, and the last unit of the forward
   // is the first block of the backward: freeing either would only re-gather it.
   if (UnitTopology::is_root(u) || u == topology_.last_forward()) return;
-  if (options_.reshard_after_forward) release_full(u);
+  if (reshard_group_)
+    keep_slice(u);
+  else if (options_.reshard_after_forward)
+    release_full(u);
 }
 
 void FsdpRuntime::before_backward(int u) {
@@ -258,7 +316,14 @@ void FsdpRuntime::finish_backward() {
 }
 
 void FsdpRuntime::reshard_all() {
-  for (int u = 0; u < int(units_.size()); ++u) release_full(u);
+  for (int u = 0; u < int(units_.size()); ++u) {
+    release_full(u);
+    Unit& unit = units_[size_t(u)];
+    if (unit.kept.defined()) {
+      pool_.release(std::move(unit.kept));
+      unit.kept = Tensor();
+    }
+  }
 }
 
 std::vector<ShardSpan> FsdpRuntime::spans() const {

@@ -31,7 +31,12 @@ const char* replica_sync_name(ReplicaSync s);
 struct FsdpOptions {
   DType param_dtype = DType::bf16;    // what units are gathered and computed in
   bool reshard_after_forward = true;  // ZeRO-3 (true) or ZeRO-2 (false)
-  int prefetch = 1;                   // units whose all-gather is in flight ahead of compute
+  // N > 1 (with reshard_after_forward): after a block's forward each rank keeps a 1/N slice of
+  // its gathered parameters, so its backward all-gathers them within a group of N consecutive
+  // shard ranks (ideally one node) instead of the whole shard group: FSDP2's integer
+  // reshard_after_forward, ZeRO++'s hpZ. The same bytes arrive, from nearer. 0: off.
+  int reshard_to = 0;
+  int prefetch = 1;  // units whose all-gather is in flight ahead of compute
   Accumulation accumulation = Accumulation::reduce_each;
   double timeout_s = kDefaultTimeoutS;           // the watchdog's limit per collective
   ReplicaSync replica_sync = ReplicaSync::each;  // with a replica group
@@ -54,12 +59,15 @@ struct CommStats {
   double collective_ms = 0;  // the collectives' own running time on the communication thread
   int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
   int64_t gathers = 0, scatters = 0, replications = 0;
+  // Of the gathers, those of reshard_to's slices within its group (their bytes are counted in
+  // gathered_bytes too).
+  int64_t regathered_bytes = 0, regathers = 0;
 };
 
 struct FsdpMemory {
   int64_t shard_bytes = 0;           // FP32 master + gradient shards, padding included
-  int64_t unsharded_peak_bytes = 0;  // gathered parameters and unsharded gradients, peak since
-                                     // the last reset
+  int64_t unsharded_peak_bytes = 0;  // gathered parameters and unsharded gradients (and
+                                     // reshard_to's kept slices), peak since the last reset
 };
 
 class FsdpRuntime final : public UnitHooks {
@@ -81,6 +89,8 @@ class FsdpRuntime final : public UnitHooks {
   const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
   ProcessGroup* replicas() { return replicas_; }
+  // reshard_to's group (N consecutive ranks of the shard group), or nullptr.
+  ProcessGroup* reshard_group() { return reshard_group_.get(); }
 
   // A training step of `micro_batches` micro-batches begins.
   void begin_step(int micro_batches);
@@ -113,6 +123,7 @@ class FsdpRuntime final : public UnitHooks {
     Tensor full;                      // param_dtype [padded_numel] while gathered
     std::shared_ptr<Work> gathering;  // pending all-gather into `full`
     Tensor full_grad;                 // FP32 [padded_numel] during backward
+    Tensor kept;  // param_dtype [padded_numel / reshard_to]: this rank's slice, forward to backward
   };
   // A unit's gradient on its way to the shard: reduce-scatter within the shard group, then
   // (with replicas, when this micro-batch syncs) an all-reduce of the result across replicas.
@@ -129,6 +140,9 @@ class FsdpRuntime final : public UnitHooks {
   void issue_gather(int unit);
   void wait_and_bind(int unit, bool with_grad);
   void release_full(int unit);
+  // reshard_to: keeps this rank's slice of the gathered unit, then frees the rest.
+  void keep_slice(int unit);
+  void issue_regather(int unit);
   void issue_reduce(int unit);
   // Completes finished reductions in order; with `block`, all of them.
   void drain_reductions(bool block);
@@ -144,6 +158,7 @@ class FsdpRuntime final : public UnitHooks {
   ProcessGroup& group_;
   ProcessGroup* replicas_;
   FsdpOptions options_;
+  std::unique_ptr<ProcessGroup> reshard_group_;
   std::vector<UnitLayout> layouts_;
   std::vector<Unit> units_;
   UnitTopology topology_;

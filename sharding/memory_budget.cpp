@@ -24,6 +24,14 @@ MemoryBudget memory_budget(const BudgetInputs& in) {
   b.unsharded_params = in.reshard_after_forward
                            ? psize * (root + largest_block * (2 + int64_t(in.prefetch)))
                            : psize * all_padded;
+  // hpZ: every block but the last of the forward keeps a 1/N slice until its backward (the
+  // root and the last block stay gathered anyway).
+  if (in.reshard_to > 1) {
+    const int last = UnitTopology::root_and_chain(int(in.units->size())).last_forward();
+    for (const UnitLayout& u : *in.units)
+      if (!UnitTopology::is_root(u.unit) && u.unit != last)
+        b.kept_slices += psize * u.padded_numel / in.reshard_to;
+  }
   // One unit computing its gradient and one reducing; with reduce_last, every unit's.
   b.unsharded_grads = in.reduce_last ? 4 * all_padded : 4 * (root + 2 * largest_block);
   b.activations = in.activation_bytes;

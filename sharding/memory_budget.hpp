@@ -13,13 +13,15 @@ struct MemoryBudget {
   int64_t master_and_grad = 0;     // 8·P/N: FP32 master + FP32 gradient shards
   int64_t optimizer_state = 0;     // 4·k·P/N: k FP32 moments (AdamW 2, SGD 1)
   int64_t unsharded_params = 0;    // largest unit in param_dtype × (1 + prefetch) + root
+  int64_t kept_slices = 0;         // reshard_after_forward = N: 1/N of every block, forward to
+                                   // backward (hpZ)
   int64_t unsharded_grads = 0;     // 4·(largest unit) while reducing; every unit with reduce_last
   int64_t activations = 0;         // one micro-batch's activations and scratch
   int64_t matmul_workspace = 0;    // the packed GEMM's per-thread packing buffers, when it runs
   int64_t checkpoint_staging = 0;  // checkpoint.async: a copy of the master and optimizer shards
   int64_t total() const {
-    return master_and_grad + optimizer_state + unsharded_params + unsharded_grads + activations +
-           matmul_workspace + checkpoint_staging;
+    return master_and_grad + optimizer_state + unsharded_params + kept_slices + unsharded_grads +
+           activations + matmul_workspace + checkpoint_staging;
   }
 };
 
@@ -30,6 +32,7 @@ struct BudgetInputs {
   int optimizer_moments;  // FP32 state buffers per parameter element
   bool reduce_last;       // unsharded gradients of every unit kept between micro-batches
   bool reshard_after_forward;
+  int reshard_to;  // 0, or N: the kept slices' group
   int64_t activation_bytes;
 };
 

@@ -42,28 +42,35 @@ Traffic predict_traffic(const TrafficInputs& in) {
   // Per micro-batch, as FsdpRuntime schedules it: every unit gathered for the forward; for the
   // backward the blocks again (when resharded after their forward) but the last of the
   // forward, which stays gathered; the root stays gathered through the micro-batch.
-  int64_t gather_elems = 0, all_elems = 0, shard_elems = 0;
+  int64_t gather_elems = 0, regather_elems = 0, all_elems = 0, shard_elems = 0;
   const int last = UnitTopology::root_and_chain(int(units.size())).last_forward();
   for (const UnitLayout& u : units) {
     all_elems += u.padded_numel;
     shard_elems += u.shard_numel;
     gather_elems += u.padded_numel;
     if (in.reshard_after_forward && !UnitTopology::is_root(u.unit) && u.unit != last)
-      gather_elems += u.padded_numel;
+      (in.reshard_to > 1 ? regather_elems : gather_elems) += u.padded_numel;
   }
   const int scatters = in.accumulation == Accumulation::reduce_each ? m : 1;
   const int syncs = (in.replica_sync == ReplicaSync::each && scatters > 1) ? m : 1;
   Traffic t;
   const double gathered = double(gather_elems * psize) * m;  // per shard group
+  const double regathered = double(regather_elems * psize) * m;
   const double scattered = 4.0 * double(all_elems) * scatters;
   const double replicated = R > 1 ? 4.0 * double(shard_elems) * syncs : 0.0;  // per rank
-  t.gathered = int64_t(gathered);
+  t.gathered = int64_t(gathered + regathered);
+  t.regathered = int64_t(regathered);
   t.scattered = int64_t(scattered);
   t.replicated = int64_t(replicated);
   for (int k = 0; k < R; ++k) {  // shard groups: ranks k*S .. k*S + S - 1
     std::vector<int> members;
     for (int i = 0; i < S; ++i) members.push_back(k * S + i);
     add_ring(t, in.nodes, members, (gathered + scattered) * (S - 1) / S);
+    // hpZ: the backward's gathers within each group of N consecutive members.
+    const int N = in.reshard_to;
+    for (int g = 0; N > 1 && g < S / N; ++g)
+      add_ring(t, in.nodes, {members.begin() + g * N, members.begin() + (g + 1) * N},
+               regathered * (N - 1) / N);
   }
   for (int j = 0; j < S && R > 1; ++j) {  // replica groups: ranks j, j + S, ...
     std::vector<int> members;

@@ -19,6 +19,7 @@ struct TrafficInputs {
   DType param_dtype = DType::bf16;
   int micro_batches = 1;
   bool reshard_after_forward = true;
+  int reshard_to = 0;  // N: the backward's all-gathers within groups of N consecutive shard ranks
   Accumulation accumulation = Accumulation::reduce_each;
   ReplicaSync replica_sync = ReplicaSync::each;
 };
@@ -27,6 +28,7 @@ struct Traffic {
   // Each rank's collective payload per step, as CommStats counts it: whole (unsharded)
   // buffers all-gathered and reduce-scattered, gradient-shard bytes all-reduced across replicas.
   int64_t gathered = 0, scattered = 0, replicated = 0;
+  int64_t regathered = 0;  // of `gathered`, what reshard_to's groups gather (CommStats too)
   // Bytes sent over links per step, whole job: between ranks of one node, between nodes.
   int64_t intra_node = 0, inter_node = 0;
 };

@@ -38,6 +38,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
            {{"units", units},
             {"param_bytes", plan.param_bytes},
             {"reshard_after_forward", plan.reshard_after_forward},
+            {"reshard_to", plan.reshard_to},
             {"prefetch", plan.prefetch},
             {"reduce_last", plan.accumulation == Accumulation::reduce_last},
             {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
@@ -84,6 +85,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
     plan.units.push_back({u.at(0).get<int64_t>(), u.at(1).get<int64_t>()});
   plan.param_bytes = q.at("param_bytes");
   plan.reshard_after_forward = q.at("reshard_after_forward");
+  plan.reshard_to = q.at("reshard_to");
   plan.prefetch = q.at("prefetch");
   plan.accumulation =
       q.at("reduce_last").get<bool>() ? Accumulation::reduce_last : Accumulation::reduce_each;

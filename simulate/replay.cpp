@@ -91,7 +91,10 @@ void RankReplay::issue_gather(int u) {
   if (unit.full) return;
   unit.full = true;
   const double bytes = double(plan_.units[size_t(u)].padded_numel) * plan_.param_bytes;
-  unit.gathering = backend_.issue({CollectiveKind::all_gather, GroupKind::shard, bytes, u});
+  // A kept slice is gathered back within its reshard group (FsdpRuntime::issue_regather).
+  const GroupKind group = unit.kept ? GroupKind::reshard : GroupKind::shard;
+  unit.kept = false;
+  unit.gathering = backend_.issue({CollectiveKind::all_gather, group, bytes, u});
 }
 
 void RankReplay::prefetch(const std::vector<int>& order, int u) {
@@ -122,7 +125,12 @@ void RankReplay::before_forward(int u) {
 
 void RankReplay::after_forward(int u) {
   if (UnitTopology::is_root(u) || u == forward_order_.back()) return;
-  if (plan_.reshard_after_forward) release_full(u);
+  if (plan_.reshard_to > 1 && units_[size_t(u)].full) {
+    release_full(u);
+    units_[size_t(u)].kept = true;
+  } else if (plan_.reshard_after_forward) {
+    release_full(u);
+  }
 }
 
 void RankReplay::before_backward(int u) {

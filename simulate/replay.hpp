@@ -24,7 +24,9 @@
 namespace st {
 
 enum class CollectiveKind { all_gather, reduce_scatter, all_reduce };
-enum class GroupKind { shard, replicas, world };
+// reshard: sharding.reshard_after_forward = N's groups of N consecutive shard ranks (hpZ).
+enum class GroupKind { shard, replicas, world, reshard };
+inline constexpr int kGroupKinds = 4;
 const char* collective_kind_name(CollectiveKind kind);
 
 struct CollectiveCall {
@@ -59,6 +61,7 @@ class RankReplay {
  private:
   struct Unit {
     bool full = false;   // gathered or in flight
+    bool kept = false;   // reshard_to: this rank's slice kept from the forward
     int gathering = -1;  // pending all-gather
   };
   struct Reduction {

@@ -40,11 +40,11 @@ struct Op {
 
 struct RankState {
   int rank = 0;
-  GroupView groups[3];  // by GroupKind
+  GroupView groups[kGroupKinds];  // by GroupKind
   // One communication thread per group, as the runtime has (each ProcessGroup its own): the
   // shard group's, the replica group's and the world's queues run concurrently.
-  std::deque<Op> queue[3];
-  sg4::SemaphorePtr queued[3];
+  std::deque<Op> queue[kGroupKinds];
+  sg4::SemaphorePtr queued[kGroupKinds];
   sg4::MutexPtr mutex;
   sg4::ConditionVariablePtr finished;
   std::vector<char> done;
@@ -58,11 +58,14 @@ class World {
       : platform_(p),
         plan_(plan),
         options_(o),
-        layout_{p.nodes, p.ranks_per_node, mesh.shard, mesh.replicate},
+        layout_{p.nodes, p.ranks_per_node, mesh.shard, mesh.replicate, plan.reshard_to},
         folding_(layout_,
                  o.every_node ? p.nodes : represented_nodes(layout_, p.nodes_per_machine)) {}
 
   SimResult run();
+  // Communication actors per rank, one per group as the runtime has a thread per group: the
+  // reshard groups' only with reshard_to.
+  int comm_groups() const { return plan_.reshard_to > 1 ? kGroupKinds : kGroupKinds - 1; }
 
  private:
   void build_platform();
@@ -196,7 +199,8 @@ void World::build_groups() {
   for (int r = 0; r < folding_.ranks(); ++r) {
     auto s = std::make_unique<RankState>();
     s->rank = r;
-    for (const GroupKind kind : {GroupKind::shard, GroupKind::replicas, GroupKind::world}) {
+    for (const GroupKind kind :
+         {GroupKind::shard, GroupKind::replicas, GroupKind::world, GroupKind::reshard}) {
       GroupView& g = s->groups[int(kind)];
       g.kind = kind;
       g.shape = layout_.group(r, kind);
@@ -415,7 +419,7 @@ SimResult World::run() {
   // they would not fit (the actors' call depth is shallow and fixed).
   // A group of one keeps its actor: as the runtime's communication thread, it completes even
   // a copy asynchronously, which the compute thread's non-blocking drain sees.
-  const double actors = 4.0 * double(ranks_.size());
+  const double actors = double(comm_groups() + 1) * double(ranks_.size());
   if (2.0 * actors + 8192 > double(max_map_count())) args.push_back("--cfg=contexts/guard-size:0");
 #ifdef SHARDTRAIN_SANITIZED
   // AddressSanitizer cannot follow SimGrid's own stack switching; system threads it can.
@@ -428,7 +432,7 @@ SimResult World::run() {
   build_platform();
   for (auto& s : ranks_) {
     RankState* state = s.get();
-    for (int group = 0; group < 3; ++group)
+    for (int group = 0; group < comm_groups(); ++group)
       sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
                          [this, state, group] { comm_loop(*state, group); })
           ->daemonize();

@@ -17,6 +17,7 @@ struct StepPlan {
   std::vector<UnitPlan> units;  // unit 0 is the root (sharding/unit_topology.hpp)
   int param_bytes = 2;          // bytes per element on the all-gather's wire (param_dtype)
   bool reshard_after_forward = true;
+  int reshard_to = 0;  // N: a block's backward gathers within groups of N shard ranks (hpZ)
   int prefetch = 1;
   Accumulation accumulation = Accumulation::reduce_each;
   ReplicaSync replica_sync = ReplicaSync::each;

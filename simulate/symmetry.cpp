@@ -15,6 +15,10 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
       return {rank / S, rank / S * S, 1, S, rank % S};
     case GroupKind::replicas:
       return {R + rank % S, rank % S, S, R, rank / S};
+    case GroupKind::reshard:
+      if (reshard > 1)
+        return {R + S + 1 + rank / reshard, rank / reshard * reshard, 1, reshard, rank % reshard};
+      return group(rank, GroupKind::shard);
     case GroupKind::world:
       break;
   }
@@ -63,7 +67,8 @@ std::string Folding::inconsistency() const {
   const RankLayout& L = layout_;
   auto crosses = [&](int a, int b) { return L.node_of(a) != L.node_of(b); };
   for (int r = 0; r < ranks(); ++r) {
-    for (const GroupKind kind : {GroupKind::shard, GroupKind::replicas, GroupKind::world}) {
+    for (const GroupKind kind :
+         {GroupKind::shard, GroupKind::replicas, GroupKind::world, GroupKind::reshard}) {
       const GroupShape g = L.group(r, kind);
       if (g.size == 1) continue;
       const bool one_node = L.node_of(g.first) == L.node_of(g.member(g.size - 1));

@@ -40,6 +40,14 @@ TEST(Config, OverridesApplyWithTypes) {
   EXPECT_EQ(c.precision.param_dtype, DType::f32);
   EXPECT_EQ(c.data.path, "x.txt");
   EXPECT_FALSE(c.sharding.reshard_after_forward);
+  // reshard_after_forward takes a group size too (hpZ), and true or false clears it again.
+  const Config hpz = load_config("tiny", {"sharding.reshard_after_forward=4"});
+  EXPECT_TRUE(hpz.sharding.reshard_after_forward);
+  EXPECT_EQ(hpz.sharding.reshard_to, 4);
+  EXPECT_EQ(load_config("tiny", {"sharding.reshard_after_forward=4",
+                                 "sharding.reshard_after_forward=false"})
+                .sharding.reshard_to,
+            0);
 }
 
 TEST(Config, UnknownKeySuggestsClosest) {
@@ -56,7 +64,11 @@ TEST(Config, WrongTypesAndRangesNameTheKey) {
   EXPECT_NE(
       error_of("tiny", {"training.seq_len=abc"}).find("'training.seq_len' must be an integer"),
       std::string::npos);
-  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=maybe"}).find("true or false"),
+  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=maybe"})
+                .find("'sharding.reshard_after_forward' must be true, false or an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("tiny", {"sharding.reshard_after_forward=1"})
+                .find("must be true, false, or a group size N >= 2"),
             std::string::npos);
   EXPECT_NE(error_of("tiny", {"optimizer.beta1=1.5"}).find("optimizer.beta1"), std::string::npos);
   EXPECT_NE(error_of("tiny", {"model.n_head=3"})

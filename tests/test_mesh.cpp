@@ -1,6 +1,7 @@
 // The 2-D mesh under mpirun: FSDP (shard = world), HSDP (replicas x shards) and DDP (shard 1)
 // each against the unsharded single-process trainer, replica_sync, initial weights, and a
 // checkpoint carried through a chain of meshes and world sizes.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "collectives/mpi_process_group.hpp"
+#include "core/error.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
@@ -174,8 +176,9 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
 // every mesh, with and without resharding, in both accumulation modes.
 TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
   for (const Mesh& mesh : meshes(world().size()))
-    for (const char* reshard : {"true", "false"})
+    for (const char* reshard : {"true", "false", "2"})
       for (const char* accumulation : {"reduce_each", "reduce_last"}) {
+        if (std::string(reshard) == "2" && (mesh.replicas != 1 || world().size() != 4)) continue;
         const Config config =
             test_config(with(mesh.keys, {"training.micro_batches=3", "training.global_batch=36",
                                          "training.max_steps=1",
@@ -188,7 +191,76 @@ TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
         EXPECT_EQ(predicted.gathered, st.gathered_bytes) << what;
         EXPECT_EQ(predicted.scattered, st.scattered_bytes) << what;
         EXPECT_EQ(predicted.replicated, st.replicated_bytes) << what;
+        EXPECT_EQ(predicted.regathered, st.regathered_bytes) << what;
       }
+}
+
+// hpZ (sharding.reshard_after_forward = N): after its forward a block keeps a 1/N slice on each
+// rank, and its backward all-gathers from the N ranks of a reshard group instead of the whole
+// shard group. The same bytes arrive, so every loss, gradient norm and weight is bitwise that of
+// reshard_after_forward = true, in FP32 and BF16, with one micro-batch or three. Where no group
+// size applies (N must divide the shard group and lie in 2 .. half of it) it is refused by
+// name: at 1-3 ranks every N tried, at 4 ranks N = 3 and N = 4 (and HSDP's shard groups of 2).
+TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
+  const int W = world().size();
+  for (int n : {2, 3, 4}) {
+    if (n < W && W % n == 0) continue;
+    try {
+      const Config config = test_config({"sharding.reshard_after_forward=" + std::to_string(n)});
+      ShardedTrainer t(config, data(), world());
+      ADD_FAILURE() << "reshard_after_forward = " << n << " accepted at " << W << " ranks";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format(
+                    "sharding.reshard_after_forward = {} must be a divisor of the shard group's "
+                    "{} ranks",
+                    n, W)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  if (W != 4) return;
+  for (const char* dtype : {"fp32", "bf16"})
+    for (const char* micro : {"1", "3"}) {
+      const std::vector<std::string> keys = {"model.n_layer=3", "training.max_steps=4",
+                                             "training.global_batch=36",
+                                             std::string("training.micro_batches=") + micro,
+                                             std::string("precision.param_dtype=") + dtype};
+      const std::string what = std::string(dtype) + ", micro-batches " + micro;
+      // The trainer keeps a reference to its config.
+      const Config base_config = test_config(with(keys, {"sharding.reshard_after_forward=true"}));
+      const Config hpz_config = test_config(with(keys, {"sharding.reshard_after_forward=2"}));
+      ShardedTrainer base(base_config, data(), world());
+      ShardedTrainer hpz(hpz_config, data(), world());
+      ASSERT_NE(hpz.fsdp().reshard_group(), nullptr);
+      EXPECT_EQ(hpz.fsdp().reshard_group()->size(), 2);
+      for (int64_t s = 0; s < 4; ++s) {
+        const StepStats a = base.step(s), b = hpz.step(s);
+        EXPECT_EQ(a.loss, b.loss) << what << " step " << s;
+        EXPECT_EQ(a.grad_norm, b.grad_norm) << what << " step " << s;
+        EXPECT_EQ(a.gathered_bytes, b.gathered_bytes) << what;  // the same bytes arrive
+        EXPECT_EQ(a.regathered_bytes, 0) << what;
+        EXPECT_GT(b.regathered_bytes, 0) << what;
+        EXPECT_EQ(b.regathered_bytes, hpz.traffic().regathered) << what;
+      }
+      for (size_t i = 0; i < hpz.model().param_specs().size(); ++i) {
+        const Tensor x = base.fsdp().gather_master(i), y = hpz.fsdp().gather_master(i);
+        EXPECT_EQ(std::memcmp(x.raw(), y.raw(), size_t(x.nbytes())), 0)
+            << what << ": " << hpz.model().param_specs()[i].name;
+      }
+      // The kept slices are in the budget; the whole units are not.
+      EXPECT_GT(hpz.budget().kept_slices, 0) << what;
+      EXPECT_EQ(base.budget().kept_slices, 0) << what;
+    }
+  // HSDP 2x2: a shard group of 2 has no smaller group.
+  try {
+    const Config config =
+        test_config({"sharding.shard_degree=2", "sharding.replicate_degree=2",
+                     "sharding.ranks_per_node=2", "sharding.reshard_after_forward=2"});
+    ShardedTrainer t(config, data(), world());
+    ADD_FAILURE() << "reshard_after_forward = 2 accepted with shard groups of 2";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("shard group's 2 ranks"), std::string::npos) << e.what();
+  }
 }
 
 // A checkpoint written under one mesh continues under the next, at another world size:

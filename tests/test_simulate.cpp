@@ -152,6 +152,64 @@ TEST(Simulate, TwoUnitTimelineMatchesTheHandDrawnOne) {
   }
 }
 
+// A backend that only records which collectives a rank issues on which group.
+class RecordingBackend final : public ReplayBackend {
+ public:
+  std::vector<CollectiveCall> calls;
+  int issue(const CollectiveCall& call) override {
+    calls.push_back(call);
+    return int(calls.size()) - 1;
+  }
+  bool is_completed(int) override { return true; }
+  void wait(int) override {}
+  void compute(double, const char*, int) override {}
+  double now() override { return 0; }
+};
+
+// hpZ in the replay, as FsdpRuntime does it: the forward gathers every unit from the shard
+// group; the backward gathers the blocks it kept slices of (all but the root, which stays
+// gathered, and the last of the forward, which the backward starts with) from the reshard group.
+TEST(Simulate, ReshardToGathersTheBackwardFromTheReshardGroup) {
+  StepPlan plan;
+  plan.units = {{64, 16}, {64, 16}, {64, 16}, {64, 16}};  // root + 3 blocks, 4 shard ranks
+  plan.block_forward = plan.block_backward = {0, 0, 0, 0};
+  for (const int reshard_to : {0, 2}) {
+    plan.reshard_to = reshard_to;
+    RecordingBackend backend;
+    RankReplay(plan, backend).run_step();
+    std::vector<std::pair<int, GroupKind>> gathers;
+    for (const CollectiveCall& c : backend.calls)
+      if (c.kind == CollectiveKind::all_gather) gathers.emplace_back(c.unit, c.group);
+    const GroupKind back = reshard_to ? GroupKind::reshard : GroupKind::shard;
+    const std::vector<std::pair<int, GroupKind>> want = {{0, GroupKind::shard},
+                                                         {1, GroupKind::shard},
+                                                         {2, GroupKind::shard},
+                                                         {3, GroupKind::shard},
+                                                         {2, back},
+                                                         {1, back}};
+    EXPECT_EQ(gathers, want) << "reshard_to " << reshard_to;
+  }
+}
+
+// 2 nodes x 2 ranks behind a slow inter-node link and a free intra-node one: with hpZ the
+// backward's all-gathers stay inside the nodes, so the step is shorter by more than one
+// cross-node all-gather (two blocks are kept; the forward's gathers still cross).
+TEST(Simulate, ReshardToKeepsTheBackwardGathersInsideTheNodes) {
+  SimPlatform p = free_platform(2, 2, {0, 0});
+  p.links.inter_gather = p.links.inter_reduce = {1e-3, 1e-9};  // 1 ms, 1 GB/s
+  StepPlan plan;
+  const int64_t padded = int64_t(1) << 22;  // 8 MiB in BF16 per unit
+  plan.units = {
+      {padded, padded / 4}, {padded, padded / 4}, {padded, padded / 4}, {padded, padded / 4}};
+  plan.block_forward = plan.block_backward = {0, 1e-3, 1e-3, 1e-3};
+  const SimResult fsdp = simulate_step(p, {4, 1}, plan);
+  plan.reshard_to = 2;
+  const SimResult hpz = simulate_step(p, {4, 1}, plan);
+  // One ring all-gather of a unit over 4 ranks on 2 nodes: 3 steps of a quarter each, crossing.
+  const double gather = 3 * (1e-3 + double(padded) * 2 / 4 * 1e-9);
+  EXPECT_LT(hpz.step, fsdp.step - gather) << "fsdp " << fsdp.step << " s, hpz " << hpz.step;
+}
+
 TEST(Simulate, AMachinesCoresAreShared) {
   // 4 ranks of 1 thread computing 10 ms at once: on 4 cores 10 ms, on 2 cores 20 ms.
   StepPlan plan = one_unit(4096, 4);
