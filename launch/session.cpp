@@ -15,6 +15,7 @@
 #include "core/model/block_model.hpp"
 #include "core/ops/matmul.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "launch/config_schema.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/peak.hpp"
 
@@ -256,8 +257,7 @@ void print_model_summary(Session& s) {
       "sharding: {} units (root + {} blocks), largest {} elements | reshard_after_forward {} "
       "({}) | prefetch {} | collectives {}\n",
       units.size(), t.fsdp().topology().blocks(), largest,
-      c.sharding.reshard_to ? std::to_string(c.sharding.reshard_to)
-                            : std::string(c.sharding.reshard_after_forward ? "true" : "false"),
+      find_key("sharding.reshard_after_forward", "").show(c),
       c.sharding.reshard_to
           ? fmt::format("ZeRO-3, hpZ: a 1/{} slice kept, the backward gathers within {} ranks",
                         c.sharding.reshard_to, c.sharding.reshard_to)

@@ -16,6 +16,7 @@
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "sharding/fsdp_runtime.hpp"
 #include "simulate/compute_model.hpp"
 
 namespace st {
@@ -114,11 +115,7 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.param_bytes = int(dtype_size(config.precision.param_dtype));
   plan.reshard_after_forward = config.sharding.reshard_after_forward;
   plan.reshard_to = int(config.sharding.reshard_to);
-  if (plan.reshard_to && (plan.reshard_to >= mesh.shard || mesh.shard % plan.reshard_to != 0))
-    fail_input(
-        "sharding.reshard_after_forward = {} must divide the shard group and be smaller: this "
-        "row's shard groups have {} ranks (simulate rows whose shard_degree it divides)",
-        plan.reshard_to, mesh.shard);
+  if (plan.reshard_to) check_reshard_to(plan.reshard_to, mesh.shard);  // this row's mesh
   plan.prefetch = int(config.sharding.prefetch);
   plan.accumulation = config.sharding.accumulation;
   plan.replica_sync = config.sharding.replica_sync;

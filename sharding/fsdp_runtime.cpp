@@ -20,6 +20,16 @@ const char* replica_sync_name(ReplicaSync s) {
   return s == ReplicaSync::each ? "each" : "last";
 }
 
+void check_reshard_to(int N, int S) {
+  if (N < 2 || N >= S || S % N != 0)
+    fail_input(
+        "sharding.reshard_after_forward = {} must be a divisor of the shard group's {} ranks "
+        "between 2 and {} (a smaller group for the backward's all-gathers, e.g. the ranks of a "
+        "node{}); true reshards to the whole shard group, false keeps whole units",
+        N, S, std::max(2, S / 2),
+        S < 4 ? fmt::format(": a shard group of {} has none", S) : std::string());
+}
+
 FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
                          ProcessGroup* replicas)
     : model_(model), group_(group), replicas_(replicas), options_(options) {
@@ -29,14 +39,8 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
          dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
   if (options_.prefetch < 0) fail_input("prefetch depth {} must be >= 0", options_.prefetch);
   if (options_.reshard_to != 0) {
-    const int S = group.size(), N = options_.reshard_to;
-    if (N < 2 || N >= S || S % N != 0)
-      fail_input(
-          "sharding.reshard_after_forward = {} must be a divisor of the shard group's {} ranks "
-          "between 2 and {} (a smaller group for the backward's all-gathers, e.g. the ranks of "
-          "a node{}); true reshards to the whole shard group, false keeps whole units",
-          N, S, std::max(2, S / 2),
-          S < 4 ? fmt::format(": a shard group of {} has none", S) : std::string());
+    const int N = options_.reshard_to;
+    check_reshard_to(N, group.size());
     options_.reshard_after_forward = true;
     // Consecutive shard ranks, as nodes hold them: rank r keeps slice r % N.
     reshard_group_ =
@@ -75,6 +79,10 @@ void FsdpRuntime::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   micro_ = 0;
   // Slices kept by a forward without its backward (an evaluation) hold older weights.
+  drop_kept_slices();
+}
+
+void FsdpRuntime::drop_kept_slices() {
   for (Unit& unit : units_)
     if (unit.kept.defined()) {
       pool_.release(std::move(unit.kept));
@@ -316,14 +324,8 @@ void FsdpRuntime::finish_backward() {
 }
 
 void FsdpRuntime::reshard_all() {
-  for (int u = 0; u < int(units_.size()); ++u) {
-    release_full(u);
-    Unit& unit = units_[size_t(u)];
-    if (unit.kept.defined()) {
-      pool_.release(std::move(unit.kept));
-      unit.kept = Tensor();
-    }
-  }
+  for (int u = 0; u < int(units_.size()); ++u) release_full(u);
+  drop_kept_slices();
 }
 
 std::vector<ShardSpan> FsdpRuntime::spans() const {

@@ -70,6 +70,10 @@ struct FsdpMemory {
                                      // reshard_to's kept slices), peak since the last reset
 };
 
+// An InputError naming sharding.reshard_after_forward unless `reshard_to` (N) divides a shard
+// group of `shard_size` ranks and lies between 2 and half of it.
+void check_reshard_to(int reshard_to, int shard_size);
+
 class FsdpRuntime final : public UnitHooks {
  public:
   // Lays out `model`'s units over `group` and materializes this rank's FP32 master shards
@@ -142,6 +146,7 @@ class FsdpRuntime final : public UnitHooks {
   void release_full(int unit);
   // reshard_to: keeps this rank's slice of the gathered unit, then frees the rest.
   void keep_slice(int unit);
+  void drop_kept_slices();
   void issue_regather(int unit);
   void issue_reduce(int unit);
   // Completes finished reductions in order; with `block`, all of them.

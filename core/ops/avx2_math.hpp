@@ -62,27 +62,9 @@ ST_AVX2 __m256 exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23)));
 }
 
-// out[i] = f(in[i]) for any n: the tail goes through a zero-padded copy, so every element
-// takes the same vector arithmetic (a result does not depend on where its row ends).
-template <class TOut, class TIn, class F>
-ST_AVX2 void map8(TOut* out, const TIn* in, int64_t n, F f) {
-  int64_t i = 0;
-  // Two vectors an iteration: their long dependency chains (e^x) overlap better.
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a = f(load8(in + i)), b = f(load8(in + i + 8));
-    store8(out + i, a);
-    store8(out + i + 8, b);
-  }
-  for (; i + 8 <= n; i += 8) store8(out + i, f(load8(in + i)));
-  if (i == n) return;
-  TIn in_tail[8] = {};
-  TOut out_tail[8];
-  for (int64_t k = 0; k < n - i; ++k) in_tail[k] = in[i + k];
-  store8(out_tail, f(load8(in_tail)));
-  for (int64_t k = 0; k < n - i; ++k) out[i + k] = out_tail[k];
-}
-
-// out[i] = f(a[i], b[i]) for any n, the tail as in map8.
+// out[i] = f(a[i], b[i]) for any n: the tail goes through zero-padded copies, so every element
+// takes the same vector arithmetic (a result does not depend on where its row ends). Two
+// vectors an iteration: their long dependency chains (e^x) overlap better.
 template <class TOut, class TA, class TB, class F>
 ST_AVX2 void zip8(TOut* out, const TA* a, const TB* b, int64_t n, F f) {
   int64_t i = 0;
@@ -102,6 +84,14 @@ ST_AVX2 void zip8(TOut* out, const TA* a, const TB* b, int64_t n, F f) {
   }
   store8(out_tail, f(load8(a_tail), load8(b_tail)));
   for (int64_t k = 0; k < n - i; ++k) out[i + k] = out_tail[k];
+}
+
+// out[i] = f(in[i]) for any n, as zip8 does it.
+template <class TOut, class TIn, class F>
+ST_AVX2 void map8(TOut* out, const TIn* in, int64_t n, F f) {
+  zip8(
+      out, in, in,
+      n, [&](__m256 x, __m256) __attribute__((target("avx2,fma"), always_inline)) { return f(x); });
 }
 
 }  // namespace st::avx2

@@ -16,18 +16,15 @@ void gelu_row_portable(T* __restrict y, const T* __restrict x, int64_t n) {
 }
 
 template <class T>
-void gelu_grad_row_portable(float* __restrict d, const T* __restrict pre, int64_t n) {
+void gelu_grad_row_portable(float* d_in, const float* d_out, const T* __restrict pre, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] *= gelu_grad(to_f32(pre[i]));
+  for (int64_t i = 0; i < n; ++i) d_in[i] = d_out[i] * gelu_grad(to_f32(pre[i]));
 }
 
-namespace vec = avx2;
-
 // The scalar formulas above, eight lanes at a time: s, and r = 1 - s.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 gelu_s8(__m256 x, __m256 x2,
-                                                                         __m256* r) {
+ST_AVX2 __m256 gelu_s8(__m256 x, __m256 x2, __m256* r) {
   const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(x2, _mm256_set1_ps(kGeluCubic)), x, x);
-  const __m256 e = vec::exp8(_mm256_mul_ps(inner, _mm256_set1_ps(2.0f * kGeluSqrt2OverPi)));
+  const __m256 e = avx2::exp8(_mm256_mul_ps(inner, _mm256_set1_ps(2.0f * kGeluSqrt2OverPi)));
   const __m256 one = _mm256_set1_ps(1.0f);
   *r = _mm256_div_ps(one, _mm256_add_ps(e, one));
   return _mm256_blendv_ps(_mm256_mul_ps(e, *r), _mm256_sub_ps(one, *r),
@@ -36,7 +33,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 gelu_s8(__m256 
 
 template <class T>
 ST_AVX2_FN void gelu_row_avx2(T* y, const T* x, int64_t n) {
-  vec::map8(
+  avx2::map8(
       y, x, n, [](__m256 v) __attribute__((target("avx2,fma"), always_inline)) {
         __m256 r;
         return _mm256_mul_ps(v, gelu_s8(v, _mm256_mul_ps(v, v), &r));
@@ -44,9 +41,10 @@ ST_AVX2_FN void gelu_row_avx2(T* y, const T* x, int64_t n) {
 }
 
 template <class T>
-ST_AVX2_FN void gelu_grad_row_avx2(float* d, const T* pre, int64_t n) {
-  vec::zip8(
-      d, d, pre, n, [](__m256 g, __m256 x) __attribute__((target("avx2,fma"), always_inline)) {
+ST_AVX2_FN void gelu_grad_row_avx2(float* d_in, const float* d_out, const T* pre, int64_t n) {
+  avx2::zip8(
+      d_in, d_out, pre, n,
+      [](__m256 g, __m256 x) __attribute__((target("avx2,fma"), always_inline)) {
         const __m256 x2 = _mm256_mul_ps(x, x);
         __m256 r;
         const __m256 s = gelu_s8(x, x2, &r);
@@ -77,9 +75,8 @@ void gelu_backward_kernel(float* d_in, const float* d_out, const T* x, int64_t n
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t i = c * kChunk, len = std::min(kChunk, n - i);
-    if (d_in != d_out) std::copy(d_out + i, d_out + i + len, d_in + i);
-    gelu_grad_row(d_in + i, x + i, len);
+    const int64_t i = c * kChunk;
+    gelu_grad_row(d_in + i, d_out + i, x + i, std::min(kChunk, n - i));
   }
 }
 
@@ -91,11 +88,13 @@ void gelu_row(float* y, const float* x, int64_t n) {
 void gelu_row(bf16* y, const bf16* x, int64_t n) {
   elementwise_avx2() ? gelu_row_avx2(y, x, n) : gelu_row_portable(y, x, n);
 }
-void gelu_grad_row(float* d, const float* pre, int64_t n) {
-  elementwise_avx2() ? gelu_grad_row_avx2(d, pre, n) : gelu_grad_row_portable(d, pre, n);
+void gelu_grad_row(float* d_in, const float* d_out, const float* pre, int64_t n) {
+  elementwise_avx2() ? gelu_grad_row_avx2(d_in, d_out, pre, n)
+                     : gelu_grad_row_portable(d_in, d_out, pre, n);
 }
-void gelu_grad_row(float* d, const bf16* pre, int64_t n) {
-  elementwise_avx2() ? gelu_grad_row_avx2(d, pre, n) : gelu_grad_row_portable(d, pre, n);
+void gelu_grad_row(float* d_in, const float* d_out, const bf16* pre, int64_t n) {
+  elementwise_avx2() ? gelu_grad_row_avx2(d_in, d_out, pre, n)
+                     : gelu_grad_row_portable(d_in, d_out, pre, n);
 }
 
 void gelu_forward(void* out, const void* in, size_t n, DType dtype) {

@@ -49,8 +49,8 @@ void gelu_backward(float* d_in, const float* d_out, const void* in, size_t n, DT
 // kernel (not on n or where a row starts), so a fused caller matches gelu_forward bit for bit.
 void gelu_row(float* y, const float* x, int64_t n);
 void gelu_row(bf16* y, const bf16* x, int64_t n);
-// d[i] *= gelu'(pre[i]) for i < n, one thread.
-void gelu_grad_row(float* d, const float* pre, int64_t n);
-void gelu_grad_row(float* d, const bf16* pre, int64_t n);
+// d_in[i] = d_out[i] * gelu'(pre[i]) for i < n, one thread; d_in may be d_out.
+void gelu_grad_row(float* d_in, const float* d_out, const float* pre, int64_t n);
+void gelu_grad_row(float* d_in, const float* d_out, const bf16* pre, int64_t n);
 
 }  // namespace st

@@ -33,8 +33,7 @@ template <class T, bool kGelu, bool kWrite, bool kSum>
 void output_grad_row(T* __restrict out, float* __restrict sums, const float* __restrict d,
                      const T* __restrict pre, int64_t N, float* __restrict row) {
   if constexpr (kGelu) {
-    std::copy(d, d + N, row);
-    gelu_grad_row(row, pre, N);
+    gelu_grad_row(row, d, pre, N);
     d = row;
   }
 #pragma omp simd

@@ -36,7 +36,7 @@ void backward_row_portable(T* __restrict dg, T* __restrict du, const float* __re
   }
 }
 
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 sigmoid8(__m256 g) {
+ST_AVX2 __m256 sigmoid8(__m256 g) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_div_ps(one, _mm256_add_ps(one, avx2::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
 }
