@@ -126,6 +126,18 @@ void mpi_all_gather(const Comm& c, const void* in, void* out, size_t bytes) {
   }
 }
 
+void mpi_all_to_all(const Comm& c, const void* in, void* out, size_t chunk) {
+  const char* i = static_cast<const char*>(in);
+  char* o = static_cast<char*>(out);
+  std::memcpy(o + size_t(c.rank) * chunk, i + size_t(c.rank) * chunk, chunk);
+  // Pairwise exchange: at step k, send to rank + k and receive from rank - k (each rank sends
+  // and receives once per step, so no link carries two chunks at once).
+  for (int k = 1; k < c.size; ++k) {
+    const int to = (c.rank + k) % c.size, from = (c.rank - k + c.size) % c.size;
+    sendrecv_bytes(c, i + size_t(to) * chunk, to, o + size_t(from) * chunk, from, chunk);
+  }
+}
+
 void ring_all_gather(const Comm& c, const void* in, void* out, size_t bytes) {
   char* o = static_cast<char*>(out);
   if (o + size_t(c.rank) * bytes != in) std::memcpy(o + size_t(c.rank) * bytes, in, bytes);

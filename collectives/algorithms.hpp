@@ -31,6 +31,8 @@ void mpi_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
 void mpi_all_reduce(const Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op);
 // MPI_Barrier, or a polled MPI_Ibarrier (oversubscribed, or an interruptible group).
 void mpi_barrier(const Comm& c);
+// Chunk r (`chunk` bytes) of every rank's `in` goes to rank r: out[size * chunk].
+void mpi_all_to_all(const Comm& c, const void* in, void* out, size_t chunk);
 void ring_all_gather(const Comm& c, const void* in, void* out, size_t bytes);
 
 // out[n] = sum over ranks of in[rank * n, +n); in is FP32 or BF16, the sum is FP32.

@@ -72,6 +72,19 @@ std::shared_ptr<Work> FakeProcessGroup::all_gather(const Tensor& input, const Te
   });
 }
 
+std::shared_ptr<Work> FakeProcessGroup::all_to_all(const Tensor& input, const Tensor& output,
+                                                   const AllToAllOptions&) {
+  check_all_to_all(*this, input, output);
+  const size_t chunk = input.nbytes() / size_t(size_);
+  char* out = static_cast<char*>(output.raw());
+  return rendezvous(OpType::all_to_all, input.raw(), out, [&] {
+    for (int r = 0; r < size_; ++r)
+      std::memcpy(out + size_t(r) * chunk,
+                  static_cast<const char*>(shared_->inputs[size_t(r)]) + size_t(rank_) * chunk,
+                  chunk);
+  });
+}
+
 std::shared_ptr<Work> FakeProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                                        const ReduceScatterOptions& options) {
   check_reduce_scatter(*this, input, output);

@@ -220,6 +220,16 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
                 });
 }
 
+std::shared_ptr<Work> MpiProcessGroup::all_to_all(const Tensor& input, const Tensor& output,
+                                                  const AllToAllOptions& options) {
+  check_all_to_all(*this, input, output);
+  const char* in = static_cast<const char*>(input.raw());
+  char* out = static_cast<char*>(output.raw());
+  const size_t chunk = input.nbytes() / size_t(comm_.size);
+  return submit(describe(OpType::all_to_all, input.nbytes(), Algorithm::mpi), options.timeout_s,
+                [this, in, out, chunk] { mpi_all_to_all(comm_, in, out, chunk); });
+}
+
 std::shared_ptr<Work> MpiProcessGroup::broadcast(const Tensor& buffer, int root,
                                                  const BroadcastOptions& options) {
   if (root < 0 || root >= comm_.size)

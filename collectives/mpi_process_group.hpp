@@ -46,6 +46,8 @@ class MpiProcessGroup final : public ProcessGroup {
                                        const ReduceScatterOptions& options = {});
   std::shared_ptr<Work> all_reduce(const Tensor& buffer,
                                    const AllReduceOptions& options = {}) override;
+  std::shared_ptr<Work> all_to_all(const Tensor& input, const Tensor& output,
+                                   const AllToAllOptions& options = {}) override;
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                   const BroadcastOptions& options = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;

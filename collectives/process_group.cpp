@@ -38,6 +38,8 @@ const char* op_name(OpType op) {
       return "reduce_scatter";
     case OpType::all_reduce:
       return "all_reduce";
+    case OpType::all_to_all:
+      return "all_to_all";
     case OpType::broadcast:
       return "broadcast";
     case OpType::barrier:
@@ -82,6 +84,19 @@ void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const AllRedu
   if (d == DType::i64 && o.op == ReduceOp::avg)
     fail("all_reduce on group '{}': '{}' is i64, which has no average", g.name(), buffer.name());
   buffer.raw();
+}
+
+void check_all_to_all(const ProcessGroup& g, const Tensor& input, const Tensor& output) {
+  if (input.dtype() != output.dtype() || input.numel() != output.numel())
+    fail("all_to_all on group '{}': input '{}' ({} {}) and output '{}' ({} {}) must match",
+         g.name(), input.name(), input.numel(), dtype_name(input.dtype()), output.name(),
+         output.numel(), dtype_name(output.dtype()));
+  if (input.numel() % g.size() != 0)
+    fail("all_to_all on group '{}': input '{}' has {} elements, not a multiple of its {} ranks",
+         g.name(), input.name(), input.numel(), g.size());
+  if (input.raw() == output.raw())
+    fail("all_to_all on group '{}': input '{}' and output '{}' must be distinct buffers", g.name(),
+         input.name(), output.name());
 }
 
 }  // namespace st

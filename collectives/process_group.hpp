@@ -12,7 +12,7 @@
 
 namespace st {
 
-enum class OpType { all_gather, reduce_scatter, all_reduce, broadcast, barrier, split };
+enum class OpType { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast, barrier, split };
 enum class ReduceOp { sum, avg, max };
 
 const char* op_name(OpType op);
@@ -30,6 +30,9 @@ struct ReduceScatterOptions {
 };
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::sum;
+  double timeout_s = kDefaultTimeoutS;
+};
+struct AllToAllOptions {
   double timeout_s = kDefaultTimeoutS;
 };
 struct BroadcastOptions {
@@ -66,6 +69,10 @@ class ProcessGroup {
   // In place; fp32 or fp64 (sum, avg, max) or i64 (sum, max: exact agreement on integers).
   virtual std::shared_ptr<Work> all_reduce(const Tensor& buffer,
                                            const AllReduceOptions& options = {}) = 0;
+  // output[size * n] = concat over ranks r of rank r's input[rank * n, (rank + 1) * n): chunk r
+  // of every rank's input goes to rank r. Any dtype, moved as bytes; input and output distinct.
+  virtual std::shared_ptr<Work> all_to_all(const Tensor& input, const Tensor& output,
+                                           const AllToAllOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                           const BroadcastOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
@@ -104,5 +111,6 @@ class ProcessGroup {
 void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& output);
 void check_reduce_scatter(const ProcessGroup& g, const Tensor& input, const Tensor& output);
 void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const AllReduceOptions& o);
+void check_all_to_all(const ProcessGroup& g, const Tensor& input, const Tensor& output);
 
 }  // namespace st

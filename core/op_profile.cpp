@@ -53,6 +53,8 @@ std::string_view op_kind_name(OpKind kind) {
       return "cast_copy";
     case OpKind::optimizer:
       return "optimizer";
+    case OpKind::quantize:
+      return "quantize";
     case OpKind::collective_wait:
       return "collective_wait";
     case OpKind::recompute:

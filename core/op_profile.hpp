@@ -23,6 +23,7 @@ enum class OpKind : int {
   bias_grad,        // bias gradients (column sums of an output gradient)
   cast_copy,        // dtype casts, residual adds and copies
   optimizer,        // gradient norm, clipping and the optimizer update
+  quantize,         // quantized collectives' encoding and decoding (sharding.*_quantization)
   collective_wait,  // compute blocked on a collective
   recompute,        // activation checkpointing's second forward (all its ops)
   count

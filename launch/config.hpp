@@ -85,6 +85,8 @@ struct Config {
   struct {
     bool reshard_after_forward = true;
     int64_t reshard_to = 0;  // reshard_after_forward = N: a 1/N slice kept for the backward (hpZ)
+    Quantization gather_quantization = Quantization::none;  // all-gathers across nodes (qwZ)
+    Quantization reduce_quantization = Quantization::none;  // reductions across nodes (qgZ)
     int64_t prefetch = 1;
     Accumulation accumulation = Accumulation::reduce_each;
     Algorithm collective_algorithm = Algorithm::automatic;

@@ -338,6 +338,18 @@ KeyTable sharding_keys() {
         "free each block's gathered parameters after its forward (ZeRO-3); false keeps them for "
         "its backward (ZeRO-2); N keeps a 1/N slice so the backward all-gathers within groups "
         "of N consecutive ranks, e.g. a node's (hpZ: +2·P/N bytes per rank in BF16)"}},
+      {"sharding.gather_quantization",
+       {enum_key(&Config::sharding, &Sharding::gather_quantization, parse_gather_quantization,
+                 quantization_name),
+        "none, int8",
+        "all-gathers that cross nodes carry blockwise INT8 (a scale per 256 values, about half "
+        "of BF16's bytes), decoded to param_dtype on arrival; FP32 masters untouched (qwZ)"}},
+      {"sharding.reduce_quantization",
+       {enum_key(&Config::sharding, &Sharding::reduce_quantization, parse_reduce_quantization,
+                 quantization_name),
+        "none, int8, int4",
+        "gradients summed in FP32 within each node, then across nodes as blockwise INT8/INT4 "
+        "with FP32 accumulation (qgZ); HSDP's replica all-reduce too"}},
       {"sharding.prefetch",
        {int_key(&Config::sharding, &Sharding::prefetch), "0 – 8",
         "units whose all-gather is in flight ahead of the one computing"}},

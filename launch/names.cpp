@@ -79,6 +79,18 @@ ReplicaSync parse_replica_sync(std::string_view text, std::string_view key) {
       text, key, {{"each", ReplicaSync::each}, {"last", ReplicaSync::last}}, "each or last");
 }
 
+Quantization parse_gather_quantization(std::string_view text, std::string_view key) {
+  return parse_word<Quantization>(
+      text, key, {{"none", Quantization::none}, {"int8", Quantization::int8}}, "none or int8");
+}
+
+Quantization parse_reduce_quantization(std::string_view text, std::string_view key) {
+  return parse_word<Quantization>(
+      text, key,
+      {{"none", Quantization::none}, {"int8", Quantization::int8}, {"int4", Quantization::int4}},
+      "none, int8 or int4");
+}
+
 ActivationCheckpointing parse_activation_checkpointing(std::string_view text,
                                                        std::string_view key) {
   return parse_word<ActivationCheckpointing>(text, key,

@@ -30,6 +30,9 @@ Fp32MatmulEngine parse_fp32_matmul_engine(std::string_view text, std::string_vie
 Accumulation parse_accumulation(std::string_view text, std::string_view key);
 // "each" or "last".
 ReplicaSync parse_replica_sync(std::string_view text, std::string_view key);
+// sharding.gather_quantization: none, int8; sharding.reduce_quantization: none, int8, int4.
+Quantization parse_gather_quantization(std::string_view text, std::string_view key);
+Quantization parse_reduce_quantization(std::string_view text, std::string_view key);
 // "none", "selective" or "full".
 ActivationCheckpointing parse_activation_checkpointing(std::string_view text, std::string_view key);
 // "adamw" or "sgd".

@@ -3,6 +3,7 @@
 #include "collectives/agreement.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -178,6 +179,24 @@ void print_mesh(Session& s) {
                     transport_on(*reshard, OpType::all_gather, unit_bytes));
   fmt::print("collectives (this rank's groups, for a {:.1f} MiB unit): {}\n",
              double(unit_bytes) / kMiB, groups);
+  const QuantizedPlan& q = t.fsdp().quantized();
+  std::vector<std::string> quantized;
+  if (q.gather)
+    quantized.push_back(fmt::format(
+        "all-gathers {} (blocks of {} with an FP32 scale, decoded to {} on arrival)",
+        quantization_name(c.sharding.gather_quantization),
+        quant_block(c.sharding.gather_quantization), dtype_name(c.precision.param_dtype)));
+  const char* rq = quantization_name(c.sharding.reduce_quantization);
+  if (q.reduce_per_node)
+    quantized.push_back(fmt::format(
+        "reduce-scatters summed in FP32 within each node ({} rank{}), then {} across {} nodes "
+        "(an all-to-all, FP32 sums)",
+        q.reduce_per_node, q.reduce_per_node == 1 ? "" : "s", rq,
+        shard.size() / q.reduce_per_node));
+  if (q.replicas)
+    quantized.push_back(
+        fmt::format("the replica all-reduce {} (an all-to-all and an all-gather)", rq));
+  if (!quantized.empty()) fmt::print("quantized collectives: {}\n", fmt::join(quantized, "; "));
   const Traffic tr = t.traffic();
   fmt::print(
       "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}; over "
@@ -287,12 +306,16 @@ void print_memory_summary(Session& s) {
   const FsdpMemory fm = t.fsdp().memory();
   fmt::print(
       "memory per rank (budget): shards {:.1f} + optimizer {:.1f} + unsharded params {:.1f}{} + "
-      "unsharded grads {:.1f} + activations {:.1f}{}{} = {:.1f} MiB, on top of {:.1f} MiB of "
+      "unsharded grads {:.1f}{} + activations {:.1f}{}{} = {:.1f} MiB, on top of {:.1f} MiB of "
       "libraries and data\n",
       double(b.master_and_grad) / kMiB, double(b.optimizer_state) / kMiB,
       double(b.unsharded_params) / kMiB,
       b.kept_slices ? fmt::format(" + kept slices (hpZ) {:.1f}", double(b.kept_slices) / kMiB) : "",
-      double(b.unsharded_grads) / kMiB, double(b.activations) / kMiB,
+      double(b.unsharded_grads) / kMiB,
+      b.quantized_buffers
+          ? fmt::format(" + quantized collectives {:.1f}", double(b.quantized_buffers) / kMiB)
+          : "",
+      double(b.activations) / kMiB,
       b.matmul_workspace
           ? fmt::format(" + matmul packing {:.1f}", double(b.matmul_workspace) / kMiB)
           : "",

@@ -32,6 +32,8 @@ FsdpOptions fsdp_options(const Config& config) {
   o.prefetch = int(config.sharding.prefetch);
   o.accumulation = config.sharding.accumulation;
   o.replica_sync = config.sharding.replica_sync;
+  o.gather_quantization = config.sharding.gather_quantization;
+  o.reduce_quantization = config.sharding.reduce_quantization;
   return o;
 }
 
@@ -229,10 +231,22 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
         "cannot be sized: {}. Reduce training.global_batch, training.seq_len or the model",
         rows, t.seq_len, e.what());
   }
-  MemoryBudget budget = memory_budget(
-      {&units, config.precision.param_dtype, int(config.sharding.prefetch), states_per_element,
-       config.sharding.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       config.sharding.reshard_after_forward, int(config.sharding.reshard_to), activations});
+  // Quantized collectives as planned for the config's node map; where nodes are detected at
+  // run time, as if a node held 2 ranks of a shard group (the most these buffers can take).
+  const auto& s = config.sharding;
+  const MeshShape mesh = mesh_shape(config, world_size);
+  QuantizedPlan quantized;
+  quantized.gather = s.gather_quantization != Quantization::none;
+  if (s.reduce_quantization != Quantization::none) {
+    const int per_node = s.ranks_per_node > 0 ? int(s.ranks_per_node) : 2;
+    quantized.reduce_per_node = per_node < mesh.shard ? per_node : 0;
+    quantized.replicas = mesh.replicate > 1;
+  }
+  MemoryBudget budget =
+      memory_budget({&units, config.precision.param_dtype, int(s.prefetch), states_per_element,
+                     s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+                     s.reshard_after_forward, int(s.reshard_to), activations, quantized,
+                     s.gather_quantization, s.reduce_quantization, mesh.shard, mesh.replicate});
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))
@@ -268,7 +282,7 @@ Traffic ShardedTrainer::traffic() const {
   return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
                           config_.precision.param_dtype, int(config_.training.micro_batches),
                           s.reshard_after_forward, int(s.reshard_to), s.accumulation,
-                          s.replica_sync});
+                          s.replica_sync, s.gather_quantization, s.reduce_quantization});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {

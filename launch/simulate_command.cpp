@@ -253,7 +253,8 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
   const double gib = 1073741824.0;
   fmt::print(
       "memory per rank, GiB = shards (FP32 master + gradient) + optimizer + unsharded "
-      "parameters (and hpZ's kept slices) + unsharded gradients + activations [none / selective "
+      "parameters (and hpZ's kept slices) + unsharded gradients (and quantized collectives' "
+      "buffers) + activations [none / selective "
       "/ full] + workspace\n");
   for (const Prediction& p : rows) {
     const MemoryBudget& m = p.memory;
@@ -262,8 +263,8 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         "{:.2f}] + {:.2f}\n",
         p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.shard, p.mesh.replicate),
         p.memory_bytes / gib, m.master_and_grad / gib, m.optimizer_state / gib,
-        (m.unsharded_params + m.kept_slices) / gib, m.unsharded_grads / gib, m.activations / gib,
-        p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
+        (m.unsharded_params + m.kept_slices) / gib, (m.unsharded_grads + m.quantized_buffers) / gib,
+        m.activations / gib, p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
         p.activations_by_mode[2] / gib, double(m.matmul_workspace + m.checkpoint_staging) / gib);
   }
   if (std::any_of(rows.begin(), rows.end(),
@@ -283,6 +284,7 @@ nlohmann::json memory_terms_json(const Prediction& p) {
           {"optimizer", m.optimizer_state / mib},
           {"unsharded_params", m.unsharded_params / mib},
           {"kept_slices", m.kept_slices / mib},
+          {"quantized_buffers", m.quantized_buffers / mib},
           {"unsharded_grads", m.unsharded_grads / mib},
           {"activations", m.activations / mib},
           {"activations_none", p.activations_by_mode[0] / mib},

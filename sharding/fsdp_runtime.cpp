@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "core/op_profile.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
@@ -30,6 +32,92 @@ void check_reshard_to(int N, int S) {
         S < 4 ? fmt::format(": a shard group of {} has none", S) : std::string());
 }
 
+int ranks_per_node_block(const std::vector<int>& nodes) {
+  const int n = int(nodes.size());
+  int per = 1;
+  while (per < n && nodes[size_t(per)] == nodes[0]) ++per;
+  if (n % per != 0) return 0;
+  std::vector<int> seen;
+  for (int b = 0; b < n / per; ++b) {
+    const int node = nodes[size_t(b * per)];
+    if (std::find(seen.begin(), seen.end(), node) != seen.end()) return 0;
+    seen.push_back(node);
+    for (int i = 0; i < per; ++i)
+      if (nodes[size_t(b * per + i)] != node) return 0;
+  }
+  return per;
+}
+
+namespace {
+bool spans(const std::vector<int>& nodes) {
+  return std::any_of(nodes.begin(), nodes.end(), [&](int n) { return n != nodes.front(); });
+}
+std::string ranks_text(size_t n) {
+  return fmt::format("{} rank{}", n, n == 1 ? "" : "s");
+}
+std::string node_list(const std::vector<int>& nodes) {
+  return fmt::format("[{}]", fmt::join(nodes, ", "));
+}
+
+// data holds K·L segments of `seg` floats, segment k·L + l at position k·L + l; afterwards it is
+// at position l·K + k (a K x L matrix of segments transposed in place, by following cycles).
+// `held`: room for one segment.
+void permute_segments(float* data, int64_t seg, int K, int L, float* held) {
+  const int n = K * L;
+  const auto source = [K, L](int p) { return (p % K) * L + p / K; };  // what lands at p
+  std::vector<bool> done(size_t(n), false);
+  const size_t bytes = size_t(seg) * sizeof(float);
+  for (int start = 0; start < n; ++start) {
+    if (done[size_t(start)] || source(start) == start) continue;
+    std::memcpy(held, data + start * seg, bytes);
+    int p = start;
+    for (int s = source(p); s != start; p = s, s = source(p)) {
+      std::memcpy(data + p * seg, data + s * seg, bytes);
+      done[size_t(p)] = true;
+    }
+    std::memcpy(data + p * seg, held, bytes);
+    done[size_t(p)] = true;
+  }
+}
+}  // namespace
+
+QuantizedPlan plan_quantization(Quantization gather, Quantization reduce,
+                                const std::vector<int>& shard_nodes,
+                                const std::vector<int>& replica_nodes) {
+  QuantizedPlan plan;
+  const bool shard_spans = spans(shard_nodes), replica_spans = spans(replica_nodes);
+  constexpr const char* kEmulate = "sharding.ranks_per_node emulates nodes on one host";
+  if (gather != Quantization::none) {
+    if (!shard_spans)
+      fail_input(
+          "sharding.gather_quantization = {} quantizes all-gathers between nodes, but the shard "
+          "group ({}) lies on one node: nothing would change; set none, or shard across nodes "
+          "({})",
+          quantization_name(gather), ranks_text(shard_nodes.size()), kEmulate);
+    plan.gather = true;
+  }
+  if (reduce != Quantization::none) {
+    if (!shard_spans && !replica_spans)
+      fail_input(
+          "sharding.reduce_quantization = {} quantizes reductions between nodes, but the shard "
+          "group ({}) and the replica group ({}) each lie on one node: nothing would change; "
+          "set none, or span nodes ({})",
+          quantization_name(reduce), ranks_text(shard_nodes.size()),
+          ranks_text(std::max<size_t>(1, replica_nodes.size())), kEmulate);
+    if (shard_spans) {
+      plan.reduce_per_node = ranks_per_node_block(shard_nodes);
+      if (plan.reduce_per_node == 0)
+        fail_input(
+            "sharding.reduce_quantization = {} sums within each node before crossing nodes, so "
+            "the shard group's ranks must sit on their nodes in equal blocks of consecutive "
+            "ranks; their nodes are {}",
+            quantization_name(reduce), node_list(shard_nodes));
+    }
+    plan.replicas = replica_spans;
+  }
+  return plan;
+}
+
 FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
                          ProcessGroup* replicas)
     : model_(model), group_(group), replicas_(replicas), options_(options) {
@@ -45,6 +133,14 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
     // Consecutive shard ranks, as nodes hold them: rank r keeps slice r % N.
     reshard_group_ =
         group.split(group.rank() / N, group.rank(), fmt::format("reshard{}", group.rank() / N));
+  }
+  quantized_ =
+      plan_quantization(options_.gather_quantization, options_.reduce_quantization, group.nodes(),
+                        replicas_ ? replicas_->nodes() : std::vector<int>{});
+  if (const int L = quantized_.reduce_per_node) {
+    const int r = group.rank();
+    if (L > 1) node_group_ = group.split(r / L, r, fmt::format("node{}", r / L));
+    column_group_ = group.split(r % L, r, fmt::format("across-nodes{}", r % L));
   }
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());
@@ -68,7 +164,8 @@ FsdpRuntime::~FsdpRuntime() {
   try {
     for (Unit& unit : units_)
       if (unit.gathering) unit.gathering->wait();
-    for (Reduction& r : reductions_) r.work->wait();
+    for (Reduction& r : reductions_)
+      if (r.work) r.work->wait();
   } catch (...) {
   }
   for (size_t i = 0; i < model_.param_specs().size(); ++i) model_.unbind(i);
@@ -120,6 +217,19 @@ void FsdpRuntime::issue_gather(int u) {
   const UnitLayout& layout = layouts_[size_t(u)];
   const DType dtype = options_.param_dtype;
   unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, dtype);
+  if (quantized_.gather) {
+    // Each rank encodes its FP32 master shard; every rank (this one too) decodes all of them,
+    // so all compute with the same weights.
+    const Quantization q = options_.gather_quantization;
+    const int64_t piece = int64_t(quantized_bytes(q, layout.shard_numel));
+    unit.encoded = pool_.acquire(layout.name + ".encoded", piece * group_.size(), DType::u8);
+    Tensor slot = unit.encoded.slice(group_.rank() * piece, (group_.rank() + 1) * piece);
+    quantize_blocks(q, unit.master.data<float>(), layout.shard_numel, slot.data<uint8_t>());
+    unit.gathering = group_.all_gather(slot, unit.encoded, gather_options());
+    comm_.gathered_bytes += int64_t(unit.encoded.nbytes());
+    comm_.gathers += 1;
+    return;
+  }
   // Cast this rank's FP32 master straight into its slot of the unsharded buffer, then gather
   // in place: no separate BF16 shard buffer exists.
   const int64_t first = int64_t(group_.rank()) * layout.shard_numel;
@@ -149,10 +259,7 @@ void FsdpRuntime::issue_regather(int u) {
 void FsdpRuntime::keep_slice(int u) {
   Unit& unit = units_[size_t(u)];
   if (!unit.full.defined()) return;
-  if (unit.gathering) {
-    timed_wait(*unit.gathering);
-    unit.gathering.reset();
-  }
+  finish_gather(u, true);
   const UnitLayout& layout = layouts_[size_t(u)];
   const int64_t slice = layout.padded_numel / options_.reshard_to;
   const int64_t first = int64_t(reshard_group_->rank()) * slice;
@@ -170,12 +277,36 @@ void FsdpRuntime::prefetch(const std::vector<int>& order, int u) {
     issue_gather(order[k]);
 }
 
-void FsdpRuntime::wait_and_bind(int u, bool with_grad) {
+void FsdpRuntime::finish_gather(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering) {
     timed_wait(*unit.gathering);
     unit.gathering.reset();
   }
+  if (!unit.encoded.defined()) return;
+  if (decode) {
+    const UnitLayout& layout = layouts_[size_t(u)];
+    const Quantization q = options_.gather_quantization;
+    const int64_t piece = int64_t(quantized_bytes(q, layout.shard_numel));
+    const size_t esize = dtype_size(unit.full.dtype());
+    for (int r = 0; r < group_.size(); ++r)
+      dequantize_blocks(
+          q, unit.encoded.data<uint8_t>() + r * piece, layout.shard_numel,
+          static_cast<char*>(unit.full.raw()) + size_t(r * layout.shard_numel) * esize,
+          unit.full.dtype());
+  }
+  release(unit.encoded);
+}
+
+void FsdpRuntime::release(Tensor& buffer) {
+  if (!buffer.defined()) return;
+  pool_.release(std::move(buffer));
+  buffer = Tensor();
+}
+
+void FsdpRuntime::wait_and_bind(int u, bool with_grad) {
+  Unit& unit = units_[size_t(u)];
+  finish_gather(u, true);
   const auto& specs = model_.param_specs();
   const UnitLayout& layout = layouts_[size_t(u)];
   for (size_t k = 0; k < layout.params.size(); ++k) {
@@ -192,10 +323,7 @@ void FsdpRuntime::wait_and_bind(int u, bool with_grad) {
 void FsdpRuntime::release_full(int u) {
   Unit& unit = units_[size_t(u)];
   if (!unit.full.defined()) return;
-  if (unit.gathering) {  // prefetched but never used: it must land before the memory is reused
-    timed_wait(*unit.gathering);
-    unit.gathering.reset();
-  }
+  finish_gather(u, false);  // prefetched but never used: it must land before the memory is reused
   for (size_t p : layouts_[size_t(u)].params) model_.unbind(p);
   pool_.release(std::move(unit.full));
   unit.full = Tensor();
@@ -257,19 +385,122 @@ void FsdpRuntime::issue_reduce(int u) {
   r.full_grad = std::move(unit.full_grad);
   unit.full_grad = Tensor();
   const bool last_micro = micro_ == micro_batches_ - 1;
-  r.sync_replicas = replicas_ && (options_.replica_sync == ReplicaSync::each || last_micro);
+  const bool sync_replicas =
+      replicas_ && (options_.replica_sync == ReplicaSync::each || last_micro);
   // The first reduction of a step writes the gradient shard; later ones (reduce_each with
   // several micro-batches) land in a partial buffer that is added when it completes.
-  Tensor target = unit.grad;
+  r.target = unit.grad;
   if (options_.accumulation == Accumulation::reduce_each && micro_ > 0) {
     r.partial = pool_.acquire(layout.name + ".partial_grad", layout.shard_numel, DType::f32);
-    target = r.partial;
+    r.target = r.partial;
   }
-  // Sum: gradients already carry 1 / (global tokens).
-  r.work = group_.reduce_scatter(r.full_grad, target, {ReduceOp::sum, options_.timeout_s});
-  comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
-  comm_.scatters += 1;
+  r.work = start_reduce_scatter(r);
+  if (sync_replicas)
+    r.stages.push_back([this](Reduction& x) {
+      // each: this micro-batch's contribution is summed over replicas, then added to the shard.
+      // last: the shard holds every micro-batch's contribution; sum it over replicas once.
+      if (options_.replica_sync == ReplicaSync::last) add_partial(x);
+      x.target = x.partial.defined() ? x.partial : units_[size_t(x.unit)].grad;
+      return start_replica_sync(x);
+    });
   reductions_.push_back(std::move(r));
+}
+
+std::shared_ptr<Work> FsdpRuntime::start_reduce_scatter(Reduction& r) {
+  const UnitLayout& layout = layouts_[size_t(r.unit)];
+  const int L = quantized_.reduce_per_node;
+  if (L == 0) {
+    // Sum: gradients already carry 1 / (global tokens).
+    comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
+    comm_.scatters += 1;
+    r.stages.push_front([this](Reduction& x) {
+      release(x.full_grad);
+      return std::shared_ptr<Work>();
+    });
+    return group_.reduce_scatter(r.full_grad, r.target, {ReduceOp::sum, options_.timeout_s});
+  }
+  // qgZ: K nodes of L ranks; rank k·L + l owns segment k·L + l. First, in FP32 within the
+  // node, rank l sums the segments of its column (l, L + l, ..., (K-1)·L + l): the full
+  // gradient is permuted so they are contiguous, then reduce-scattered over the node.
+  const int K = group_.size() / L;
+  const int64_t seg = layout.shard_numel;
+  const Quantization q = options_.reduce_quantization;
+  const int64_t piece = int64_t(quantized_bytes(q, seg));
+  std::deque<Stage> stages;
+  // Then each node's partial sum of a segment is encoded once and sent to the segment's owner,
+  // which decodes the K pieces and sums them in FP32, in node order.
+  stages.push_back([this, K, seg, q, piece](Reduction& x) {
+    const Tensor& sums = x.sum.defined() ? x.sum : x.full_grad;  // [K * seg], node sums
+    x.send = pool_.acquire(layouts_[size_t(x.unit)].name + ".grad_encoded", K * piece, DType::u8);
+    for (int k = 0; k < K; ++k)
+      quantize_blocks(q, sums.data<float>() + k * seg, seg, x.send.data<uint8_t>() + k * piece);
+    release(x.sum);
+    release(x.full_grad);
+    x.recv = pool_.acquire(layouts_[size_t(x.unit)].name + ".grad_received", K * piece, DType::u8);
+    comm_.scattered_bytes += int64_t(x.send.nbytes());
+    return column_group_->all_to_all(x.send, x.recv, {options_.timeout_s});
+  });
+  stages.push_back([this, K, seg, q, piece](Reduction& x) {
+    release(x.send);
+    float* out = x.target.data<float>();
+    std::fill(out, out + seg, 0.0f);
+    for (int k = 0; k < K; ++k) dequantize_add(q, x.recv.data<uint8_t>() + k * piece, seg, out);
+    release(x.recv);
+    return std::shared_ptr<Work>();
+  });
+  r.stages.insert(r.stages.begin(), stages.begin(), stages.end());
+  comm_.scatters += 1;
+  if (L == 1) return nullptr;  // one rank per node: nothing to sum within it
+  r.sum = pool_.acquire(layout.name + ".node_sum", K * seg, DType::f32);
+  permute_segments(r.full_grad.data<float>(), seg, K, L, r.sum.data<float>());
+  comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
+  return node_group_->reduce_scatter(r.full_grad, r.sum, {ReduceOp::sum, options_.timeout_s});
+}
+
+std::shared_ptr<Work> FsdpRuntime::start_replica_sync(Reduction& r) {
+  if (!quantized_.replicas) {
+    comm_.replicated_bytes += int64_t(r.target.nbytes());
+    comm_.replications += 1;
+    return replicas_->all_reduce(r.target, {ReduceOp::sum, options_.timeout_s});
+  }
+  // An all-reduce as a quantized reduce-scatter (all-to-all, FP32 sums) and a quantized
+  // all-gather of the sums; every replica (the chunk's owner too) keeps the decoded values, so
+  // all hold the same gradient.
+  const int R = replicas_->size(), me = replicas_->rank();
+  const int64_t n = r.target.numel(), chunk = (n + R - 1) / R;
+  const auto count = [n, chunk](int j) { return std::clamp<int64_t>(n - j * chunk, 0, chunk); };
+  const Quantization q = options_.reduce_quantization;
+  const int64_t piece = int64_t(quantized_bytes(q, chunk));
+  const std::string& name = layouts_[size_t(r.unit)].name;
+  r.send = pool_.acquire(name + ".grad_encoded", R * piece, DType::u8);
+  r.recv = pool_.acquire(name + ".grad_received", R * piece, DType::u8);
+  for (int j = 0; j < R; ++j)
+    quantize_blocks(q, r.target.data<float>() + j * chunk, count(j),
+                    r.send.data<uint8_t>() + j * piece);
+  r.stages.push_front([this, R, me, chunk, count, q, piece](Reduction& x) {
+    x.sum = pool_.acquire(layouts_[size_t(x.unit)].name + ".grad_sum", chunk, DType::f32);
+    float* sum = x.sum.data<float>();
+    std::fill(sum, sum + chunk, 0.0f);
+    for (int j = 0; j < R; ++j)
+      dequantize_add(q, x.recv.data<uint8_t>() + j * piece, count(me), sum);
+    // The sums, encoded into this replica's slot of the gather (the send buffer, reused).
+    Tensor slot = x.send.slice(me * piece, (me + 1) * piece);
+    quantize_blocks(q, sum, count(me), slot.data<uint8_t>());
+    release(x.sum);
+    release(x.recv);
+    comm_.replicated_bytes += int64_t(x.send.nbytes());
+    return replicas_->all_gather(slot, x.send, {options_.timeout_s});
+  });
+  r.stages.insert(r.stages.begin() + 1, [this, R, chunk, count, q, piece](Reduction& x) {
+    for (int j = 0; j < R; ++j)
+      dequantize_blocks(q, x.send.data<uint8_t>() + j * piece, count(j),
+                        x.target.data<float>() + j * chunk, DType::f32);
+    release(x.send);
+    return std::shared_ptr<Work>();
+  });
+  comm_.replicated_bytes += int64_t(r.send.nbytes());
+  comm_.replications += 1;
+  return replicas_->all_to_all(r.send, r.recv, {options_.timeout_s});
 }
 
 void FsdpRuntime::add_partial(Reduction& r) {
@@ -279,33 +510,22 @@ void FsdpRuntime::add_partial(Reduction& r) {
   const int64_t n = r.partial.numel();
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) g[i] += p[i];
-  pool_.release(std::move(r.partial));
-  r.partial = Tensor();
-}
-
-void FsdpRuntime::issue_replica_sync(Reduction& r) {
-  // each: this micro-batch's contribution is summed over replicas, then added to the shard.
-  // last: the shard holds every micro-batch's contribution; sum it over replicas once.
-  if (options_.replica_sync == ReplicaSync::last) add_partial(r);
-  const Tensor& target = r.partial.defined() ? r.partial : units_[size_t(r.unit)].grad;
-  r.work = replicas_->all_reduce(target, {ReduceOp::sum, options_.timeout_s});
-  r.replica_stage = true;
-  comm_.replicated_bytes += int64_t(target.nbytes());
-  comm_.replications += 1;
+  release(r.partial);
 }
 
 void FsdpRuntime::drain_reductions(bool block) {
   while (!reductions_.empty()) {
     Reduction& r = reductions_.front();
-    if (!block && !r.work->is_completed()) return;  // in order: stop at the first unfinished
-    timed_wait(*r.work);
-    if (r.full_grad.defined()) {
-      pool_.release(std::move(r.full_grad));
-      r.full_grad = Tensor();
+    if (r.work) {
+      if (!block && !r.work->is_completed()) return;  // in order: stop at the first unfinished
+      timed_wait(*r.work);
+      r.work.reset();
     }
-    if (r.sync_replicas && !r.replica_stage) {
-      issue_replica_sync(r);
-      continue;  // its all-reduce is the front now
+    if (!r.stages.empty()) {
+      Stage next = std::move(r.stages.front());
+      r.stages.pop_front();
+      r.work = next(r);
+      continue;
     }
     add_partial(r);
     reductions_.pop_front();

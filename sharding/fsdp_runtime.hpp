@@ -3,12 +3,14 @@
 // runs, FP32 reduce-scatter of its gradients after its backward, prefetch and overlap. It is a
 // UnitHooks, so a model drives it simply by announcing where each unit starts and ends.
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/process_group.hpp"
 #include "core/model/model.hpp"
+#include "core/ops/quantize.hpp"
 #include "sharding/buffer_pool.hpp"
 #include "sharding/unit_layout.hpp"
 #include "sharding/unit_topology.hpp"
@@ -36,6 +38,14 @@ struct FsdpOptions {
   // shard ranks (ideally one node) instead of the whole shard group: FSDP2's integer
   // reshard_after_forward, ZeRO++'s hpZ. The same bytes arrive, from nearer. 0: off.
   int reshard_to = 0;
+  // ZeRO++'s quantized collectives, for shard or replica groups that span nodes (none: BF16
+  // gathers and FP32 reductions, exactly). gather: every all-gather of the shard group carries
+  // blockwise INT8 of the FP32 master shards, decoded to param_dtype on arrival (qwZ).
+  // reduce: gradients summed in FP32 within each node, then exchanged across nodes as blockwise
+  // INT8/INT4 and summed in FP32 (qgZ; each value quantized once); a replica group's all-reduce
+  // as a quantized all-to-all and all-gather (each value quantized twice).
+  Quantization gather_quantization = Quantization::none;
+  Quantization reduce_quantization = Quantization::none;
   int prefetch = 1;  // units whose all-gather is in flight ahead of compute
   Accumulation accumulation = Accumulation::reduce_each;
   double timeout_s = kDefaultTimeoutS;           // the watchdog's limit per collective
@@ -59,6 +69,8 @@ struct CommStats {
   double collective_ms = 0;  // the collectives' own running time on the communication thread
   int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
   int64_t gathers = 0, scatters = 0, replications = 0;
+  // Bytes are what the collectives carry: encoded bytes where quantized, and a quantized
+  // reduction's node-local reduce-scatter and its all-to-all both count as scattered bytes.
   // Of the gathers, those of reshard_to's slices within its group (their bytes are counted in
   // gathered_bytes too).
   int64_t regathered_bytes = 0, regathers = 0;
@@ -69,6 +81,23 @@ struct FsdpMemory {
   int64_t unsharded_peak_bytes = 0;  // gathered parameters and unsharded gradients (and
                                      // reshard_to's kept slices), peak since the last reset
 };
+
+// Which collectives the quantization options change.
+struct QuantizedPlan {
+  bool gather = false;      // the shard group's all-gathers
+  int reduce_per_node = 0;  // > 0: the shard group's reduce-scatters, hierarchical over nodes of
+                            // this many consecutive ranks
+  bool replicas = false;    // the replica group's all-reduce
+};
+// The ranks per node when `nodes` (a group's node of each rank) are equal blocks of consecutive
+// ranks on distinct nodes, else 0.
+int ranks_per_node_block(const std::vector<int>& nodes);
+// Where `gather` and `reduce` apply, from the nodes of the shard group's ranks and of the replica
+// group's (empty without replicas): to groups that span nodes. An InputError naming the key
+// where an option would change nothing or the node layout does not allow it.
+QuantizedPlan plan_quantization(Quantization gather, Quantization reduce,
+                                const std::vector<int>& shard_nodes,
+                                const std::vector<int>& replica_nodes);
 
 // An InputError naming sharding.reshard_after_forward unless `reshard_to` (N) divides a shard
 // group of `shard_size` ranks and lies between 2 and half of it.
@@ -95,6 +124,8 @@ class FsdpRuntime final : public UnitHooks {
   ProcessGroup* replicas() { return replicas_; }
   // reshard_to's group (N consecutive ranks of the shard group), or nullptr.
   ProcessGroup* reshard_group() { return reshard_group_.get(); }
+  // Which collectives are quantized (options.*_quantization where they apply).
+  const QuantizedPlan& quantized() const { return quantized_; }
 
   // A training step of `micro_batches` micro-batches begins.
   void begin_step(int micro_batches);
@@ -125,19 +156,25 @@ class FsdpRuntime final : public UnitHooks {
   struct Unit {
     Tensor master, grad;              // FP32 [shard_numel]: this rank's part
     Tensor full;                      // param_dtype [padded_numel] while gathered
-    std::shared_ptr<Work> gathering;  // pending all-gather into `full`
-    Tensor full_grad;                 // FP32 [padded_numel] during backward
+    std::shared_ptr<Work> gathering;  // pending all-gather into `full` (or `encoded`)
+    Tensor encoded;    // u8 [size * quantized_bytes(shard)]: a quantized gather in flight
+    Tensor full_grad;  // FP32 [padded_numel] during backward
     Tensor kept;  // param_dtype [padded_numel / reshard_to]: this rank's slice, forward to backward
   };
   // A unit's gradient on its way to the shard: reduce-scatter within the shard group, then
   // (with replicas, when this micro-batch syncs) an all-reduce of the result across replicas.
+  // Each is one or more stages: a stage runs on the compute thread once the previous stage's
+  // collective is done, and returns the next collective (or nullptr).
+  struct Reduction;
+  using Stage = std::function<std::shared_ptr<Work>(Reduction&)>;
   struct Reduction {
     int unit;
-    std::shared_ptr<Work> work;  // the stage in flight
-    Tensor full_grad;            // the reduce-scatter's input, released when it is done
-    Tensor partial;  // FP32 [shard]: added into the gradient shard when done (or undefined)
-    bool sync_replicas = false;  // an all-reduce across replicas follows the reduce-scatter
-    bool replica_stage = false;  // `work` is that all-reduce
+    std::shared_ptr<Work> work;  // the collective in flight
+    std::deque<Stage> stages;    // what follows it
+    Tensor full_grad;            // FP32 [padded]: the reduce-scatter's input
+    Tensor target;               // FP32 [shard]: the gradient shard, or `partial`
+    Tensor partial;          // FP32 [shard]: added into the gradient shard when done (or undefined)
+    Tensor send, recv, sum;  // a quantized stage's buffers
   };
 
   AllGatherOptions gather_options() const { return {options_.timeout_s}; }
@@ -148,11 +185,17 @@ class FsdpRuntime final : public UnitHooks {
   void keep_slice(int unit);
   void drop_kept_slices();
   void issue_regather(int unit);
+  // Waits for a unit's pending gather; a quantized one is decoded into `full` (`decode`).
+  void finish_gather(int unit, bool decode);
   void issue_reduce(int unit);
+  // The reduce-scatter of r.full_grad into r.target: hierarchical and quantized across nodes
+  // (QuantizedPlan::reduce_per_node), else one reduce-scatter.
+  std::shared_ptr<Work> start_reduce_scatter(Reduction& r);
+  // The replica all-reduce of r.target, quantized where QuantizedPlan::replicas says.
+  std::shared_ptr<Work> start_replica_sync(Reduction& r);
+  void release(Tensor& buffer);
   // Completes finished reductions in order; with `block`, all of them.
   void drain_reductions(bool block);
-  // After a reduction's reduce-scatter: starts its all-reduce across replicas.
-  void issue_replica_sync(Reduction& r);
   void add_partial(Reduction& r);
   void timed_wait(Work& work);
   void prefetch(const std::vector<int>& order, int unit);
@@ -164,6 +207,10 @@ class FsdpRuntime final : public UnitHooks {
   ProcessGroup* replicas_;
   FsdpOptions options_;
   std::unique_ptr<ProcessGroup> reshard_group_;
+  QuantizedPlan quantized_;
+  // Hierarchical quantized reductions: the ranks of this rank's node within the shard group, and
+  // the ranks at this rank's position on every node (one per node).
+  std::unique_ptr<ProcessGroup> node_group_, column_group_;
   std::vector<UnitLayout> layouts_;
   std::vector<Unit> units_;
   UnitTopology topology_;

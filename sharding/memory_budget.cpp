@@ -34,6 +34,24 @@ MemoryBudget memory_budget(const BudgetInputs& in) {
   }
   // One unit computing its gradient and one reducing; with reduce_last, every unit's.
   b.unsharded_grads = in.reduce_last ? 4 * all_padded : 4 * (root + 2 * largest_block);
+  // Quantized collectives, for the largest unit: its encoded gathers in flight (the one
+  // computing's and those prefetched); one reduction's node sums and encoded pieces sent and
+  // received; a replica all-reduce's encoded chunks and its FP32 chunk sum.
+  int64_t largest_shard = 0;
+  for (const UnitLayout& u : *in.units) largest_shard = std::max(largest_shard, u.shard_numel);
+  const int S = in.shard_ranks, L = in.quantized.reduce_per_node, R = in.replicas;
+  if (in.quantized.gather)
+    b.quantized_buffers +=
+        (1 + in.prefetch) * S * int64_t(quantized_bytes(in.gather_quantization, largest_shard));
+  if (L > 0)
+    b.quantized_buffers +=
+        (L > 1 ? 4 * (S / L) * largest_shard : 0) +
+        2 * (S / L) * int64_t(quantized_bytes(in.reduce_quantization, largest_shard));
+  if (in.quantized.replicas) {
+    const int64_t chunk = (largest_shard + R - 1) / R;
+    b.quantized_buffers +=
+        2 * R * int64_t(quantized_bytes(in.reduce_quantization, chunk)) + 4 * chunk;
+  }
   b.activations = in.activation_bytes;
   return b;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "sharding/fsdp_runtime.hpp"
 #include "sharding/unit_layout.hpp"
 
 namespace st {
@@ -16,12 +17,14 @@ struct MemoryBudget {
   int64_t kept_slices = 0;         // reshard_after_forward = N: 1/N of every block, forward to
                                    // backward (hpZ)
   int64_t unsharded_grads = 0;     // 4·(largest unit) while reducing; every unit with reduce_last
+  int64_t quantized_buffers = 0;   // encoded gathers in flight; a quantized reduction's node sums
+                                   // and encoded pieces (sharding.*_quantization)
   int64_t activations = 0;         // one micro-batch's activations and scratch
   int64_t matmul_workspace = 0;    // the packed GEMM's per-thread packing buffers, when it runs
   int64_t checkpoint_staging = 0;  // checkpoint.async: a copy of the master and optimizer shards
   int64_t total() const {
     return master_and_grad + optimizer_state + unsharded_params + kept_slices + unsharded_grads +
-           activations + matmul_workspace + checkpoint_staging;
+           quantized_buffers + activations + matmul_workspace + checkpoint_staging;
   }
 };
 
@@ -34,6 +37,12 @@ struct BudgetInputs {
   bool reshard_after_forward;
   int reshard_to;  // 0, or N: the kept slices' group
   int64_t activation_bytes;
+  // Quantized collectives (FsdpRuntime::quantized()), over a shard group of `shard_ranks` and
+  // `replicas` copies.
+  QuantizedPlan quantized = {};
+  Quantization gather_quantization = Quantization::none;
+  Quantization reduce_quantization = Quantization::none;
+  int shard_ranks = 1, replicas = 1;
 };
 
 MemoryBudget memory_budget(const BudgetInputs& in);

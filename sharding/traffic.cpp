@@ -33,49 +33,107 @@ void add_all_reduce(Traffic& t, const std::vector<int>& nodes, const std::vector
     }
 }
 
+// Every member sends a `piece` to every other member.
+void add_all_to_all(Traffic& t, const std::vector<int>& nodes, const std::vector<int>& members,
+                    double piece) {
+  for (int i : members)
+    for (int j : members)
+      if (i != j)
+        (nodes[size_t(i)] != nodes[size_t(j)] ? t.inter_node : t.intra_node) += int64_t(piece);
+}
+
+std::vector<int> node_of(const std::vector<int>& nodes, const std::vector<int>& members) {
+  std::vector<int> out;
+  for (int m : members) out.push_back(nodes[size_t(m)]);
+  return out;
+}
+
 }  // namespace
 
 Traffic predict_traffic(const TrafficInputs& in) {
   const auto& units = *in.units;
   const int S = in.mesh.shard, R = in.mesh.replicate, m = in.micro_batches;
   const int64_t psize = int64_t(dtype_size(in.param_dtype));
+  // Shard groups: ranks k*S .. k*S + S - 1; replica groups: ranks j, j + S, ...
+  const auto shard_group = [S](int k) {
+    std::vector<int> g;
+    for (int i = 0; i < S; ++i) g.push_back(k * S + i);
+    return g;
+  };
+  const auto replica_group = [S, R](int j) {
+    std::vector<int> g;
+    for (int k = 0; k < R; ++k) g.push_back(k * S + j);
+    return g;
+  };
+  const QuantizedPlan plan = plan_quantization(
+      in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_group(0)),
+      R > 1 ? node_of(in.nodes, replica_group(0)) : std::vector<int>{});
+  const Quantization gq = in.gather_quantization, rq = in.reduce_quantization;
+  const int L = plan.reduce_per_node, K = L ? S / L : 0;
   // Per micro-batch, as FsdpRuntime schedules it: every unit gathered for the forward; for the
   // backward the blocks again (when resharded after their forward) but the last of the
-  // forward, which stays gathered; the root stays gathered through the micro-batch.
-  int64_t gather_elems = 0, regather_elems = 0, all_elems = 0, shard_elems = 0;
+  // forward, which stays gathered; the root stays gathered through the micro-batch. hpZ's
+  // regathers move the decoded param_dtype values within their group.
+  double gather = 0, regather = 0, node_scatter = 0, exchange = 0, replica = 0;
   const int last = UnitTopology::root_and_chain(int(units.size())).last_forward();
   for (const UnitLayout& u : units) {
-    all_elems += u.padded_numel;
-    shard_elems += u.shard_numel;
-    gather_elems += u.padded_numel;
-    if (in.reshard_after_forward && !UnitTopology::is_root(u.unit) && u.unit != last)
-      (in.reshard_to > 1 ? regather_elems : gather_elems) += u.padded_numel;
+    const double whole = double(psize * u.padded_numel);
+    const double g = plan.gather ? double(S) * double(quantized_bytes(gq, u.shard_numel)) : whole;
+    gather += g;
+    if (in.reshard_after_forward && !UnitTopology::is_root(u.unit) && u.unit != last) {
+      if (in.reshard_to > 1)
+        regather += whole;
+      else
+        gather += g;
+    }
+    if (L == 0)
+      node_scatter += 4.0 * double(u.padded_numel);
+    else {
+      if (L > 1) node_scatter += 4.0 * double(u.padded_numel);
+      exchange += double(K) * double(quantized_bytes(rq, u.shard_numel));
+    }
+    replica += plan.replicas ? 2.0 * R * double(quantized_bytes(rq, (u.shard_numel + R - 1) / R))
+                             : 4.0 * double(u.shard_numel);
   }
   const int scatters = in.accumulation == Accumulation::reduce_each ? m : 1;
   const int syncs = (in.replica_sync == ReplicaSync::each && scatters > 1) ? m : 1;
   Traffic t;
-  const double gathered = double(gather_elems * psize) * m;  // per shard group
-  const double regathered = double(regather_elems * psize) * m;
-  const double scattered = 4.0 * double(all_elems) * scatters;
-  const double replicated = R > 1 ? 4.0 * double(shard_elems) * syncs : 0.0;  // per rank
+  const double gathered = gather * m, regathered = regather * m;  // per rank
   t.gathered = int64_t(gathered + regathered);
   t.regathered = int64_t(regathered);
-  t.scattered = int64_t(scattered);
-  t.replicated = int64_t(replicated);
-  for (int k = 0; k < R; ++k) {  // shard groups: ranks k*S .. k*S + S - 1
-    std::vector<int> members;
-    for (int i = 0; i < S; ++i) members.push_back(k * S + i);
-    add_ring(t, in.nodes, members, (gathered + scattered) * (S - 1) / S);
+  t.scattered = int64_t((node_scatter + exchange) * scatters);
+  t.replicated = R > 1 ? int64_t(replica * syncs) : 0;
+  for (int k = 0; k < R; ++k) {
+    const std::vector<int> members = shard_group(k);
+    add_ring(t, in.nodes, members, gathered * (S - 1) / S);
     // hpZ: the backward's gathers within each group of N consecutive members.
     const int N = in.reshard_to;
     for (int g = 0; N > 1 && g < S / N; ++g)
       add_ring(t, in.nodes, {members.begin() + g * N, members.begin() + (g + 1) * N},
                regathered * (N - 1) / N);
+    if (L == 0) {
+      add_ring(t, in.nodes, members, node_scatter * scatters * (S - 1) / S);
+      continue;
+    }
+    // qgZ: an FP32 reduce-scatter within each node, then one encoded piece per segment from
+    // each node to the segment's owner.
+    for (int n = 0; n < K; ++n)
+      add_ring(t, in.nodes, {members.begin() + n * L, members.begin() + (n + 1) * L},
+               node_scatter * scatters * (L - 1) / L);
+    for (int l = 0; l < L; ++l) {
+      std::vector<int> column;
+      for (int n = 0; n < K; ++n) column.push_back(members[size_t(n * L + l)]);
+      add_all_to_all(t, in.nodes, column, exchange * scatters / K);
+    }
   }
-  for (int j = 0; j < S && R > 1; ++j) {  // replica groups: ranks j, j + S, ...
-    std::vector<int> members;
-    for (int k = 0; k < R; ++k) members.push_back(k * S + j);
-    add_all_reduce(t, in.nodes, members, replicated);
+  for (int j = 0; j < S && R > 1; ++j) {
+    if (!plan.replicas) {
+      add_all_reduce(t, in.nodes, replica_group(j), replica * syncs);
+      continue;
+    }
+    // An all-to-all of encoded chunks, then an all-gather of the encoded sums (as a ring).
+    add_all_to_all(t, in.nodes, replica_group(j), replica * syncs / (2.0 * R));
+    add_ring(t, in.nodes, replica_group(j), replica * syncs / 2.0 * (R - 1) / R);
   }
   return t;
 }

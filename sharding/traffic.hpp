@@ -22,6 +22,8 @@ struct TrafficInputs {
   int reshard_to = 0;  // N: the backward's all-gathers within groups of N consecutive shard ranks
   Accumulation accumulation = Accumulation::reduce_each;
   ReplicaSync replica_sync = ReplicaSync::each;
+  Quantization gather_quantization = Quantization::none;  // where they apply (plan_quantization)
+  Quantization reduce_quantization = Quantization::none;
 };
 
 struct Traffic {
@@ -35,7 +37,9 @@ struct Traffic {
 
 // All-gathers and reduce-scatters as rings (each of a group's p hops carries (p-1)/p of the
 // buffer), all-reduces as Open MPI runs large ones (Rabenseifner's for power-of-two groups, a
-// ring otherwise); bytes between ranks of one node (shared memory) count as intra-node.
+// ring otherwise), all-to-alls as one piece from each rank to each other; bytes between ranks
+// of one node (shared memory) count as intra-node. Quantized collectives carry their encoded
+// bytes (core/ops/quantize), laid out as FsdpRuntime runs them.
 Traffic predict_traffic(const TrafficInputs& in);
 
 }  // namespace st

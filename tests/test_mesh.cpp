@@ -13,6 +13,7 @@
 
 #include "collectives/mpi_process_group.hpp"
 #include "core/error.hpp"
+#include "core/ops/quantize.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
@@ -261,6 +262,167 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("shard group's 2 ranks"), std::string::npos) << e.what();
   }
+}
+
+// The InputError message of a trainer made from `keys`, or "" when it was accepted.
+std::string refusal(const std::vector<std::string>& keys) {
+  try {
+    const Config config = test_config(keys);
+    ShardedTrainer t(config, data(), world());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Replaces each rank's master shards by what a quantized all-gather decodes from them: each
+// shard encoded blockwise from its own first element (padding included), decoded to FP32.
+void decode_masters_in_place(ShardedTrainer& t, Quantization q) {
+  const auto& units = t.fsdp().units();
+  std::vector<std::vector<float>> shards(units.size());
+  for (size_t u = 0; u < units.size(); ++u) shards[u].assign(size_t(units[u].shard_numel), 0.0f);
+  const std::vector<ShardSpan> spans = t.fsdp().spans();
+  for (const ShardSpan& s : spans)
+    std::memcpy(shards[size_t(s.unit)].data() + s.shard_offset, s.master.raw(), s.master.nbytes());
+  for (std::vector<float>& shard : shards) {
+    std::vector<uint8_t> code(quantized_bytes(q, int64_t(shard.size())));
+    quantize_blocks(q, shard.data(), int64_t(shard.size()), code.data());
+    dequantize_blocks(q, code.data(), int64_t(shard.size()), shard.data(), DType::f32);
+  }
+  for (const ShardSpan& s : spans)
+    std::memcpy(s.master.raw(), shards[size_t(s.unit)].data() + s.shard_offset, s.master.nbytes());
+}
+
+// A hash of every parameter's whole FP32 master (gathered over the shard group).
+int64_t masters_hash(ShardedTrainer& t) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < t.model().param_specs().size(); ++i) {
+    const Tensor x = t.fsdp().gather_master(i);
+    const auto* b = static_cast<const unsigned char*>(x.raw());
+    for (size_t k = 0; k < x.nbytes(); ++k) h = (h ^ b[k]) * 1099511628211ull;
+  }
+  return int64_t(h >> 2);
+}
+
+// sharding.gather_quantization = int8 (qwZ): every all-gather carries blockwise INT8 of the
+// FP32 master shards and every rank computes with the decoded values. So a run whose masters
+// were replaced by those decoded values beforehand, with plain FP32 gathers, computes the same
+// loss and gradient norm bit for bit; the gathers carry about a quarter of FP32's bytes,
+// exactly as the traffic prediction counts them. Within one node it is refused by name.
+TEST(Mesh, QuantizedGathersComputeWithTheDecodedMasters) {
+  const int W = world().size();
+  const std::string one_node = refusal(
+      {"sharding.ranks_per_node=" + std::to_string(W), "sharding.gather_quantization=int8"});
+  EXPECT_NE(one_node.find("sharding.gather_quantization = int8 quantizes all-gathers between "
+                          "nodes, but the shard group (" +
+                          std::to_string(W) + (W == 1 ? " rank" : " ranks") + ") lies on one node"),
+            std::string::npos)
+      << one_node;
+  if (W == 1) return;
+  for (const char* reshard : {"true", "false"}) {
+    const std::vector<std::string> keys = {
+        "precision.param_dtype=fp32", "training.max_steps=1",
+        "sharding.ranks_per_node=" + std::string(W == 4 ? "2" : "1"),
+        std::string("sharding.reshard_after_forward=") + reshard};
+    const Config plain_config = test_config(keys);
+    const Config int8_config = test_config(with(keys, {"sharding.gather_quantization=int8"}));
+    ShardedTrainer plain(plain_config, data(), world());
+    ShardedTrainer quantized(int8_config, data(), world());
+    EXPECT_TRUE(quantized.fsdp().quantized().gather);
+    decode_masters_in_place(plain, Quantization::int8);
+    const StepStats a = plain.step(0), b = quantized.step(0);
+    EXPECT_EQ(a.loss, b.loss) << "reshard " << reshard;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "reshard " << reshard;
+    EXPECT_EQ(b.gathered_bytes, quantized.traffic().gathered) << "reshard " << reshard;
+    EXPECT_EQ(b.scattered_bytes, quantized.traffic().scattered) << "reshard " << reshard;
+    const double ratio = double(b.gathered_bytes) / double(a.gathered_bytes);
+    EXPECT_GT(ratio, 0.25) << "reshard " << reshard;  // a byte per FP32 value, and the scales
+    EXPECT_LT(ratio, 0.27) << "reshard " << reshard;
+  }
+}
+
+// sharding.reduce_quantization = int8 | int4 (qgZ): gradients are summed in FP32 within each
+// node, then each node's sums cross nodes once, encoded, and are summed in FP32; a replica
+// group's all-reduce is an encoded all-to-all and all-gather. Against full-precision
+// reductions (FP32) over 4 steps: within INT8's and INT4's rounding (half a step of 1/127 or
+// 1/7 of a block's largest value per value, mostly cancelling in sums and norms), the bytes
+// those of the prediction, and the replicas' weights bitwise equal (each keeps the decoded
+// sums, its own chunk too). Meshes: FSDP with 1 rank per node (no node sum; 1 and 3
+// micro-batches) and, at 4 ranks, 2 per node (the node sums of a permuted gradient); HSDP 2x2
+// with replicas on 2 nodes (also 3 micro-batches synced once); and a shard group across 2 nodes
+// with replicas across nodes too. Within one node: refused.
+TEST(Mesh, QuantizedReductionsStayCloseToFullPrecision) {
+  const int W = world().size();
+  const std::string one_node = refusal(
+      {"sharding.ranks_per_node=" + std::to_string(W), "sharding.reduce_quantization=int8"});
+  EXPECT_NE(one_node.find("sharding.reduce_quantization = int8 quantizes reductions between "
+                          "nodes, but the shard group"),
+            std::string::npos)
+      << one_node;
+  if (W == 1) return;
+  const std::string w = std::to_string(W);
+  const std::vector<std::string> micro = {"training.micro_batches=3", "training.global_batch=36"};
+  std::vector<Mesh> cases = {
+      {"FSDP, 1 rank per node", {"sharding.ranks_per_node=1"}, 1},
+      {"FSDP, 1 rank per node, 3 micro-batches", with({"sharding.ranks_per_node=1"}, micro), 1}};
+  if (W == 4) {
+    cases.push_back({"HSDP 2x2, 3 micro-batches, replica_sync last",
+                     with({"sharding.shard_degree=2", "sharding.replicate_degree=2",
+                           "sharding.ranks_per_node=2", "sharding.replica_sync=last"},
+                          micro),
+                     2});
+    cases.push_back({"FSDP, 2 ranks per node", {"sharding.ranks_per_node=2"}, 1});
+    cases.push_back(
+        {"HSDP 2x2, a node per replica",
+         {"sharding.shard_degree=2", "sharding.replicate_degree=2", "sharding.ranks_per_node=2"},
+         2});
+    cases.push_back({"HSDP 2x2, 1 rank per node",
+                     {"sharding.shard_degree=2", "sharding.replicate_degree=2",
+                      "sharding.ranks_per_node=1", "sharding.allow_cross_node_shard=true"},
+                     2});
+  }
+  struct Bound {
+    const char* q;
+    double loss_rel, norm_rel;
+  };
+  for (const Mesh& mesh : cases)
+    for (const Bound bound : {Bound{"int8", 5e-4, 1e-2}, Bound{"int4", 1.5e-2, 5e-2}}) {
+      const std::vector<std::string> keys =
+          with(mesh.keys, {"precision.param_dtype=fp32", "training.max_steps=4"});
+      const Config plain_config = test_config(keys);
+      const Config q_config =
+          test_config(with(keys, {std::string("sharding.reduce_quantization=") + bound.q}));
+      ShardedTrainer plain(plain_config, data(), world());
+      ShardedTrainer quantized(q_config, data(), world());
+      const std::string what = mesh.name + ", " + bound.q;
+      double worst_loss = 0, worst_norm = 0;
+      for (int64_t s = 0; s < 4; ++s) {
+        const StepStats a = plain.step(s), b = quantized.step(s);
+        worst_loss = std::max(worst_loss, std::fabs(b.loss - a.loss) / a.loss);
+        worst_norm = std::max(worst_norm, std::fabs(b.grad_norm - a.grad_norm) / a.grad_norm);
+        EXPECT_NE(a.grad_norm, b.grad_norm) << what;  // quantized: not bitwise the same
+        EXPECT_NEAR(b.loss, a.loss, bound.loss_rel * a.loss) << what << " step " << s;
+        EXPECT_NEAR(b.grad_norm, a.grad_norm, bound.norm_rel * a.grad_norm)
+            << what << " step " << s;
+        const Traffic predicted = quantized.traffic();
+        EXPECT_EQ(b.gathered_bytes, predicted.gathered) << what;
+        EXPECT_EQ(b.scattered_bytes, predicted.scattered) << what;
+        EXPECT_EQ(b.replicated_bytes, predicted.replicated) << what;
+      }
+      if (world().rank() == 0)
+        std::printf("  %s: worst relative difference of the loss %.2g, of the gradient norm %.2g\n",
+                    what.c_str(), worst_loss, worst_norm);
+      if (mesh.replicas > 1) {
+        EXPECT_TRUE(quantized.fsdp().quantized().replicas) << what;
+        const Tensor h = Tensor::empty("hash", {2}, DType::i64);
+        const int64_t mine = masters_hash(quantized);
+        h.data<int64_t>()[0] = mine;
+        h.data<int64_t>()[1] = -mine;
+        world().all_reduce(h, {ReduceOp::max})->wait();
+        EXPECT_EQ(h.data<int64_t>()[0], mine) << what << ": replicas differ";
+        EXPECT_EQ(h.data<int64_t>()[1], -mine) << what << ": replicas differ";
+      }
+    }
 }
 
 // A checkpoint written under one mesh continues under the next, at another world size:

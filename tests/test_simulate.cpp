@@ -352,6 +352,11 @@ class RecordingGroup final : public ProcessGroup {
     log.push_back(fmt::format("all-reduce {}", b.nbytes()));
     return inner_.all_reduce(b, o);
   }
+  std::shared_ptr<Work> all_to_all(const Tensor& in, const Tensor& out,
+                                   const AllToAllOptions& o) override {
+    log.push_back(fmt::format("all-to-all {}", in.nbytes()));
+    return inner_.all_to_all(in, out, o);
+  }
   std::shared_ptr<Work> broadcast(const Tensor& b, int root, const BroadcastOptions& o) override {
     return inner_.broadcast(b, root, o);
   }

@@ -1,0 +1,141 @@
+#include "core/ops/quantize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+#include "core/op_profile.hpp"
+
+namespace st {
+namespace {
+
+int qmax(Quantization q) {
+  return q == Quantization::int8 ? 127 : 7;
+}
+
+int64_t blocks(Quantization q, int64_t n) {
+  return (n + quant_block(q) - 1) / quant_block(q);
+}
+
+// The scale of x[n]: its largest magnitude over qmax; NaN when a value is not finite.
+float block_scale(const float* x, int64_t n, int q_max) {
+  float amax = 0;
+  bool finite = true;
+#pragma omp simd reduction(max : amax) reduction(&& : finite)
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    finite = finite && a <= std::numeric_limits<float>::max();
+    amax = std::max(amax, a);
+  }
+  return finite ? amax / float(q_max) : std::numeric_limits<float>::quiet_NaN();
+}
+
+// Calls f(block index, first element, element count, its scale, its first value byte).
+template <class F>
+void for_blocks(Quantization q, int64_t n, F&& f) {
+  const int64_t b = quant_block(q), nb = blocks(q, n);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t k = 0; k < nb; ++k) f(k, k * b, std::min(b, n - k * b));
+}
+
+// A block's integers as floats: INT8 as signed bytes, INT4 as offset nibbles (q + 8, 1..15).
+void decode_block(Quantization q, const uint8_t* values, int64_t first, int64_t count, float* f) {
+  if (q == Quantization::int8) {
+    const int8_t* v = reinterpret_cast<const int8_t*>(values + first);
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) f[i] = float(v[i]);
+  } else {
+    const uint8_t* v = values + first / 2;  // blocks are even-sized: each starts on a byte
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) f[i] = float(int((v[i / 2] >> (4 * (i % 2))) & 0xf) - 8);
+  }
+}
+
+}  // namespace
+
+const char* quantization_name(Quantization q) {
+  switch (q) {
+    case Quantization::none:
+      return "none";
+    case Quantization::int8:
+      return "int8";
+    case Quantization::int4:
+      return "int4";
+  }
+  return "?";
+}
+
+int64_t quant_block(Quantization q) {
+  ST_CHECK(q != Quantization::none, "quant_block without a quantization");
+  return q == Quantization::int8 ? 256 : 128;
+}
+
+size_t quantized_bytes(Quantization q, int64_t n) {
+  const int64_t values = q == Quantization::int8 ? n : (n + 1) / 2;
+  const int64_t bytes = 4 * blocks(q, n) + values;
+  return size_t((bytes + 7) / 8 * 8);
+}
+
+void quantize_blocks(Quantization q, const float* x, int64_t n, uint8_t* out) {
+  OpScope scope(OpKind::quantize);
+  const int q_max = qmax(q);
+  float* scales = reinterpret_cast<float*>(out);
+  uint8_t* values = out + 4 * blocks(q, n);
+  std::memset(values, 0, quantized_bytes(q, n) - size_t(4 * blocks(q, n)));
+  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
+    const float scale = block_scale(x + first, count, q_max);
+    scales[k] = scale;
+    // Non-finite blocks encode zeros under a NaN scale; an all-zero block a zero scale.
+    const float inv = std::isfinite(scale) && scale > 0 ? 1.0f / scale : 0.0f;
+    const float* xs = x + first;
+    if (q == Quantization::int8) {
+      int8_t* v = reinterpret_cast<int8_t*>(values + first);
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i)
+        v[i] = int8_t(std::clamp(std::nearbyint(xs[i] * inv), -127.0f, 127.0f));
+    } else {
+      uint8_t* v = values + first / 2;
+      for (int64_t i = 0; i < count; ++i) {
+        const int c = int(std::clamp(std::nearbyint(xs[i] * inv), -7.0f, 7.0f)) + 8;
+        v[i / 2] = uint8_t(v[i / 2] | (c << (4 * (i % 2))));
+      }
+    }
+  });
+}
+
+void dequantize_blocks(Quantization q, const uint8_t* in, int64_t n, void* out, DType dtype) {
+  OpScope scope(OpKind::quantize);
+  ST_CHECK(dtype == DType::f32 || dtype == DType::bf16, "dequantize into {}", dtype_name(dtype));
+  const float* scales = reinterpret_cast<const float*>(in);
+  const uint8_t* values = in + 4 * blocks(q, n);
+  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
+    float f[256];
+    decode_block(q, values, first, count, f);
+    const float scale = scales[k];
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) f[i] *= scale;
+    if (dtype == DType::f32)
+      std::memcpy(static_cast<float*>(out) + first, f, size_t(count) * 4);
+    else
+      convert_f32_to_bf16(f, static_cast<bf16*>(out) + first, size_t(count));
+  });
+}
+
+void dequantize_add(Quantization q, const uint8_t* in, int64_t n, float* out) {
+  OpScope scope(OpKind::quantize);
+  const float* scales = reinterpret_cast<const float*>(in);
+  const uint8_t* values = in + 4 * blocks(q, n);
+  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
+    float f[256];
+    decode_block(q, values, first, count, f);
+    const float scale = scales[k];
+    float* o = out + first;
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) o[i] += f[i] * scale;
+  });
+}
+
+}  // namespace st
