@@ -59,26 +59,6 @@ std::string node_list(const std::vector<int>& nodes) {
   return fmt::format("[{}]", fmt::join(nodes, ", "));
 }
 
-// data holds K·L segments of `seg` floats, segment k·L + l at position k·L + l; afterwards it is
-// at position l·K + k (a K x L matrix of segments transposed in place, by following cycles).
-// `held`: room for one segment.
-void permute_segments(float* data, int64_t seg, int K, int L, float* held) {
-  const int n = K * L;
-  const auto source = [K, L](int p) { return (p % K) * L + p / K; };  // what lands at p
-  std::vector<bool> done(size_t(n), false);
-  const size_t bytes = size_t(seg) * sizeof(float);
-  for (int start = 0; start < n; ++start) {
-    if (done[size_t(start)] || source(start) == start) continue;
-    std::memcpy(held, data + start * seg, bytes);
-    int p = start;
-    for (int s = source(p); s != start; p = s, s = source(p)) {
-      std::memcpy(data + p * seg, data + s * seg, bytes);
-      done[size_t(p)] = true;
-    }
-    std::memcpy(data + p * seg, held, bytes);
-    done[size_t(p)] = true;
-  }
-}
 }  // namespace
 
 QuantizedPlan plan_quantization(Quantization gather, Quantization reduce,
@@ -164,8 +144,10 @@ FsdpRuntime::~FsdpRuntime() {
   try {
     for (Unit& unit : units_)
       if (unit.gathering) unit.gathering->wait();
-    for (Reduction& r : reductions_)
+    for (Reduction& r : reductions_) {
+      for (auto& w : r.earlier) w->wait();
       if (r.work) r.work->wait();
+    }
   } catch (...) {
   }
   for (size_t i = 0; i < model_.param_specs().size(); ++i) model_.unbind(i);
@@ -420,8 +402,8 @@ std::shared_ptr<Work> FsdpRuntime::start_reduce_scatter(Reduction& r) {
     return group_.reduce_scatter(r.full_grad, r.target, {ReduceOp::sum, options_.timeout_s});
   }
   // qgZ: K nodes of L ranks; rank k·L + l owns segment k·L + l. First, in FP32 within the
-  // node, rank l sums the segments of its column (l, L + l, ..., (K-1)·L + l): the full
-  // gradient is permuted so they are contiguous, then reduce-scattered over the node.
+  // node, rank l sums the segments of its column (l, L + l, ..., (K-1)·L + l): node k's L
+  // segments are contiguous, so K reduce-scatters over the node, one per node's segments.
   const int K = group_.size() / L;
   const int64_t seg = layout.shard_numel;
   const Quantization q = options_.reduce_quantization;
@@ -452,9 +434,14 @@ std::shared_ptr<Work> FsdpRuntime::start_reduce_scatter(Reduction& r) {
   comm_.scatters += 1;
   if (L == 1) return nullptr;  // one rank per node: nothing to sum within it
   r.sum = pool_.acquire(layout.name + ".node_sum", K * seg, DType::f32);
-  permute_segments(r.full_grad.data<float>(), seg, K, L, r.sum.data<float>());
   comm_.scattered_bytes += int64_t(r.full_grad.nbytes());
-  return node_group_->reduce_scatter(r.full_grad, r.sum, {ReduceOp::sum, options_.timeout_s});
+  for (int k = 0; k + 1 < K; ++k)
+    r.earlier.push_back(node_group_->reduce_scatter(
+        r.full_grad.slice(k * L * seg, (k + 1) * L * seg), r.sum.slice(k * seg, (k + 1) * seg),
+        {ReduceOp::sum, options_.timeout_s}));
+  return node_group_->reduce_scatter(r.full_grad.slice((K - 1) * L * seg, K * L * seg),
+                                     r.sum.slice((K - 1) * seg, K * seg),
+                                     {ReduceOp::sum, options_.timeout_s});
 }
 
 std::shared_ptr<Work> FsdpRuntime::start_replica_sync(Reduction& r) {
@@ -518,6 +505,8 @@ void FsdpRuntime::drain_reductions(bool block) {
     Reduction& r = reductions_.front();
     if (r.work) {
       if (!block && !r.work->is_completed()) return;  // in order: stop at the first unfinished
+      for (auto& w : r.earlier) timed_wait(*w);
+      r.earlier.clear();
       timed_wait(*r.work);
       r.work.reset();
     }

@@ -170,9 +170,11 @@ class FsdpRuntime final : public UnitHooks {
   struct Reduction {
     int unit;
     std::shared_ptr<Work> work;  // the collective in flight
-    std::deque<Stage> stages;    // what follows it
-    Tensor full_grad;            // FP32 [padded]: the reduce-scatter's input
-    Tensor target;               // FP32 [shard]: the gradient shard, or `partial`
+    // Issued before `work` on the same group (so done by the time it is): waited for with it.
+    std::vector<std::shared_ptr<Work>> earlier;
+    std::deque<Stage> stages;  // what follows it
+    Tensor full_grad;          // FP32 [padded]: the reduce-scatter's input
+    Tensor target;             // FP32 [shard]: the gradient shard, or `partial`
     Tensor partial;          // FP32 [shard]: added into the gradient shard when done (or undefined)
     Tensor send, recv, sum;  // a quantized stage's buffers
   };

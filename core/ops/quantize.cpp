@@ -22,15 +22,18 @@ int64_t blocks(Quantization q, int64_t n) {
 
 // The scale of x[n]: its largest magnitude over qmax; NaN when a value is not finite.
 float block_scale(const float* x, int64_t n, int q_max) {
-  float amax = 0;
-  bool finite = true;
-#pragma omp simd reduction(max : amax) reduction(&& : finite)
+  float amax = 0, probe = 0;  // probe: x·0 sums to 0, or to NaN once a value is Inf or NaN
+#pragma omp simd reduction(max : amax) reduction(+ : probe)
   for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    finite = finite && a <= std::numeric_limits<float>::max();
-    amax = std::max(amax, a);
+    amax = std::max(amax, std::fabs(x[i]));
+    probe += x[i] * 0.0f;
   }
-  return finite ? amax / float(q_max) : std::numeric_limits<float>::quiet_NaN();
+  return probe == 0.0f ? amax / float(q_max) : std::numeric_limits<float>::quiet_NaN();
+}
+
+// round(x · inv) within ±q_max as an integer (ties to even).
+inline int32_t encode(float x, float inv, float q_max) {
+  return int32_t(std::clamp(std::nearbyint(x * inv), -q_max, q_max));
 }
 
 // Calls f(block index, first element, element count, its scale, its first value byte).
@@ -50,7 +53,11 @@ void decode_block(Quantization q, const uint8_t* values, int64_t first, int64_t 
   } else {
     const uint8_t* v = values + first / 2;  // blocks are even-sized: each starts on a byte
 #pragma omp simd
-    for (int64_t i = 0; i < count; ++i) f[i] = float(int((v[i / 2] >> (4 * (i % 2))) & 0xf) - 8);
+    for (int64_t i = 0; i < count / 2; ++i) {
+      f[2 * i] = float(int(v[i] & 0xf) - 8);
+      f[2 * i + 1] = float(int(v[i] >> 4) - 8);
+    }
+    if (count % 2) f[count - 1] = float(int(v[count / 2] & 0xf) - 8);
   }
 }
 
@@ -94,14 +101,14 @@ void quantize_blocks(Quantization q, const float* x, int64_t n, uint8_t* out) {
     if (q == Quantization::int8) {
       int8_t* v = reinterpret_cast<int8_t*>(values + first);
 #pragma omp simd
-      for (int64_t i = 0; i < count; ++i)
-        v[i] = int8_t(std::clamp(std::nearbyint(xs[i] * inv), -127.0f, 127.0f));
+      for (int64_t i = 0; i < count; ++i) v[i] = int8_t(encode(xs[i], inv, 127.0f));
     } else {
       uint8_t* v = values + first / 2;
-      for (int64_t i = 0; i < count; ++i) {
-        const int c = int(std::clamp(std::nearbyint(xs[i] * inv), -7.0f, 7.0f)) + 8;
-        v[i / 2] = uint8_t(v[i / 2] | (c << (4 * (i % 2))));
-      }
+#pragma omp simd
+      for (int64_t i = 0; i < count / 2; ++i)
+        v[i] = uint8_t((encode(xs[2 * i], inv, 7.0f) + 8) |
+                       ((encode(xs[2 * i + 1], inv, 7.0f) + 8) << 4));
+      if (count % 2) v[count / 2] = uint8_t(encode(xs[count - 1], inv, 7.0f) + 8);
     }
   });
 }
