@@ -104,7 +104,7 @@ namespace {
 // What the replay runs: the units' sizes, the sharding settings, and the measured or modelled
 // compute time of each part of a micro-batch.
 StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitLayout>& units,
-                   const ComputeTimes& times, int threads) {
+                   const ComputeTimes& times, int threads, int ranks_per_node) {
   const auto& t = config.training;
   StepPlan plan;
   int64_t shard_elements = 0;
@@ -120,6 +120,18 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.accumulation = config.sharding.accumulation;
   plan.replica_sync = config.sharding.replica_sync;
   plan.replicated = mesh.replicate > 1;
+  plan.replicas = mesh.replicate;
+  // Quantized collectives as the runtime would plan them on these nodes (refused by name where
+  // they cannot apply), from the first shard group and the first replica group.
+  std::vector<int> shard_nodes, replica_nodes;
+  for (int i = 0; i < mesh.shard; ++i) shard_nodes.push_back(i / ranks_per_node);
+  for (int k = 0; mesh.replicate > 1 && k < mesh.replicate; ++k)
+    replica_nodes.push_back(k * mesh.shard / ranks_per_node);
+  plan.gather_quantization = config.sharding.gather_quantization;
+  plan.reduce_quantization = config.sharding.reduce_quantization;
+  plan.quantized = plan_quantization(plan.gather_quantization, plan.reduce_quantization,
+                                     shard_nodes, replica_nodes);
+  plan.codec_seconds_per_value = times.codec_per_value;
   plan.micro_batches = int(t.micro_batches);
   plan.threads = threads;
   plan.root_forward_pre = times.root_forward_pre;
@@ -165,7 +177,8 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs and bytes
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
 
-  const StepPlan plan = step_plan(config, mesh, units, times, spec.threads_per_rank);
+  const StepPlan plan =
+      step_plan(config, mesh, units, times, spec.threads_per_rank, platform.ranks_per_node);
 
   Prediction p;
   p.ranks = ranks;

@@ -76,18 +76,18 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
   if (profile) {
     const double ranks_per_core = std::min(cluster.ranks_per_core(), 1.0 / shape.threads);
     const ComputeSample& s = nearest_sample(*profile, shape.threads, ranks_per_core, shape.rows);
+    // The sample's own work at its rows gives its achieved rates.
+    const ModelWork at = profiled_work(profile->model, s.rows);
+    const double total = s.total();
+    const double flops_rate = at.total_flops(profile->model.n_layer) / (s.matmul_share * total);
+    const double bytes_rate =
+        at.total_bytes(profile->model.n_layer) / ((1 - s.matmul_share) * total);
     if (profile->model == shape.model && s.rows == shape.rows && s.threads == shape.threads &&
         std::abs(double(s.ranks) / profile->cores - ranks_per_core) < 1e-9) {
       c = measured(s);
       c.source = fmt::format("measured ({} profile, {} rows, {} threads)", profile->model.family,
                              s.rows, s.threads);
     } else {
-      // The sample's own work at its rows gives its achieved rates.
-      const ModelWork at = profiled_work(profile->model, s.rows);
-      const double total = s.total();
-      const double flops_rate = at.total_flops(profile->model.n_layer) / (s.matmul_share * total);
-      const double bytes_rate =
-          at.total_bytes(profile->model.n_layer) / ((1 - s.matmul_share) * total);
       c = from_rates(work, L, flops_rate, bytes_rate);
       // Fewer threads than measured: the same work on fewer cores.
       const double thread_scale = double(s.threads) / shape.threads;
@@ -103,6 +103,8 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
     }
     c.optimizer_per_element =
         s.optimizer_per_element * std::max(1.0, double(s.threads) / shape.threads);
+    c.codec_per_value =
+        kCodecBytesPerValue / bytes_rate * std::max(1.0, double(s.threads) / shape.threads);
     c.step_overhead = s.step_overhead;
   } else {
     if (!(cluster.matmul_flops > 0) || !(cluster.memory_bandwidth > 0))
@@ -112,6 +114,7 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
     // AdamW reads master, gradient, m, v and writes master, m, v (and the norm reads the
     // gradient once more): 32 bytes per element.
     c.optimizer_per_element = 32.0 / cluster.memory_bandwidth;
+    c.codec_per_value = kCodecBytesPerValue / cluster.memory_bandwidth;
     c.source = fmt::format("from the cluster's rates ({:.0f} GFLOP/s matmul, {:.0f} GB/s memory)",
                            cluster.matmul_flops / 1e9, cluster.memory_bandwidth / 1e9);
   }

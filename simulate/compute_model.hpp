@@ -31,9 +31,16 @@ struct ComputeTimes {
   double root_forward_pre = 0, root_forward_post = 0, root_backward_pre = 0, root_backward_post = 0;
   std::vector<double> block_forward, block_backward;  // blocks 1..L
   double optimizer_per_element = 0;
+  // Encoding or decoding one value of a quantized collective (sharding.*_quantization): the
+  // bytes it moves (kCodecBytesPerValue) at the rate the model's elementwise work runs.
+  double codec_per_value = 0;
   double step_overhead = 0;
   std::string source;  // how they were obtained, for the report
 };
+
+// An encoded value's traffic: an FP32 value read (twice: its block's scale, then its code)
+// and a byte written; a decoded one's byte read and a BF16 or FP32 value written or added.
+constexpr double kCodecBytesPerValue = 6;
 
 // The times for `shape` on one rank of `cluster` (its profile, when it names one, is `profile`),
 // as if the rank had its threads' cores: the engine shares a machine's cores among its ranks.

@@ -43,6 +43,11 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"reduce_last", plan.accumulation == Accumulation::reduce_last},
             {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
             {"replicated", plan.replicated},
+            {"replicas", plan.replicas},
+            {"quantized",
+             {plan.quantized.gather, plan.quantized.reduce_per_node, plan.quantized.replicas,
+              int(plan.gather_quantization), int(plan.reduce_quantization),
+              plan.codec_seconds_per_value}},
             {"micro_batches", plan.micro_batches},
             {"threads", plan.threads},
             {"root",
@@ -91,6 +96,12 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
       q.at("reduce_last").get<bool>() ? Accumulation::reduce_last : Accumulation::reduce_each;
   plan.replica_sync = q.at("replica_sync_last").get<bool>() ? ReplicaSync::last : ReplicaSync::each;
   plan.replicated = q.at("replicated");
+  plan.replicas = q.at("replicas");
+  const json& qz = q.at("quantized");
+  plan.quantized = {qz.at(0).get<bool>(), qz.at(1).get<int>(), qz.at(2).get<bool>()};
+  plan.gather_quantization = Quantization(qz.at(3).get<int>());
+  plan.reduce_quantization = Quantization(qz.at(4).get<int>());
+  plan.codec_seconds_per_value = qz.at(5).get<double>();
   plan.micro_batches = q.at("micro_batches");
   plan.threads = q.at("threads");
   plan.root_forward_pre = q.at("root").at(0);

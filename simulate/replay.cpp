@@ -17,6 +17,8 @@ const char* collective_kind_name(CollectiveKind kind) {
       return "reduce-scatter";
     case CollectiveKind::all_reduce:
       return "all-reduce";
+    case CollectiveKind::all_to_all:
+      return "all-to-all";
   }
   return "?";
 }
@@ -90,9 +92,17 @@ void RankReplay::issue_gather(int u) {
   Unit& unit = units_[size_t(u)];
   if (unit.full) return;
   unit.full = true;
-  const double bytes = double(plan_.units[size_t(u)].padded_numel) * plan_.param_bytes;
-  // A kept slice is gathered back within its reshard group (FsdpRuntime::issue_regather).
+  const UnitPlan& p = plan_.units[size_t(u)];
+  double bytes = double(p.padded_numel) * plan_.param_bytes;
+  // A kept slice is gathered back within its reshard group (FsdpRuntime::issue_regather), as
+  // it was decoded; other gathers carry every rank's encoded shard where quantized.
   const GroupKind group = unit.kept ? GroupKind::reshard : GroupKind::shard;
+  if (!unit.kept && plan_.quantized.gather) {
+    backend_.compute(codec(double(p.shard_numel)), "quantize", u);
+    bytes = double(p.padded_numel / p.shard_numel) *
+            double(quantized_bytes(plan_.gather_quantization, p.shard_numel));
+    unit.encoded = true;
+  }
   unit.kept = false;
   unit.gathering = backend_.issue({CollectiveKind::all_gather, group, bytes, u});
 }
@@ -103,18 +113,21 @@ void RankReplay::prefetch(const std::vector<int>& order, int u) {
     issue_gather(order[k]);
 }
 
-void RankReplay::wait_and_bind(int u) {
+void RankReplay::wait_and_bind(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering >= 0) {
     timed_wait(unit.gathering, {CollectiveKind::all_gather, GroupKind::shard, 0, u});
     unit.gathering = -1;
   }
+  if (unit.encoded && decode)
+    backend_.compute(codec(double(plan_.units[size_t(u)].padded_numel)), "quantize", u);
+  unit.encoded = false;
 }
 
 void RankReplay::release_full(int u) {
   Unit& unit = units_[size_t(u)];
   if (!unit.full) return;
-  wait_and_bind(u);  // prefetched but never used: it lands before the memory is reused
+  wait_and_bind(u, false);  // prefetched but never used: it lands before the memory is reused
   unit.full = false;
 }
 
@@ -150,25 +163,97 @@ void RankReplay::issue_reduce(int u) {
   r.unit = u;
   const bool last_micro = micro_ == plan_.micro_batches - 1;
   r.sync_replicas = plan_.replicated && (plan_.replica_sync == ReplicaSync::each || last_micro);
-  const double bytes = double(plan_.units[size_t(u)].padded_numel) * 4;
-  r.work = backend_.issue({CollectiveKind::reduce_scatter, GroupKind::shard, bytes, u});
+  const UnitPlan& p = plan_.units[size_t(u)];
+  const int L = plan_.quantized.reduce_per_node;
+  if (L == 0) {
+    r.call = {CollectiveKind::reduce_scatter, GroupKind::shard, double(p.padded_numel) * 4, u};
+    r.work = backend_.issue(r.call);
+    r.next = r.sync_replicas ? Next::replicas : Next::done;
+  } else {
+    // qgZ: one FP32 reduce-scatter within the node per node's segments (none with one rank a
+    // node), then the encoded exchange across nodes.
+    const int K = int(p.padded_numel / p.shard_numel) / L;
+    r.call = {CollectiveKind::reduce_scatter, GroupKind::node, double(L * p.shard_numel) * 4, u};
+    for (int k = 0; L > 1 && k < K; ++k) r.earlier.push_back(backend_.issue(r.call));
+    if (!r.earlier.empty()) {
+      r.work = r.earlier.back();
+      r.earlier.pop_back();
+    }
+    r.next = Next::exchange;
+  }
   reductions_.push_back(r);
+}
+
+void RankReplay::advance(Reduction& r) {
+  const UnitPlan& p = plan_.units[size_t(r.unit)];
+  const int u = r.unit;
+  const Quantization q = plan_.reduce_quantization;
+  switch (r.next) {
+    case Next::exchange: {
+      const int K = int(p.padded_numel / p.shard_numel) / plan_.quantized.reduce_per_node;
+      backend_.compute(codec(double(K * p.shard_numel)), "quantize", u);
+      r.call = {CollectiveKind::all_to_all, GroupKind::column,
+                double(K) * double(quantized_bytes(q, p.shard_numel)), u};
+      r.work = backend_.issue(r.call);
+      r.next = Next::sum;
+      return;
+    }
+    case Next::sum: {
+      const int K = int(p.padded_numel / p.shard_numel) / plan_.quantized.reduce_per_node;
+      backend_.compute(codec(double(K * p.shard_numel)), "quantize", u);
+      r.next = r.sync_replicas ? Next::replicas : Next::done;
+      return;
+    }
+    case Next::replicas: {
+      if (!plan_.quantized.replicas) {
+        r.call = {CollectiveKind::all_reduce, GroupKind::replicas, double(p.shard_numel) * 4, u};
+        r.work = backend_.issue(r.call);
+        r.next = Next::done;
+        return;
+      }
+      backend_.compute(codec(double(p.shard_numel)), "quantize", u);
+      const int R = plan_.replicas;
+      const int64_t chunk = (p.shard_numel + R - 1) / R;
+      r.call = {CollectiveKind::all_to_all, GroupKind::replicas,
+                double(R) * double(quantized_bytes(q, chunk)), u};
+      r.work = backend_.issue(r.call);
+      r.next = Next::replica_sum;
+      return;
+    }
+    case Next::replica_sum: {
+      const int R = plan_.replicas;
+      const int64_t chunk = (p.shard_numel + R - 1) / R;
+      backend_.compute(codec(double((R + 1) * chunk)), "quantize", u);
+      r.call = {CollectiveKind::all_gather, GroupKind::replicas,
+                double(R) * double(quantized_bytes(q, chunk)), u};
+      r.work = backend_.issue(r.call);
+      r.next = Next::replica_decode;
+      return;
+    }
+    case Next::replica_decode:
+      backend_.compute(codec(double(p.shard_numel)), "quantize", u);
+      r.next = Next::done;
+      return;
+    case Next::done:
+      return;
+  }
 }
 
 void RankReplay::drain_reductions(bool block) {
   while (!reductions_.empty()) {
     Reduction& r = reductions_.front();
-    if (!block && !backend_.is_completed(r.work)) return;
-    const CollectiveKind kind =
-        r.replica_stage ? CollectiveKind::all_reduce : CollectiveKind::reduce_scatter;
-    timed_wait(r.work, {kind, r.replica_stage ? GroupKind::replicas : GroupKind::shard, 0, r.unit});
-    if (r.sync_replicas && !r.replica_stage) {
-      const double bytes = double(plan_.units[size_t(r.unit)].shard_numel) * 4;
-      r.work = backend_.issue({CollectiveKind::all_reduce, GroupKind::replicas, bytes, r.unit});
-      r.replica_stage = true;
+    if (r.work >= 0) {
+      if (!block && !backend_.is_completed(r.work)) return;
+      for (int h : r.earlier) timed_wait(h, r.call);
+      r.earlier.clear();
+      timed_wait(r.work, r.call);
+      r.work = -1;
+    }
+    if (r.next == Next::done) {
+      reductions_.pop_front();
       continue;
     }
-    reductions_.pop_front();
+    advance(r);
   }
 }
 

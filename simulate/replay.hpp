@@ -12,7 +12,9 @@
 //   FsdpRuntime::after_forward            -> after_forward    (reshard unless root / last)
 //   FsdpRuntime::before_backward          -> before_backward  (drain finished, prefetch, wait)
 //   FsdpRuntime::after_backward           -> after_backward   (release, reduce-scatter)
-//   FsdpRuntime::drain_reductions         -> drain_reductions (replica all-reduce after RS)
+//   FsdpRuntime::drain_reductions         -> drain_reductions (the stages after each collective)
+//   FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node sums, exchange)
+//   FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's two stages)
 //   FsdpRuntime::finish_backward          -> drain_reductions(true)
 //   ShardedTrainer::update                -> update           (loss + norm all-reduce, AdamW)
 #include <deque>
@@ -23,10 +25,12 @@
 
 namespace st {
 
-enum class CollectiveKind { all_gather, reduce_scatter, all_reduce };
+enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all };
 // reshard: sharding.reshard_after_forward = N's groups of N consecutive shard ranks (hpZ).
-enum class GroupKind { shard, replicas, world, reshard };
-inline constexpr int kGroupKinds = 4;
+// node, column: quantized reductions' groups (a node's ranks of the shard group; the ranks at
+// one place of every node).
+enum class GroupKind { shard, replicas, world, reshard, node, column };
+inline constexpr int kGroupKinds = 6;
 const char* collective_kind_name(CollectiveKind kind);
 
 struct CollectiveCall {
@@ -60,15 +64,20 @@ class RankReplay {
 
  private:
   struct Unit {
-    bool full = false;   // gathered or in flight
-    bool kept = false;   // reshard_to: this rank's slice kept from the forward
-    int gathering = -1;  // pending all-gather
+    bool full = false;     // gathered or in flight
+    bool kept = false;     // reshard_to: this rank's slice kept from the forward
+    bool encoded = false;  // a quantized gather: decoded when waited for
+    int gathering = -1;    // pending all-gather
   };
+  // What a reduction does once its collective in flight is done.
+  enum class Next { exchange, sum, replicas, replica_sum, replica_decode, done };
   struct Reduction {
     int unit = 0;
-    int work = -1;
+    int work = -1;             // the collective in flight (-1: none)
+    std::vector<int> earlier;  // issued before `work` on its group, waited with it
+    CollectiveCall call{};     // what `work` is, for the exposed-wait record
+    Next next = Next::done;
     bool sync_replicas = false;
-    bool replica_stage = false;
   };
 
   void micro_batch();
@@ -79,7 +88,10 @@ class RankReplay {
   void after_backward(int u);
   void issue_gather(int u);
   void prefetch(const std::vector<int>& order, int u);
-  void wait_and_bind(int u);
+  void wait_and_bind(int u, bool decode = true);
+  // Runs a reduction's next stage: its compute, and the collective it issues (if any).
+  void advance(Reduction& r);
+  double codec(double values) const { return values * plan_.codec_seconds_per_value; }
   void release_full(int u);
   void issue_reduce(int u);
   void drain_reductions(bool block);

@@ -58,14 +58,33 @@ class World {
       : platform_(p),
         plan_(plan),
         options_(o),
-        layout_{p.nodes, p.ranks_per_node, mesh.shard, mesh.replicate, plan.reshard_to},
+        layout_{p.nodes,        p.ranks_per_node, mesh.shard,
+                mesh.replicate, plan.reshard_to,  plan.quantized.reduce_per_node},
         folding_(layout_,
                  o.every_node ? p.nodes : represented_nodes(layout_, p.nodes_per_machine)) {}
 
   SimResult run();
   // Communication actors per rank, one per group as the runtime has a thread per group: the
-  // reshard groups' only with reshard_to.
-  int comm_groups() const { return plan_.reshard_to > 1 ? kGroupKinds : kGroupKinds - 1; }
+  // reshard groups' only with reshard_to, the node and column groups' only with hierarchical
+  // quantized reductions (a node of more than one rank for the node groups).
+  bool active(GroupKind kind) const {
+    const int L = plan_.quantized.reduce_per_node;
+    switch (kind) {
+      case GroupKind::reshard:
+        return plan_.reshard_to > 1;
+      case GroupKind::node:
+        return L > 1;
+      case GroupKind::column:
+        return L > 0;
+      default:
+        return true;
+    }
+  }
+  int comm_groups() const {
+    int n = 0;
+    for (int k = 0; k < kGroupKinds; ++k) n += active(GroupKind(k));
+    return n;
+  }
 
  private:
   void build_platform();
@@ -199,8 +218,8 @@ void World::build_groups() {
   for (int r = 0; r < folding_.ranks(); ++r) {
     auto s = std::make_unique<RankState>();
     s->rank = r;
-    for (const GroupKind kind :
-         {GroupKind::shard, GroupKind::replicas, GroupKind::world, GroupKind::reshard}) {
+    for (int k = 0; k < kGroupKinds; ++k) {
+      const GroupKind kind = GroupKind(k);
       GroupView& g = s->groups[int(kind)];
       g.kind = kind;
       g.shape = layout_.group(r, kind);
@@ -292,6 +311,13 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
   const int p = g.size();
   if (p == 1) return;
   const double n = call.bytes;
+  // The runtime's all-to-all: at step k each rank sends its piece for rank + k and receives
+  // from rank - k, whatever the size; as ring steps of a piece each (the same bytes per link
+  // and step on a non-blocking or fat-tree fabric).
+  if (call.kind == CollectiveKind::all_to_all) {
+    ring(s, g, p - 1, n / p, 0);
+    return;
+  }
   if (n < kSmallMessageBytes) {
     recursive_doubling(s, g, n, call.kind != CollectiveKind::all_reduce);
     return;
@@ -311,6 +337,8 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
     case CollectiveKind::reduce_scatter:
       ring(s, g, p - 1, n / p, p - 1);
       break;
+    case CollectiveKind::all_to_all:
+      break;  // above
     case CollectiveKind::all_reduce: {
       const AlphaBeta& mpi = g.one_node ? l.intra_all_reduce : l.inter_all_reduce;
       if (mpi.alpha > 0 || mpi.beta > 0) {  // MPI's measured algorithm: its reduction included
@@ -432,10 +460,11 @@ SimResult World::run() {
   build_platform();
   for (auto& s : ranks_) {
     RankState* state = s.get();
-    for (int group = 0; group < comm_groups(); ++group)
-      sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
-                         [this, state, group] { comm_loop(*state, group); })
-          ->daemonize();
+    for (int group = 0; group < kGroupKinds; ++group)
+      if (active(GroupKind(group)))
+        sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
+                           [this, state, group] { comm_loop(*state, group); })
+            ->daemonize();
     sg4::Actor::create(fmt::format("compute{}", s->rank), hosts_[size_t(s->rank)],
                        [this, state] { compute_actor(*state); });
   }

@@ -18,10 +18,17 @@ struct StepPlan {
   int param_bytes = 2;          // bytes per element on the all-gather's wire (param_dtype)
   bool reshard_after_forward = true;
   int reshard_to = 0;  // N: a block's backward gathers within groups of N shard ranks (hpZ)
+  // Quantized collectives where they apply (FsdpRuntime::quantized()): encoded bytes on the
+  // wire, and their encoding and decoding on the compute thread at codec_seconds_per_value.
+  QuantizedPlan quantized;
+  Quantization gather_quantization = Quantization::none;
+  Quantization reduce_quantization = Quantization::none;
+  double codec_seconds_per_value = 0;
   int prefetch = 1;
   Accumulation accumulation = Accumulation::reduce_each;
   ReplicaSync replica_sync = ReplicaSync::each;
   bool replicated = false;  // a replica group of more than one rank (HSDP, DDP)
+  int replicas = 1;         // its ranks
   int micro_batches = 1;
   int threads = 1;  // each rank's compute threads (for a machine's cores shared by its ranks)
   // Seconds of compute on a rank's compute thread per micro-batch (the root is split where

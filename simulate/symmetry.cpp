@@ -19,6 +19,14 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
       if (reshard > 1)
         return {R + S + 1 + rank / reshard, rank / reshard * reshard, 1, reshard, rank % reshard};
       return group(rank, GroupKind::shard);
+    case GroupKind::node:
+    case GroupKind::column: {
+      const int L = reduce_per_node, W = world();
+      if (L == 0) return group(rank, GroupKind::shard);
+      if (kind == GroupKind::node) return {R + S + 1 + W + rank / L, rank / L * L, 1, L, rank % L};
+      const int k = rank / S, l = rank % S % L;
+      return {R + S + 1 + 2 * W + k * L + l, k * S + l, L, S / L, rank % S / L};
+    }
     case GroupKind::world:
       break;
   }
@@ -67,8 +75,8 @@ std::string Folding::inconsistency() const {
   const RankLayout& L = layout_;
   auto crosses = [&](int a, int b) { return L.node_of(a) != L.node_of(b); };
   for (int r = 0; r < ranks(); ++r) {
-    for (const GroupKind kind :
-         {GroupKind::shard, GroupKind::replicas, GroupKind::world, GroupKind::reshard}) {
+    for (const GroupKind kind : {GroupKind::shard, GroupKind::replicas, GroupKind::world,
+                                 GroupKind::reshard, GroupKind::node, GroupKind::column}) {
       const GroupShape g = L.group(r, kind);
       if (g.size == 1) continue;
       const bool one_node = L.node_of(g.first) == L.node_of(g.member(g.size - 1));

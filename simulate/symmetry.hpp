@@ -26,7 +26,7 @@ namespace st {
 
 // A group as the runtime builds it: member(j) = first + j x stride, this rank at `index`.
 struct GroupShape {
-  int id = 0;  // unique over the job (shard groups, replica groups, the world, reshard groups)
+  int id = 0;  // unique over the job (shard, replica, world, reshard, node and column groups)
   int first = 0, stride = 1, size = 1, index = 0;
   int member(int j) const { return first + j * stride; }
 };
@@ -35,6 +35,9 @@ struct RankLayout {
   int nodes = 1, ranks_per_node = 1;
   int shard = 1, replicate = 1;  // shard x replicate = world; shard groups are consecutive ranks
   int reshard = 0;  // N > 1: reshard groups of N consecutive ranks (hpZ); else they are the shard's
+  // L > 0: quantized reductions' node groups (L consecutive ranks) and column groups (the shard
+  // group's ranks l, l + L, ...); else they are the shard's.
+  int reduce_per_node = 0;
   int world() const { return nodes * ranks_per_node; }
   int node_of(int rank) const { return rank / ranks_per_node; }
   GroupShape group(int rank, GroupKind kind) const;

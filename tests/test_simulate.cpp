@@ -3,6 +3,9 @@
 // scaling, and the strictness of profiles and cluster files.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <thread>
+
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -332,29 +335,35 @@ TEST(Simulate, ANicPerRankCarriesConcurrentRingsAtFullRate) {
 }
 
 // A ProcessGroup that logs what the runtime asks of it, over a real (fake, in-process) group.
+// Groups split from it log into the same list, each line prefixed with the group's name
+// without its number ("[node] reduce-scatter 4096").
 class RecordingGroup final : public ProcessGroup {
  public:
-  explicit RecordingGroup(ProcessGroup& inner) : inner_(inner) {}
+  explicit RecordingGroup(ProcessGroup& inner, std::vector<std::string>* log = nullptr,
+                          std::string prefix = "")
+      : log(log ? *log : own_log_), inner_(inner), prefix_(std::move(prefix)) {
+    nodes_ = inner.nodes();
+  }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   const std::string& name() const override { return inner_.name(); }
   std::shared_ptr<Work> all_gather(const Tensor& in, const Tensor& out,
                                    const AllGatherOptions& o) override {
-    log.push_back(fmt::format("all-gather {}", out.nbytes()));
+    log.push_back(prefix_ + fmt::format("all-gather {}", out.nbytes()));
     return inner_.all_gather(in, out, o);
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& in, const Tensor& out,
                                        const ReduceScatterOptions& o) override {
-    log.push_back(fmt::format("reduce-scatter {}", in.nbytes()));
+    log.push_back(prefix_ + fmt::format("reduce-scatter {}", in.nbytes()));
     return inner_.reduce_scatter(in, out, o);
   }
   std::shared_ptr<Work> all_reduce(const Tensor& b, const AllReduceOptions& o) override {
-    log.push_back(fmt::format("all-reduce {}", b.nbytes()));
+    log.push_back(prefix_ + fmt::format("all-reduce {}", b.nbytes()));
     return inner_.all_reduce(b, o);
   }
   std::shared_ptr<Work> all_to_all(const Tensor& in, const Tensor& out,
                                    const AllToAllOptions& o) override {
-    log.push_back(fmt::format("all-to-all {}", in.nbytes()));
+    log.push_back(prefix_ + fmt::format("all-to-all {}", in.nbytes()));
     return inner_.all_to_all(in, out, o);
   }
   std::shared_ptr<Work> broadcast(const Tensor& b, int root, const BroadcastOptions& o) override {
@@ -366,20 +375,30 @@ class RecordingGroup final : public ProcessGroup {
     return inner_.transport(op, bytes);
   }
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name) override {
-    return inner_.split(color, key, std::move(name));
+    std::string kind = name;
+    while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back()))) kind.pop_back();
+    splits_.push_back(inner_.split(color, key, std::move(name)));
+    if (!splits_.back()) return nullptr;
+    return std::make_unique<RecordingGroup>(*splits_.back(), &log, "[" + kind + "] ");
   }
-  std::vector<std::string> log;
+  std::vector<std::string>& log;
 
  private:
+  std::vector<std::string> own_log_;
   ProcessGroup& inner_;
+  std::string prefix_;
+  std::vector<std::unique_ptr<ProcessGroup>> splits_;
 };
 
 // Every collective completes at once: the order of issues is the schedule's alone.
 class InstantBackend final : public ReplayBackend {
  public:
   int issue(const CollectiveCall& c) override {
+    const char* prefix = c.group == GroupKind::node     ? "[node] "
+                         : c.group == GroupKind::column ? "[across-nodes] "
+                                                        : "";
     if (c.unit >= 0)
-      log.push_back(fmt::format("{} {}", collective_kind_name(c.kind), int64_t(c.bytes)));
+      log.push_back(fmt::format("{}{} {}", prefix, collective_kind_name(c.kind), int64_t(c.bytes)));
     return 0;
   }
   bool is_completed(int) override { return true; }
@@ -429,6 +448,46 @@ TEST(Simulate, ReplayMirrorsTheRuntime) {
     RankReplay(plan, backend).run_step();
     EXPECT_EQ(backend.log, group.log)
         << "prefetch " << c.prefetch << ", reshard " << c.reshard << ", micro-batches " << c.micro;
+  }
+}
+
+// Quantized collectives (qwZ gathers, qgZ's node reduce-scatters and exchange across nodes):
+// the replay issues what FsdpRuntime issues, in order, with the encoded bytes. 4 in-process
+// ranks on 2 pretend nodes; rank 0's log, its node and column groups' calls included.
+TEST(Simulate, ReplayMirrorsQuantizedCollectives) {
+  for (const int per_node : {1, 2}) {
+    auto groups = FakeProcessGroup::create(4, per_node);
+    std::vector<std::string> log;
+    StepPlan plan;
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.emplace_back([&, r] {
+        GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
+        std::vector<std::string> own;
+        RecordingGroup group(*groups[size_t(r)], r == 0 ? &log : &own);
+        FsdpOptions options;
+        options.gather_quantization = Quantization::int8;
+        options.reduce_quantization = Quantization::int8;
+        FsdpRuntime fsdp(model, group, options, 7);
+        Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
+                    Tensor::zeros("targets", {2, 16}, DType::i32)};
+        fsdp.begin_step(1);
+        fsdp.begin_micro_batch(0);
+        model.forward_backward(batch, 1.0f / 128, fsdp);
+        fsdp.finish_backward();
+        if (r != 0) return;
+        for (const UnitLayout& u : fsdp.units())
+          plan.units.push_back({u.padded_numel, u.shard_numel});
+        plan.quantized = fsdp.quantized();
+      });
+    for (auto& t : ranks) t.join();
+    EXPECT_EQ(plan.quantized.reduce_per_node, per_node);
+    plan.block_forward.assign(plan.units.size(), 0.0);
+    plan.block_backward.assign(plan.units.size(), 0.0);
+    plan.gather_quantization = plan.reduce_quantization = Quantization::int8;
+    InstantBackend backend;
+    RankReplay(plan, backend).run_step();
+    EXPECT_EQ(backend.log, log) << per_node << " rank(s) per node";
   }
 }
 
