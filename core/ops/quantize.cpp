@@ -61,6 +61,23 @@ void decode_block(Quantization q, const uint8_t* values, int64_t first, int64_t 
   }
 }
 
+// Calls f(first element, count, its values decoded) for each block of the encoding `in` of n
+// values, blocks in parallel.
+template <class F>
+void for_decoded_blocks(Quantization q, const uint8_t* in, int64_t n, F&& f) {
+  OpScope scope(OpKind::quantize);
+  const float* scales = reinterpret_cast<const float*>(in);
+  const uint8_t* values = in + 4 * blocks(q, n);
+  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
+    float v[256];  // a block's values (quant_block is at most 256)
+    decode_block(q, values, first, count, v);
+    const float scale = scales[k];
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) v[i] *= scale;
+    f(first, count, v);
+  });
+}
+
 }  // namespace
 
 const char* quantization_name(Quantization q) {
@@ -114,34 +131,20 @@ void quantize_blocks(Quantization q, const float* x, int64_t n, uint8_t* out) {
 }
 
 void dequantize_blocks(Quantization q, const uint8_t* in, int64_t n, void* out, DType dtype) {
-  OpScope scope(OpKind::quantize);
   ST_CHECK(dtype == DType::f32 || dtype == DType::bf16, "dequantize into {}", dtype_name(dtype));
-  const float* scales = reinterpret_cast<const float*>(in);
-  const uint8_t* values = in + 4 * blocks(q, n);
-  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
-    float f[256];
-    decode_block(q, values, first, count, f);
-    const float scale = scales[k];
-#pragma omp simd
-    for (int64_t i = 0; i < count; ++i) f[i] *= scale;
+  for_decoded_blocks(q, in, n, [&](int64_t first, int64_t count, const float* v) {
     if (dtype == DType::f32)
-      std::memcpy(static_cast<float*>(out) + first, f, size_t(count) * 4);
+      std::memcpy(static_cast<float*>(out) + first, v, size_t(count) * 4);
     else
-      convert_f32_to_bf16(f, static_cast<bf16*>(out) + first, size_t(count));
+      convert_f32_to_bf16(v, static_cast<bf16*>(out) + first, size_t(count));
   });
 }
 
 void dequantize_add(Quantization q, const uint8_t* in, int64_t n, float* out) {
-  OpScope scope(OpKind::quantize);
-  const float* scales = reinterpret_cast<const float*>(in);
-  const uint8_t* values = in + 4 * blocks(q, n);
-  for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
-    float f[256];
-    decode_block(q, values, first, count, f);
-    const float scale = scales[k];
+  for_decoded_blocks(q, in, n, [&](int64_t first, int64_t count, const float* v) {
     float* o = out + first;
 #pragma omp simd
-    for (int64_t i = 0; i < count; ++i) o[i] += f[i] * scale;
+    for (int64_t i = 0; i < count; ++i) o[i] += v[i];
   });
 }
 
