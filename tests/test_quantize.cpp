@@ -95,9 +95,12 @@ TEST(Quantize, NonFiniteBlockDecodesToNaNOthersUntouched) {
   }
 }
 
-TEST(Quantize, ZeroBlockStaysZero) {
-  const std::vector<float> y = roundtrip(Quantization::int8, std::vector<float>(300, 0.0f));
-  for (float v : y) ASSERT_EQ(v, 0.0f);
+TEST(Quantize, ZeroAndTinyBlocksDecodeToZero) {
+  for (Quantization q : {Quantization::int8, Quantization::int4})
+    for (float tiny : {0.0f, 1e-39f, -3e-45f}) {  // subnormal: 1 / scale would overflow
+      const std::vector<float> y = roundtrip(q, std::vector<float>(301, tiny));
+      for (float v : y) ASSERT_EQ(f32_bits(v), 0u) << quantization_name(q) << " " << tiny;
+    }
 }
 
 TEST(Quantize, Bf16OutputIsTheRoundedFp32AndAddAccumulates) {

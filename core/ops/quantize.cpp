@@ -112,8 +112,16 @@ void quantize_blocks(Quantization q, const float* x, int64_t n, uint8_t* out) {
   for_blocks(q, n, [&](int64_t k, int64_t first, int64_t count) {
     const float scale = block_scale(x + first, count, q_max);
     scales[k] = scale;
-    // Non-finite blocks encode zeros under a NaN scale; an all-zero block a zero scale.
-    const float inv = std::isfinite(scale) && scale > 0 ? 1.0f / scale : 0.0f;
+    // A non-finite block keeps the codes above under its NaN scale (its values round to no
+    // integer). A block of zeros, or of values so small that 1 / scale overflows (below about
+    // 1e-36), is encoded as zeros under a zero scale.
+    if (!std::isfinite(scale)) return;
+    const float inv = 1.0f / scale;
+    if (!(scale > 0) || !std::isfinite(inv)) {
+      scales[k] = 0;
+      if (q == Quantization::int4) std::memset(values + first / 2, 0x88, size_t(count + 1) / 2);
+      return;
+    }
     const float* xs = x + first;
     if (q == Quantization::int8) {
       int8_t* v = reinterpret_cast<int8_t*>(values + first);
