@@ -48,92 +48,112 @@ std::vector<int> node_of(const std::vector<int>& nodes, const std::vector<int>& 
   return out;
 }
 
+// Shard groups: ranks k*S .. k*S + S - 1; replica groups: ranks j, j + S, ...
+std::vector<int> shard_group(MeshShape mesh, int k) {
+  std::vector<int> g;
+  for (int i = 0; i < mesh.shard; ++i) g.push_back(k * mesh.shard + i);
+  return g;
+}
+std::vector<int> replica_group(MeshShape mesh, int j) {
+  std::vector<int> g;
+  for (int k = 0; k < mesh.replicate; ++k) g.push_back(k * mesh.shard + j);
+  return g;
+}
+
+// Each rank's payload per micro-batch (the replica all-reduce's per sync), by collective.
+struct Payload {
+  double gather = 0, regather = 0;  // all-gathers in the shard group; hpZ's in its groups
+  double node_scatter = 0;          // FP32 reduce-scatters: the shard group's, or qgZ's node's
+  double exchange = 0;              // qgZ's encoded all-to-all across nodes
+  double replica = 0;               // the replica all-reduce (quantized: all-to-all + gather)
+};
+
+// As FsdpRuntime schedules it: every unit gathered for the forward; for the backward the
+// blocks again (when resharded after their forward) but the last of the forward, which stays
+// gathered; the root stays gathered through the micro-batch. hpZ's regathers move the decoded
+// param_dtype values within their group.
+Payload payload(const TrafficInputs& in, const QuantizedPlan& plan) {
+  const auto& units = *in.units;
+  const int S = in.mesh.shard, R = in.mesh.replicate, L = plan.reduce_per_node;
+  const int64_t psize = int64_t(dtype_size(in.param_dtype));
+  const int last = UnitTopology::root_and_chain(int(units.size())).last_forward();
+  Payload p;
+  for (const UnitLayout& u : units) {
+    const double whole = double(psize * u.padded_numel);
+    const double g =
+        plan.gather ? double(S) * double(quantized_bytes(in.gather_quantization, u.shard_numel))
+                    : whole;
+    p.gather += g;
+    const bool again = in.reshard_after_forward && !UnitTopology::is_root(u.unit) && u.unit != last;
+    if (again && in.reshard_to > 1)
+      p.regather += whole;
+    else if (again)
+      p.gather += g;
+    if (L != 1) p.node_scatter += 4.0 * double(u.padded_numel);  // none with a rank a node
+    if (L > 0)
+      p.exchange += double(S / L) * double(quantized_bytes(in.reduce_quantization, u.shard_numel));
+    p.replica +=
+        plan.replicas
+            ? 2.0 * R * double(quantized_bytes(in.reduce_quantization, (u.shard_numel + R - 1) / R))
+            : 4.0 * double(u.shard_numel);
+  }
+  return p;
+}
+
+// The link bytes of shard group k's collectives in a step (payloads already times their count).
+void add_shard_group(Traffic& t, const TrafficInputs& in, int k, int L, double gathered,
+                     double regathered, double node_scatter, double exchange) {
+  const int S = in.mesh.shard;
+  const std::vector<int> members = shard_group(in.mesh, k);
+  const auto part = [&](int first, int n) {
+    return std::vector<int>(members.begin() + first, members.begin() + first + n);
+  };
+  add_ring(t, in.nodes, members, gathered * (S - 1) / S);
+  // hpZ: the backward's gathers within each group of N consecutive members.
+  const int N = in.reshard_to;
+  for (int g = 0; N > 1 && g < S / N; ++g)
+    add_ring(t, in.nodes, part(g * N, N), regathered * (N - 1) / N);
+  if (L == 0) return add_ring(t, in.nodes, members, node_scatter * (S - 1) / S);
+  // qgZ: an FP32 reduce-scatter within each node, then one encoded piece per segment from each
+  // node to the segment's owner.
+  const int K = S / L;
+  for (int n = 0; n < K; ++n) add_ring(t, in.nodes, part(n * L, L), node_scatter * (L - 1) / L);
+  for (int l = 0; l < L; ++l) {
+    std::vector<int> column;
+    for (int n = 0; n < K; ++n) column.push_back(members[size_t(n * L + l)]);
+    add_all_to_all(t, in.nodes, column, exchange / K);
+  }
+}
+
 }  // namespace
 
 Traffic predict_traffic(const TrafficInputs& in) {
-  const auto& units = *in.units;
   const int S = in.mesh.shard, R = in.mesh.replicate, m = in.micro_batches;
-  const int64_t psize = int64_t(dtype_size(in.param_dtype));
-  // Shard groups: ranks k*S .. k*S + S - 1; replica groups: ranks j, j + S, ...
-  const auto shard_group = [S](int k) {
-    std::vector<int> g;
-    for (int i = 0; i < S; ++i) g.push_back(k * S + i);
-    return g;
-  };
-  const auto replica_group = [S, R](int j) {
-    std::vector<int> g;
-    for (int k = 0; k < R; ++k) g.push_back(k * S + j);
-    return g;
-  };
   const QuantizedPlan plan = plan_quantization(
-      in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_group(0)),
-      R > 1 ? node_of(in.nodes, replica_group(0)) : std::vector<int>{});
-  const Quantization gq = in.gather_quantization, rq = in.reduce_quantization;
-  const int L = plan.reduce_per_node, K = L ? S / L : 0;
-  // Per micro-batch, as FsdpRuntime schedules it: every unit gathered for the forward; for the
-  // backward the blocks again (when resharded after their forward) but the last of the
-  // forward, which stays gathered; the root stays gathered through the micro-batch. hpZ's
-  // regathers move the decoded param_dtype values within their group.
-  double gather = 0, regather = 0, node_scatter = 0, exchange = 0, replica = 0;
-  const int last = UnitTopology::root_and_chain(int(units.size())).last_forward();
-  for (const UnitLayout& u : units) {
-    const double whole = double(psize * u.padded_numel);
-    const double g = plan.gather ? double(S) * double(quantized_bytes(gq, u.shard_numel)) : whole;
-    gather += g;
-    if (in.reshard_after_forward && !UnitTopology::is_root(u.unit) && u.unit != last) {
-      if (in.reshard_to > 1)
-        regather += whole;
-      else
-        gather += g;
-    }
-    if (L == 0)
-      node_scatter += 4.0 * double(u.padded_numel);
-    else {
-      if (L > 1) node_scatter += 4.0 * double(u.padded_numel);
-      exchange += double(K) * double(quantized_bytes(rq, u.shard_numel));
-    }
-    replica += plan.replicas ? 2.0 * R * double(quantized_bytes(rq, (u.shard_numel + R - 1) / R))
-                             : 4.0 * double(u.shard_numel);
-  }
+      in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_group(in.mesh, 0)),
+      R > 1 ? node_of(in.nodes, replica_group(in.mesh, 0)) : std::vector<int>{});
+  const Payload p = payload(in, plan);
   const int scatters = in.accumulation == Accumulation::reduce_each ? m : 1;
   const int syncs = (in.replica_sync == ReplicaSync::each && scatters > 1) ? m : 1;
   Traffic t;
-  const double gathered = gather * m, regathered = regather * m;  // per rank
+  const double gathered = p.gather * m, regathered = p.regather * m;  // per rank
+  const double replicated = p.replica * syncs;
   t.gathered = int64_t(gathered + regathered);
   t.regathered = int64_t(regathered);
-  t.scattered = int64_t((node_scatter + exchange) * scatters);
-  t.replicated = R > 1 ? int64_t(replica * syncs) : 0;
-  for (int k = 0; k < R; ++k) {
-    const std::vector<int> members = shard_group(k);
-    add_ring(t, in.nodes, members, gathered * (S - 1) / S);
-    // hpZ: the backward's gathers within each group of N consecutive members.
-    const int N = in.reshard_to;
-    for (int g = 0; N > 1 && g < S / N; ++g)
-      add_ring(t, in.nodes, {members.begin() + g * N, members.begin() + (g + 1) * N},
-               regathered * (N - 1) / N);
-    if (L == 0) {
-      add_ring(t, in.nodes, members, node_scatter * scatters * (S - 1) / S);
-      continue;
-    }
-    // qgZ: an FP32 reduce-scatter within each node, then one encoded piece per segment from
-    // each node to the segment's owner.
-    for (int n = 0; n < K; ++n)
-      add_ring(t, in.nodes, {members.begin() + n * L, members.begin() + (n + 1) * L},
-               node_scatter * scatters * (L - 1) / L);
-    for (int l = 0; l < L; ++l) {
-      std::vector<int> column;
-      for (int n = 0; n < K; ++n) column.push_back(members[size_t(n * L + l)]);
-      add_all_to_all(t, in.nodes, column, exchange * scatters / K);
-    }
-  }
+  t.scattered = int64_t((p.node_scatter + p.exchange) * scatters);
+  t.replicated = R > 1 ? int64_t(replicated) : 0;
+  for (int k = 0; k < R; ++k)
+    add_shard_group(t, in, k, plan.reduce_per_node, gathered, regathered, p.node_scatter * scatters,
+                    p.exchange * scatters);
   for (int j = 0; j < S && R > 1; ++j) {
+    const std::vector<int> members = replica_group(in.mesh, j);
     if (!plan.replicas) {
-      add_all_reduce(t, in.nodes, replica_group(j), replica * syncs);
+      add_all_reduce(t, in.nodes, members, replicated);
       continue;
     }
     // An all-to-all of encoded chunks, then an all-gather of the encoded sums (as a ring).
-    add_all_to_all(t, in.nodes, replica_group(j), replica * syncs / (2.0 * R));
-    add_ring(t, in.nodes, replica_group(j), replica * syncs / 2.0 * (R - 1) / R);
+    add_all_to_all(t, in.nodes, members, replicated / (2.0 * R));
+    add_ring(t, in.nodes, members, replicated / 2.0 * (R - 1) / R);
   }
   return t;
 }
