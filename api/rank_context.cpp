@@ -38,10 +38,17 @@ void apply_kernel_choice_from_environment() {
   const char* value = std::getenv("SHARDTRAIN_KERNELS");
   const std::string choice = value ? value : "";
   if (choice.empty() || choice == "auto") return;
+  if (choice == "avx2") {
+    // What a CPU with AVX2 and no AVX-512 runs: elementwise kernels at most AVX2, conversions
+    // portable (the packed GEMM has no AVX-512 path to turn off).
+    set_elementwise_cap(VectorTier::avx2);
+    set_bf16_kernel(Bf16Kernel::portable);
+    return;
+  }
   if (choice != "portable")
-    fail_input("SHARDTRAIN_KERNELS = '{}' must be auto or portable", choice);
+    fail_input("SHARDTRAIN_KERNELS = '{}' must be auto, avx2 or portable", choice);
   set_packed_gemm_portable(true);
-  set_elementwise_portable(true);
+  set_elementwise_cap(VectorTier::portable);
   set_bf16_kernel(Bf16Kernel::portable);
 }
 

@@ -32,8 +32,9 @@ void use_collective_algorithm(ProcessGroup& world, Algorithm algorithm);
 
 // SHARDTRAIN_KERNELS=portable forces the portable CPU kernels (the packed GEMM's portable
 // micro-kernel, the portable BF16 conversion) in place of AVX2/AVX-512 ones, so that the whole
-// suite can run on the paths a CPU without them would take; unset or `auto`: chosen by CPU.
-// Anything else is an InputError naming the variable.
+// suite can run on the paths a CPU without them would take; `avx2` caps the elementwise kernels
+// at AVX2 and converts BF16 portably, as a CPU with AVX2 and no AVX-512 does; unset or `auto`:
+// chosen by CPU. Anything else is an InputError naming the variable.
 void apply_kernel_choice_from_environment();
 
 // Sets this rank's OpenMP threads: `threads`, or (0) the cores divided among the ranks on this

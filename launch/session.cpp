@@ -14,6 +14,7 @@
 #include "core/cpu_features.hpp"
 #include "core/memory_stats.hpp"
 #include "core/model/block_model.hpp"
+#include "core/ops/elementwise.hpp"
 #include "core/ops/matmul.hpp"
 #include "core/ops/matmul_path.hpp"
 #include "launch/config_schema.hpp"
@@ -238,9 +239,10 @@ void print_machine_summary(const Session& s) {
   fmt::print("shardtrain | cpu: {} | {} rank{} ({}) x {} thread{}\n", cpu.summary(), s.ranks.size(),
              s.ranks.size() == 1 ? "" : "s", s.ranks.mpi ? "mpirun" : "in-process, no mpirun",
              s.threads, s.threads == 1 ? "" : "s");
-  fmt::print("oneDNN {} | bf16 matmul: {} | fp32 matmul: {} | bf16 conversion: {}\n",
-             onednn_version(), bf16_matmul_path_summary(), fp32_matmul_summary(),
-             bf16_kernel_name(active_bf16_kernel()));
+  fmt::print(
+      "oneDNN {} | bf16 matmul: {} | fp32 matmul: {} | bf16 conversion: {} | elementwise: {}\n",
+      onednn_version(), bf16_matmul_path_summary(), fp32_matmul_summary(),
+      bf16_kernel_name(active_bf16_kernel()), elementwise_kernel_name());
   fmt::print(
       "matmul peak ({} matmul{}, MFU's denominator): {:.0f} GFLOP/s (all ranks; best of 5 at "
       "{})\n",

@@ -1,17 +1,20 @@
-// The elementwise kernels' two paths (AVX2 + FMA and portable): the vector BF16 store against
-// the scalar rounding bit for bit, e^x against libm, GELU and SwiGLU against FP64 references on
-// both paths, and the two GELU paths against each other.
+// The elementwise kernels' tiers (AVX-512F, AVX2 + FMA and portable): the vector BF16 stores
+// against the scalar rounding bit for bit, e^x against libm, GELU and SwiGLU against FP64
+// references on every tier, the AVX-512 and AVX2 kernels against each other bit for bit, the
+// vector and portable GELU to a few ulp, and the residual add against its definition.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.hpp"
 #include "core/cpu_features.hpp"
 #include "core/ops/avx2_math.hpp"
+#include "core/ops/avx512_math.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/gelu.hpp"
 #include "core/ops/swiglu.hpp"
@@ -28,6 +31,10 @@ bool has_avx2() {
 
 ST_AVX2_FN void store_all(bf16* out, const float* in, size_t n) {
   for (size_t i = 0; i < n; i += 8) avx2::store8(out + i, avx2::load8(in + i));
+}
+
+ST_AVX512_FN void store16_all(bf16* out, const float* in, size_t n) {
+  for (size_t i = 0; i + 16 <= n; i += 16) avx512::store16(out + i, avx512::load16(in + i));
 }
 
 ST_AVX2_FN void exp_all(float* out, const float* in, size_t n) {
@@ -90,18 +97,23 @@ std::vector<float> spread(size_t n, float lo, float hi) {
   return x;
 }
 
-// Runs each test once per elementwise path (the AVX2 one skipped on a CPU without it).
-class ElementwisePath : public ::testing::TestWithParam<bool> {
+// Runs each test once per elementwise tier (one the CPU lacks is skipped, naming it).
+class ElementwisePath : public ::testing::TestWithParam<VectorTier> {
  protected:
   void SetUp() override {
-    if (!GetParam() && !has_avx2()) GTEST_SKIP() << "needs AVX2 and FMA (this CPU lacks them)";
-    set_elementwise_portable(GetParam());
+    if (GetParam() == VectorTier::avx512 && best_elementwise_tier() < VectorTier::avx512)
+      GTEST_SKIP() << "needs AVX-512F (this CPU lacks it)";
+    if (GetParam() == VectorTier::avx2 && !has_avx2())
+      GTEST_SKIP() << "needs AVX2 and FMA (this CPU lacks them)";
+    set_elementwise_cap(GetParam());
   }
-  void TearDown() override { set_elementwise_portable(false); }
+  void TearDown() override { set_elementwise_cap(VectorTier::avx512); }
 };
 
-std::string path_name(const ::testing::TestParamInfo<bool>& info) {
-  return info.param ? "portable" : "avx2";
+std::string path_name(const ::testing::TestParamInfo<VectorTier>& info) {
+  return info.param == VectorTier::avx512 ? "avx512"
+         : info.param == VectorTier::avx2 ? "avx2"
+                                          : "portable";
 }
 
 TEST_P(ElementwisePath, GeluAndItsGradientMatchFp64) {
@@ -166,7 +178,30 @@ TEST_P(ElementwisePath, SwigluAndItsGradientMatchFp64) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, ElementwisePath, ::testing::Values(false, true), path_name);
+TEST_P(ElementwisePath, ResidualAddIsTheSumOfTheWidenedValues) {
+  const size_t n = 70001;  // above the threshold where the loop is split over threads
+  std::vector<float> x(n), out(n);
+  std::vector<bf16> yb(n);
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = normal(gen);
+    yb[i] = f32_to_bf16(normal(gen));
+  }
+  residual_add(out.data(), x.data(), yb.data(), DType::bf16, n);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(f32_bits(out[i]), f32_bits(x[i] + bf16_to_f32(yb[i]))) << "element " << i;
+  std::vector<float> y(n), in_place = x;
+  for (size_t i = 0; i < n; ++i) y[i] = normal(gen);
+  residual_add(in_place.data(), in_place.data(), y.data(), DType::f32, n);  // out is x
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(f32_bits(in_place[i]), f32_bits(x[i] + y[i])) << "element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, ElementwisePath,
+                         ::testing::Values(VectorTier::avx512, VectorTier::avx2,
+                                           VectorTier::portable),
+                         path_name);
 
 TEST(VectorMath, BothGeluPathsAgreeToAFewUlp) {
   SKIP_WITHOUT_AVX2();
@@ -175,14 +210,91 @@ TEST(VectorMath, BothGeluPathsAgreeToAFewUlp) {
       d_portable(x.size(), 1.f);
   gelu_forward(fast.data(), x.data(), x.size(), DType::f32);
   gelu_backward(d_fast.data(), d_fast.data(), x.data(), x.size(), DType::f32);
-  set_elementwise_portable(true);
+  set_elementwise_cap(VectorTier::portable);
   gelu_forward(portable.data(), x.data(), x.size(), DType::f32);
   gelu_backward(d_portable.data(), d_portable.data(), x.data(), x.size(), DType::f32);
-  set_elementwise_portable(false);
+  set_elementwise_cap(VectorTier::avx512);
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_NEAR(fast[i], portable[i], 1e-6 * std::fabs(portable[i]) + 1e-9) << "x = " << x[i];
     ASSERT_NEAR(d_fast[i], d_portable[i], 1e-6 * (std::fabs(d_portable[i]) + 1)) << "x = " << x[i];
   }
+}
+
+// The inputs the bit-for-bit comparison runs on: a spread, random values, the tails, NaN.
+std::vector<float> awkward_values(size_t n) {
+  std::vector<float> x = spread(n, -20.f, 20.f);
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (size_t i = 0; i < n; ++i) x.push_back(normal(gen));
+  for (float v :
+       {0.f, -0.f, 100.f, -100.f, 1e-30f, -1e-30f, std::numeric_limits<float>::quiet_NaN(),
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+    x.push_back(v);
+  return x;
+}
+
+// Every output of GELU, its gradient and SwiGLU's pair, FP32 and BF16, on the active tier.
+std::vector<uint32_t> all_outputs(const std::vector<float>& x) {
+  const size_t n = x.size();
+  std::vector<uint32_t> bits;
+  auto keep = [&](const auto& v) {
+    for (auto e : v) {
+      if constexpr (std::is_same_v<decltype(e), float>)
+        bits.push_back(f32_bits(e));
+      else
+        bits.push_back(uint32_t(e));
+    }
+  };
+  std::vector<float> y(n), d(n, 0.75f);
+  gelu_forward(y.data(), x.data(), n, DType::f32);
+  gelu_backward(d.data(), d.data(), x.data(), n, DType::f32);
+  keep(y), keep(d);
+  std::vector<bf16> xb(n), yb(n);
+  for (size_t i = 0; i < n; ++i) xb[i] = f32_to_bf16(x[i]);
+  std::vector<float> db(n, -1.25f);
+  gelu_forward(yb.data(), xb.data(), n, DType::bf16);
+  gelu_backward(db.data(), db.data(), xb.data(), n, DType::bf16);
+  keep(yb), keep(db);
+  const int64_t F = 37, M = int64_t(n) / (2 * F);  // F: two vectors of sixteen and a tail
+  std::vector<float> sy(size_t(M * F)), sd(size_t(M * 2 * F)), dy(size_t(M * F));
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = x[(i * 7) % n];
+  swiglu_forward(sy.data(), x.data(), M, F, DType::f32);
+  swiglu_backward(sd.data(), dy.data(), x.data(), M, F, DType::f32);
+  keep(sy), keep(sd);
+  std::vector<bf16> syb(size_t(M * F)), sdb(size_t(M * 2 * F));
+  swiglu_forward(syb.data(), xb.data(), M, F, DType::bf16);
+  swiglu_backward(sdb.data(), dy.data(), xb.data(), M, F, DType::bf16);
+  keep(syb), keep(sdb);
+  return bits;
+}
+
+TEST(VectorMath, Avx512KernelsGiveTheAvx2ResultsBitForBit) {
+  if (best_elementwise_tier() < VectorTier::avx512)
+    GTEST_SKIP() << "needs AVX-512F (this CPU lacks it)";
+  const std::vector<float> x = awkward_values(4099);
+  set_elementwise_cap(VectorTier::avx2);
+  const std::vector<uint32_t> avx2 = all_outputs(x);
+  set_elementwise_cap(VectorTier::avx512);
+  const std::vector<uint32_t> avx512 = all_outputs(x);
+  ASSERT_EQ(avx2.size(), avx512.size());
+  for (size_t i = 0; i < avx2.size(); ++i)
+    ASSERT_EQ(avx2[i], avx512[i]) << fmt::format("output {} of {}", i, avx2.size());
+}
+
+TEST(VectorMath, Avx512Bf16StoreRoundsLikeTheScalarDefinition) {
+  if (best_elementwise_tier() < VectorTier::avx512)
+    GTEST_SKIP() << "needs AVX-512F (this CPU lacks it)";
+  std::vector<float> x = awkward_values(16);
+  x.push_back(f32_from_bits(0x7fffffffu));
+  x.push_back(f32_from_bits(0x3f808000u));
+  x.push_back(f32_from_bits(0x3f818000u));
+  x.push_back(f32_from_bits(0x7f7fffffu));
+  std::mt19937 gen(5);
+  while (x.size() < (1u << 20)) x.push_back(f32_from_bits(uint32_t(gen())));
+  std::vector<bf16> vec(x.size());
+  store16_all(vec.data(), x.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(vec[i], f32_to_bf16(x[i])) << fmt::format("input bits {:#010x}", f32_bits(x[i]));
 }
 
 }  // namespace

@@ -35,12 +35,19 @@ decltype(auto) dispatch_float(DType dtype, F&& f) {
   fail("expected a floating-point dtype, got {}", dtype_name(dtype));
 }
 
-// Whether the elementwise kernels with a vector path (GELU, SwiGLU) take their AVX2 + FMA one:
-// the CPU has AVX2 and FMA and the portable kernels are not forced (SHARDTRAIN_KERNELS=portable,
-// or a test comparing the two).
-bool elementwise_avx2();
-void set_elementwise_portable(bool portable);
-const char* elementwise_kernel_name();  // "avx2-fma" or "portable"
+// The elementwise kernels with vector paths (GELU, SwiGLU) come in tiers: AVX-512F (sixteen
+// lanes), AVX2 + FMA (eight) and portable loops; the AVX-512 kernels repeat the AVX2 ones'
+// arithmetic lane for lane, so those two agree bit for bit. The active tier is the best the
+// CPU has, at most the cap (SHARDTRAIN_KERNELS=avx2 or portable, or a test comparing tiers).
+enum class VectorTier { portable = 0, avx2 = 1, avx512 = 2 };
+VectorTier elementwise_tier();
+// The best tier this CPU can run, whatever the cap.
+VectorTier best_elementwise_tier();
+void set_elementwise_cap(VectorTier cap);
+const char* vector_tier_name(VectorTier tier);  // "avx512", "avx2-fma" or "portable"
+inline const char* elementwise_kernel_name() {
+  return vector_tier_name(elementwise_tier());
+}
 
 // dst (dst_dtype) = src (src_dtype), element by element; FP32 -> BF16 rounds to nearest even.
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);

@@ -1,7 +1,8 @@
 #pragma once
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed in FP32 as
 // x * s with s = (1 + tanh u) / 2 = e / (e + 1), e = e^(2u).
-// Row kernels in AVX2 + FMA where the CPU has them, else portable; the two agree to a few ulp.
+// Row kernels in AVX-512F or AVX2 + FMA where the CPU has them (bit for bit the same results),
+// else portable; the vector and portable kernels agree to a few ulp.
 #include <cstddef>
 #include <cstdint>
 
