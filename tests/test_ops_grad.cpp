@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/ops/attention.hpp"
 #include "core/ops/cross_entropy.hpp"
@@ -204,6 +205,34 @@ TEST(Grad, CrossEntropyIgnoresPaddedColumns) {
     for (int64_t j = 0; j < ld; ++j)
       EXPECT_EQ(d_got[size_t(i * ld + j)], j < V ? d_want[size_t(i * V + j)] : 0.f)
           << i << "," << j;
+}
+
+// The BF16 gradient is the FP32 one rounded once, bit for bit, whichever chunk of the row the
+// target falls in (V spans several 512-column chunks and ends inside one); padding is zero; and
+// the forward's kept row normalizers give the backward the same bits as recomputing them.
+TEST(Grad, CrossEntropyBf16GradientIsTheFp32OneRoundedAndKeptShiftsChangeNothing) {
+  const int64_t M = 4, V = 1300, ld = 1304;
+  const auto logits = randn(size_t(M * ld), 9, 3.0f);
+  const std::vector<int32_t> targets = {0, 511, 512, 1299};
+  std::vector<float> d32(size_t(M * ld));
+  std::vector<bf16> d16(size_t(M * ld), bf16(0x7fc0));
+  cross_entropy_backward(d32.data(), logits.data(), targets.data(), 0.25f, M, V, ld);
+  cross_entropy_backward(d16.data(), DType::bf16, logits.data(), targets.data(), 0.25f, M, V, ld);
+  for (size_t k = 0; k < d32.size(); ++k) ASSERT_EQ(d16[k], f32_to_bf16(d32[k])) << "element " << k;
+  EXPECT_LT(d32[size_t(1 * ld + 511)], 0.f);  // the target's entry: softmax - 1, scaled
+  // The forward's row normalizers, handed to the backward, give the same bits as recomputing.
+  std::vector<float> losses(static_cast<size_t>(M)), shifts(static_cast<size_t>(M)),
+      d_kept(static_cast<size_t>(M * ld));
+  std::vector<bf16> d16_kept(size_t(M * ld));
+  cross_entropy_forward(losses.data(), logits.data(), targets.data(), M, V, ld, shifts.data());
+  cross_entropy_backward(d_kept.data(), logits.data(), targets.data(), 0.25f, M, V, ld,
+                         shifts.data());
+  cross_entropy_backward(d16_kept.data(), DType::bf16, logits.data(), targets.data(), 0.25f, M, V,
+                         ld, shifts.data());
+  for (size_t k = 0; k < d32.size(); ++k) {
+    ASSERT_EQ(f32_bits(d_kept[k]), f32_bits(d32[k])) << "element " << k;
+    ASSERT_EQ(d16_kept[k], d16[k]) << "element " << k;
+  }
 }
 
 TEST(Grad, Embedding) {

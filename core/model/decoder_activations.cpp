@@ -16,6 +16,7 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   att_y = layers(kept, L, [&] { return arena.make(y_name.c_str(), {B, T, Q}, dt); });
   logits = arena.f32("logits", {B * T, Vp});
   losses = arena.f32("losses", {B * T});
+  row_shift = arena.f32("row_shift", {B * T});
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {B, T, C});
   d_small = arena.f32("d_small", {B, T, std::max(C, Q)});

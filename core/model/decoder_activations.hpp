@@ -24,6 +24,7 @@ struct DecoderActivations {
   std::vector<Tensor> att_y;  // L, dtype [B,T,Q] (Q = H·head size, C unless heads are wider)
   Tensor logits;              // FP32 [B*T, Vp] (gradient in place in backward)
   Tensor losses;              // FP32 [B*T]
+  Tensor row_shift;           // FP32 [B*T]: each row's softmax normalizer, forward to backward
   // Scratch shared by all layers.
   Tensor proj_out;                    // dtype [B,T,C]
   Tensor dx;                          // FP32 [B,T,C]: the residual stream's gradient

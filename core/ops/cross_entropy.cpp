@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
+#include "core/ops/elementwise.hpp"
 #include "core/ops/fastmath.hpp"
 
 namespace st {
@@ -20,6 +21,7 @@ void check_targets(const int32_t* targets, int64_t M, int64_t V) {
 // Max and log of the sum of exponentials of one row.
 void row_stats(const float* row, int64_t V, float& mx, float& log_sum) {
   mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < V; ++j) mx = row[j] > mx ? row[j] : mx;
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
@@ -30,7 +32,7 @@ void row_stats(const float* row, int64_t V, float& mx, float& log_sum) {
 }  // namespace
 
 void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t M,
-                           int64_t V, int64_t ld) {
+                           int64_t V, int64_t ld, float* shifts) {
   OpScope scope(OpKind::cross_entropy);
   check_targets(targets, M, V);
 #pragma omp parallel for schedule(static)
@@ -39,25 +41,59 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
     float mx, log_sum;
     row_stats(row, V, mx, log_sum);
     losses[i] = log_sum + mx - row[targets[i]];
+    if (shifts) shifts[i] = mx + log_sum;
   }
 }
 
-void cross_entropy_backward(float* d_logits, const float* logits, const int32_t* targets,
-                            float scale, int64_t M, int64_t V, int64_t ld) {
-  OpScope scope(OpKind::cross_entropy);
-  check_targets(targets, M, V);
+namespace {
+
+// Columns a backward row is computed in, in FP32, before it is stored in the output's dtype.
+constexpr int64_t kRowChunk = 512;
+
+template <class T>
+void backward_rows(T* d_logits, const float* logits, const int32_t* targets, float scale, int64_t M,
+                   int64_t V, int64_t ld, const float* shifts) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const float* row = logits + i * ld;
-    float* out = d_logits + i * ld;
-    float mx, log_sum;
-    row_stats(row, V, mx, log_sum);
-    const float shift = mx + log_sum;
+    T* out = d_logits + i * ld;
+    float shift;
+    if (shifts) {
+      shift = shifts[i];
+    } else {
+      float mx, log_sum;
+      row_stats(row, V, mx, log_sum);
+      shift = mx + log_sum;
+    }
+    const int64_t target = targets[i];
+    for (int64_t c0 = 0; c0 < V; c0 += kRowChunk) {
+      const int64_t n = std::min(kRowChunk, V - c0);
+      float g[kRowChunk];  // the chunk's FP32 gradient, rounded once when stored
 #pragma omp simd
-    for (int64_t j = 0; j < V; ++j) out[j] = fast_exp(row[j] - shift) * scale;
-    out[targets[i]] -= scale;
-    std::fill(out + V, out + ld, 0.f);
+      for (int64_t j = 0; j < n; ++j) g[j] = fast_exp(row[c0 + j] - shift) * scale;
+      if (target >= c0 && target < c0 + n) g[target - c0] -= scale;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[c0 + j] = from_f32<T>(g[j]);
+    }
+    std::fill(out + V, out + ld, from_f32<T>(0.f));
   }
+}
+
+}  // namespace
+
+void cross_entropy_backward(float* d_logits, const float* logits, const int32_t* targets,
+                            float scale, int64_t M, int64_t V, int64_t ld, const float* shifts) {
+  cross_entropy_backward(d_logits, DType::f32, logits, targets, scale, M, V, ld, shifts);
+}
+
+void cross_entropy_backward(void* d_logits, DType out_dtype, const float* logits,
+                            const int32_t* targets, float scale, int64_t M, int64_t V, int64_t ld,
+                            const float* shifts) {
+  OpScope scope(OpKind::cross_entropy);
+  check_targets(targets, M, V);
+  dispatch_float(out_dtype, [&]<class T>(T) {
+    backward_rows(static_cast<T*>(d_logits), logits, targets, scale, M, V, ld, shifts);
+  });
 }
 
 }  // namespace st

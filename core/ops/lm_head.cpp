@@ -7,10 +7,10 @@
 namespace st {
 
 double lm_head_forward(float* logits, float* losses, const void* x, const void* head,
-                       const int32_t* targets, const LmHeadShape& s, DType dtype) {
+                       const int32_t* targets, const LmHeadShape& s, DType dtype, float* shifts) {
   gemm(1, MatView::row_major(x, dtype, s.M, s.C), MatView::row_major(head, dtype, s.Vp, s.C).t(),
        MatView::row_major(logits, DType::f32, s.M, s.Vp));
-  cross_entropy_forward(losses, logits, targets, s.M, s.V, s.Vp);
+  cross_entropy_forward(losses, logits, targets, s.M, s.V, s.Vp, shifts);
   double sum = 0;
   for (int64_t i = 0; i < s.M; ++i) sum += losses[i];
   return sum;
@@ -18,11 +18,17 @@ double lm_head_forward(float* logits, float* losses, const void* x, const void* 
 
 void lm_head_backward(float* d_x, float* d_head, float* logits, void* scratch, const void* x,
                       const void* head, const int32_t* targets, float grad_scale,
-                      const LmHeadShape& s, DType dtype) {
-  cross_entropy_backward(logits, logits, targets, grad_scale, s.M, s.V, s.Vp);
+                      const LmHeadShape& s, DType dtype, const float* shifts) {
   // logits = x · headᵀ: d_x = d_logits · head, d_head += d_logitsᵀ · x.
   const LinearPart part[] = {{head, d_head, s.Vp}};
-  fused_linear_backward(d_x, logits, scratch, x, part, s.M, s.C, dtype);
+  if (dtype == DType::f32) {
+    cross_entropy_backward(logits, logits, targets, grad_scale, s.M, s.V, s.Vp, shifts);
+    fused_linear_backward(d_x, logits, scratch, x, part, s.M, s.C, dtype);
+    return;
+  }
+  // BF16: the loss's gradient is rounded as it is written, straight into the matmuls' operand.
+  cross_entropy_backward(scratch, dtype, logits, targets, grad_scale, s.M, s.V, s.Vp, shifts);
+  fused_linear_backward_from(d_x, scratch, x, part, s.M, s.C, dtype);
 }
 
 }  // namespace st

@@ -207,7 +207,8 @@ double GPT::head_forward(Activations& a, const Batch& batch) {
                     dtype_);
   // The logits' weights are tied with the token embedding.
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.wte),
-                         batch.targets.data<int32_t>(), head_shape(a), dtype_);
+                         batch.targets.data<int32_t>(), head_shape(a), dtype_,
+                         a.row_shift.data<float>());
 }
 
 void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
@@ -215,7 +216,7 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   // The padded columns get a zero gradient: their wte rows never change.
   lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(), a.cast_scratch.raw(),
                    a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(), grad_scale, head_shape(a),
-                   dtype_);
+                   dtype_, a.row_shift.data<float>());
   a.dx.zero_();
   layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias),
                      a.d_small.data<float>(), a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),

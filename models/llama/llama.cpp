@@ -322,14 +322,15 @@ double Llama::head_forward(Activations& a, const Batch& batch) {
   rmsnorm_forward(a.lnf.raw(), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(), w(p_.norm),
                   a.B * a.T, c.n_embd, float(c.norm_eps), dtype_);
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.head),
-                         batch.targets.data<int32_t>(), head_shape(a), dtype_);
+                         batch.targets.data<int32_t>(), head_shape(a), dtype_,
+                         a.row_shift.data<float>());
 }
 
 void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const LlamaConfig& c = config_;
   lm_head_backward(a.d_small.data<float>(), g(p_.head), a.logits.data<float>(),
                    a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
-                   grad_scale, head_shape(a), dtype_);
+                   grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   a.dx.zero_();
   rmsnorm_backward(a.dx.data<float>(), g(p_.norm), a.d_small.data<float>(),
                    a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), a.B * a.T,
