@@ -18,15 +18,15 @@ void check_targets(const int32_t* targets, int64_t M, int64_t V) {
            V);
 }
 
-// Max and log of the sum of exponentials of one row.
-void row_stats(const float* row, int64_t V, float& mx, float& log_sum) {
-  mx = -INFINITY;
+// A row's softmax normalizer: max + log Σ exp(logit - max).
+float softmax_shift(const float* row, int64_t V) {
+  float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < V; ++j) mx = row[j] > mx ? row[j] : mx;
   float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < V; ++j) sum += fast_exp(row[j] - mx);
-  log_sum = std::log(sum);
+  return mx + std::log(sum);
 }
 
 }  // namespace
@@ -38,10 +38,9 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const float* row = logits + i * ld;
-    float mx, log_sum;
-    row_stats(row, V, mx, log_sum);
-    losses[i] = log_sum + mx - row[targets[i]];
-    if (shifts) shifts[i] = mx + log_sum;
+    const float shift = softmax_shift(row, V);
+    losses[i] = shift - row[targets[i]];
+    if (shifts) shifts[i] = shift;
   }
 }
 
@@ -57,14 +56,7 @@ void backward_rows(T* d_logits, const float* logits, const int32_t* targets, flo
   for (int64_t i = 0; i < M; ++i) {
     const float* row = logits + i * ld;
     T* out = d_logits + i * ld;
-    float shift;
-    if (shifts) {
-      shift = shifts[i];
-    } else {
-      float mx, log_sum;
-      row_stats(row, V, mx, log_sum);
-      shift = mx + log_sum;
-    }
+    const float shift = shifts ? shifts[i] : softmax_shift(row, V);
     const int64_t target = targets[i];
     for (int64_t c0 = 0; c0 < V; c0 += kRowChunk) {
       const int64_t n = std::min(kRowChunk, V - c0);

@@ -21,14 +21,11 @@ void lm_head_backward(float* d_x, float* d_head, float* logits, void* scratch, c
                       const LmHeadShape& s, DType dtype, const float* shifts) {
   // logits = x · headᵀ: d_x = d_logits · head, d_head += d_logitsᵀ · x.
   const LinearPart part[] = {{head, d_head, s.Vp}};
-  if (dtype == DType::f32) {
-    cross_entropy_backward(logits, logits, targets, grad_scale, s.M, s.V, s.Vp, shifts);
-    fused_linear_backward(d_x, logits, scratch, x, part, s.M, s.C, dtype);
-    return;
-  }
-  // BF16: the loss's gradient is rounded as it is written, straight into the matmuls' operand.
-  cross_entropy_backward(scratch, dtype, logits, targets, grad_scale, s.M, s.V, s.Vp, shifts);
-  fused_linear_backward_from(d_x, scratch, x, part, s.M, s.C, dtype);
+  // The gradient in place of the FP32 logits, or (BF16) rounded as it is written into the
+  // matmuls' operand.
+  void* grad = dtype == DType::f32 ? static_cast<void*>(logits) : scratch;
+  cross_entropy_backward(grad, dtype, logits, targets, grad_scale, s.M, s.V, s.Vp, shifts);
+  fused_linear_backward_from(d_x, grad, x, part, s.M, s.C, dtype);
 }
 
 }  // namespace st
