@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/ops/attention_bf16.hpp"
+
 namespace st {
 
 void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C,
@@ -20,9 +22,11 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {B, T, C});
   d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
-  att_scores = arena.f32("attn.scores", {B, H, T, T});
-  att_dy = arena.make("attn.d_y", {B, T, Q}, dt);
-  att_ds = arena.make("attn.d_s", {B, H, T, T}, dt);
+  // The AVX512-BF16 attention keeps its tiles per thread: no scores, d_y or d_s scratch.
+  const bool general = !attention_bf16_kernels_run(att, dt);
+  att_scores = arena.f32("attn.scores", general ? Shape{B, H, T, T} : Shape{0});
+  att_dy = arena.make("attn.d_y", general ? Shape{B, T, Q} : Shape{0}, dt);
+  att_ds = arena.make("attn.d_s", general ? Shape{B, H, T, T} : Shape{0}, dt);
 }
 
 }  // namespace st

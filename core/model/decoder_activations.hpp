@@ -26,13 +26,15 @@ struct DecoderActivations {
   Tensor losses;              // FP32 [B*T]
   Tensor row_shift;           // FP32 [B*T]: each row's softmax normalizer, forward to backward
   // Scratch shared by all layers.
-  Tensor proj_out;                    // dtype [B,T,C]
-  Tensor dx;                          // FP32 [B,T,C]: the residual stream's gradient
-  Tensor d_small;                     // FP32 [B,T,max(C,Q)]: one more
-  Tensor att_scores, att_dy, att_ds;  // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]
+  Tensor proj_out;  // dtype [B,T,C]
+  Tensor dx;        // FP32 [B,T,C]: the residual stream's gradient
+  Tensor d_small;   // FP32 [B,T,max(C,Q)]: one more
+  // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]; empty where the BF16 kernels run.
+  Tensor att_scores, att_dy, att_ds;
 
   AttentionSaved saved(int64_t l) const { return {probs[size_t(l)].raw()}; }
   AttentionScratch scratch() const {
+    if (att_scores.numel() == 0) return {nullptr, nullptr, nullptr};
     return {att_scores.data<float>(), att_dy.raw(), att_ds.raw()};
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/op_profile.hpp"
+#include "core/ops/attention_bf16.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/fastmath.hpp"
 #include "core/ops/matmul.hpp"
@@ -62,6 +63,13 @@ int64_t block_end(const AttentionShape& s, int64_t t) {
   return std::min(s.T, (t / s.block + 1) * s.block);
 }
 
+// The general path's scratch is planned only where the AVX512-BF16 kernels do not run.
+void check_general_scratch(const AttentionScratch& scratch) {
+  ST_CHECK(scratch.scores && scratch.d_y && scratch.d_s,
+           "attention: no scratch for the general path (the activations were planned for the "
+           "AVX512-BF16 kernels; the kernel tier changed after the model was built)");
+}
+
 }  // namespace
 
 void attention_forward(void* out, const void* qkv, const AttentionSaved& saved,
@@ -77,6 +85,10 @@ void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
   ST_CHECK(s.block >= 1, "attention block {} must be positive", s.block);
   ST_CHECK(s.KV() >= 1 && s.H % s.KV() == 0, "attention: {} kv heads do not divide {} heads",
            s.KV(), s.H);
+  if (attention_bf16_kernels_run(s, dtype))
+    return attention_probs_forward_bf16(static_cast<const bf16*>(qkv),
+                                        static_cast<bf16*>(saved.probs), s);
+  check_general_scratch(scratch);
   const Views v{s};
   const int64_t T = s.T, rows_total = s.B * s.H * s.T;
   GemmOptions scaled;
@@ -115,6 +127,9 @@ void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
 void attention_values_forward(void* out, const void* qkv, const AttentionSaved& saved,
                               const AttentionShape& s, DType dtype) {
   OpScope scope(OpKind::attention);
+  if (attention_bf16_kernels_run(s, dtype))
+    return attention_values_forward_bf16(static_cast<bf16*>(out), static_cast<const bf16*>(qkv),
+                                         static_cast<const bf16*>(saved.probs), s);
   const Views v{s};
   // Y = P·V, written into each head's columns of out [B, T, C].
   for (int64_t j = 0; j < v.group; ++j)
@@ -128,6 +143,10 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
                         const AttentionSaved& saved, const AttentionScratch& scratch,
                         const AttentionShape& s, DType dtype) {
   OpScope scope(OpKind::attention);
+  if (attention_bf16_kernels_run(s, dtype))
+    return attention_backward_bf16(d_qkv, d_out, static_cast<const bf16*>(qkv),
+                                   static_cast<const bf16*>(saved.probs), s);
+  check_general_scratch(scratch);
   const Views v{s};
   const int64_t T = s.T, rows_total = s.B * s.H * s.T;
   const void* d_y = d_out;

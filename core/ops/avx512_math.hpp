@@ -28,8 +28,9 @@ ST_AVX512 void store16(float* p, __m512 v) {
   _mm512_storeu_ps(p, v);
 }
 
-// f32_to_bf16, lane by lane (round to nearest even; a NaN stays a NaN, made quiet).
-ST_AVX512 void store16(bf16* p, __m512 v) {
+// f32_to_bf16, lane by lane (round to nearest even; a NaN stays a NaN, made quiet): the BF16
+// bits in the low half of each 32-bit lane.
+ST_AVX512 __m512i bf16_bits16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
@@ -37,7 +38,11 @@ ST_AVX512 void store16(bf16* p, __m512 v) {
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                                 _mm512_set1_epi32(0x7f800000));
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  const __m256i h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+ST_AVX512 void store16(bf16* p, __m512 v) {
+  const __m256i h = _mm512_cvtepi32_epi16(bf16_bits16(v));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
 }
 
