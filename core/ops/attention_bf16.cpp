@@ -79,6 +79,15 @@ ST_BF16 void tile(const Pair* a, int64_t a_row, int64_t a_pair, const Pair* b, i
     }
 }
 
+// Which part of a causal block's product is known to be zero, and skipped. The block's query
+// rows start at r0; a query row sees the keys up to its own position.
+enum class Causal {
+  none,
+  columns,      // C's row m is query r0 + m and its columns are keys: only keys <= r0 + m
+  reduce_to,    // C's row m is query r0 + m, the reduction runs over keys: up to r0 + m
+  reduce_from,  // C's row m is key m, the reduction runs over the block's rows: from m - r0
+};
+
 struct Product {
   const Pair* a;
   int64_t a_row, a_pair;
@@ -88,32 +97,41 @@ struct Product {
   int64_t ldc;
   float alpha = 1.0f;
   bool accumulate = false;
+  Causal causal = Causal::none;
+  int64_t r0 = 0;
 };
 
-// The last rows of a product, fewer than a full tile: the tile of exactly that height.
+// The tile of exactly `rows` x `vectors` (at most MR x NV), reducing over pairs [p0, p1).
 template <int NV, int MR>
-ST_BF16 void tail_rows(int64_t rows, const Product& q, const Pair* a, const Pair* b, float* c) {
-  if constexpr (MR >= 1) {
-    if (rows == MR)
-      return tile<MR, NV>(a, q.a_row, q.a_pair, b, q.ldb, q.pairs, c, q.ldc, q.alpha, q.accumulate);
-    tail_rows<NV, MR - 1>(rows, q, a, b, c);
+ST_BF16 void any_tile(int64_t rows, int64_t vectors, const Product& q, int64_t m0, int64_t n0,
+                      int64_t p0, int64_t p1) {
+  if constexpr (NV >= 1 && MR >= 1) {
+    if (vectors < NV) return any_tile<NV - 1, MR>(rows, vectors, q, m0, n0, p0, p1);
+    if (rows < MR) return any_tile<NV, MR - 1>(rows, vectors, q, m0, n0, p0, p1);
+    tile<MR, NV>(q.a + m0 * q.a_row + p0 * q.a_pair, q.a_row, q.a_pair, q.b + p0 * q.ldb + n0,
+                 q.ldb, p1 - p0, q.c + m0 * q.ldc + n0, q.ldc, q.alpha, q.accumulate);
   }
 }
 
-// C[M, N] of the product (N a multiple of 16·NV), tile by tile: columns outermost, so B's block
-// stays in L1 while the row tiles pass.
+// C[M, N] of the product (N a multiple of 16), tile by tile, skipping what `causal` says is
+// zero: columns outermost, so B's block stays in L1 while the row tiles pass.
 template <int NV>
 ST_BF16_FN void multiply(int64_t M, int64_t N, const Product& q) {
   constexpr int MR = 24 / NV;  // 24 accumulators, NV loads of B and a broadcast of A
   for (int64_t n0 = 0; n0 < N; n0 += 16 * NV)
     for (int64_t m0 = 0; m0 < M; m0 += MR) {
-      const Pair* a = q.a + m0 * q.a_row;
-      float* c = q.c + m0 * q.ldc + n0;
-      if (M - m0 >= MR)
-        tile<MR, NV>(a, q.a_row, q.a_pair, q.b + n0, q.ldb, q.pairs, c, q.ldc, q.alpha,
-                     q.accumulate);
-      else
-        tail_rows<NV, MR - 1>(M - m0, q, a, q.b + n0, c);
+      const int64_t rows = std::min<int64_t>(MR, M - m0);
+      int64_t vectors = std::min<int64_t>(NV, (N - n0) / 16), p0 = 0, p1 = q.pairs;
+      const int64_t seen = q.r0 + m0 + rows;  // keys the tile's last query row sees
+      if (q.causal == Causal::columns) {
+        if (n0 >= seen) continue;
+        vectors = std::min<int64_t>(vectors, (seen - n0 + 15) / 16);
+      } else if (q.causal == Causal::reduce_to) {
+        p1 = std::min<int64_t>(p1, (seen + 1) / 2);
+      } else if (q.causal == Causal::reduce_from) {
+        p0 = std::min<int64_t>(p1, std::max<int64_t>(0, m0 - q.r0) / 2);
+      }
+      any_tile<NV, MR>(rows, vectors, q, m0, n0, p0, p1);
     }
 }
 
@@ -261,8 +279,17 @@ ST_BF16_FN void probs_forward_kv_head(const bf16* qkv, bf16* probs, const Attent
     for_each_block(s, [&](int64_t r0, int64_t rows, int64_t n) {
       // S = alpha·Q·Kᵀ over the block's keys, then each row's softmax.
       multiply<4>(rows, round_up(n, 64),
-                  {reinterpret_cast<const Pair*>(x + r0 * L.W + L.q_col(h)), L.W / 2, 1, keys,
-                   L.padded, L.hs / 2, scores, L.padded, L.alpha()});
+                  {.a = reinterpret_cast<const Pair*>(x + r0 * L.W + L.q_col(h)),
+                   .a_row = L.W / 2,
+                   .a_pair = 1,
+                   .b = keys,
+                   .ldb = L.padded,
+                   .pairs = L.hs / 2,
+                   .c = scores,
+                   .ldc = L.padded,
+                   .alpha = L.alpha(),
+                   .causal = Causal::columns,
+                   .r0 = r0});
       for (int64_t i = 0; i < rows; ++i)
         softmax_row(scores + i * L.padded, probs + L.probs_row(b, h, r0 + i), r0 + i + 1, n);
     });
@@ -280,26 +307,36 @@ ST_BF16_FN void values_forward_kv_head(bf16* out, const bf16* qkv, const bf16* p
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h)
     for_each_block(s, [&](int64_t r0, int64_t rows, int64_t n) {
       multiply<NV>(rows, L.hs,
-                   {reinterpret_cast<const Pair*>(probs + L.probs_row(b, h, r0)), L.T / 2, 1,
-                    values, L.hs, n / 2, y, L.hs});
+                   {.a = reinterpret_cast<const Pair*>(probs + L.probs_row(b, h, r0)),
+                    .a_row = L.T / 2,
+                    .a_pair = 1,
+                    .b = values,
+                    .ldb = L.hs,
+                    .pairs = n / 2,
+                    .c = y,
+                    .ldc = L.hs,
+                    .causal = Causal::reduce_to,
+                    .r0 = r0});
       store_rows_bf16(out + (b * L.T + r0) * L.C + L.q_col(h), L.C, y, rows, L.hs);
     });
 }
 
 // A block's softmax backward, two rows at a time: dS = P ⊙ (dP − Σ P·dP) over its n keys (P is
-// zero past each row's diagonal), rounded to BF16 row-major (ds, for dQ) and by row pairs
-// (ds_pairs, for dK), and P by row pairs (p_pairs, for dV). Row pitch `ld` in all four.
+// zero past each row's diagonal, where dP was not computed: read as zero), rounded to BF16
+// row-major (ds, for dQ) and by row pairs (ds_pairs, for dK), and P by row pairs (p_pairs, for dV).
+// Row pitch `ld` in all four.
 ST_BF16_FN void softmax_backward_block(bf16* ds, Pair* ds_pairs, Pair* p_pairs, const float* dp,
-                                       const bf16* p, int64_t p_ld, int64_t rows, int64_t n,
-                                       int64_t ld) {
+                                       const bf16* p, int64_t p_ld, int64_t r0, int64_t rows,
+                                       int64_t n, int64_t ld) {
   for (int64_t i = 0; i < rows; i += 2) {
     const bf16* p_row[2] = {p + i * p_ld, p + (i + 1) * p_ld};
     const float* dp_row[2] = {dp + i * ld, dp + (i + 1) * ld};
+    const int64_t visible[2] = {r0 + i + 1, r0 + i + 2};  // dP is computed only for these keys
     __m512 dot[2];
     for (int r = 0; r < 2; ++r) {
       __m512 acc = _mm512_setzero_ps();
-      for (int64_t k = 0; k < n; k += 16) {
-        const __mmask16 m = first(n - k);
+      for (int64_t k = 0; k < visible[r]; k += 16) {
+        const __mmask16 m = first(visible[r] - k);
         const __m512 pv = _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p_row[r] + k)), 16));
         acc = _mm512_fmadd_ps(pv, _mm512_maskz_loadu_ps(m, dp_row[r] + k), acc);
@@ -312,7 +349,8 @@ ST_BF16_FN void softmax_backward_block(bf16* ds, Pair* ds_pairs, Pair* p_pairs, 
       for (int r = 0; r < 2; ++r) {
         p_bits[r] = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p_row[r] + k));
         const __m512 pv = _mm512_castsi512_ps(_mm512_slli_epi32(p_bits[r], 16));
-        const __m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp_row[r] + k), dot[r]);
+        const __m512 g =
+            _mm512_sub_ps(_mm512_maskz_loadu_ps(first(visible[r] - k), dp_row[r] + k), dot[r]);
         ds_bits[r] = avx512::bf16_bits16(_mm512_mul_ps(pv, g));
         _mm256_mask_storeu_epi16(ds + (i + r) * ld + k, m, _mm512_cvtepi32_epi16(ds_bits[r]));
       }
@@ -353,20 +391,57 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
                              hs);
       pack_row_pairs(q_pairs, x + r0 * L.W + L.q_col(h), L.W, rows, hs);
       // dP = dY·Vᵀ over the block's keys, then dS.
-      multiply<4>(
-          rows, round_up(n, 64),
-          {reinterpret_cast<const Pair*>(dy), hs / 2, 1, values_t, padded, hs / 2, dp, padded});
-      softmax_backward_block(ds, ds_pairs, p_pairs, dp, probs + L.probs_row(b, h, r0), L.T, rows, n,
-                             padded);
+      multiply<4>(rows, round_up(n, 64),
+                  {.a = reinterpret_cast<const Pair*>(dy),
+                   .a_row = hs / 2,
+                   .a_pair = 1,
+                   .b = values_t,
+                   .ldb = padded,
+                   .pairs = hs / 2,
+                   .c = dp,
+                   .ldc = padded,
+                   .causal = Causal::columns,
+                   .r0 = r0});
+      softmax_backward_block(ds, ds_pairs, p_pairs, dp, probs + L.probs_row(b, h, r0), L.T, r0,
+                             rows, n, padded);
       // dQ = alpha·dS·K (a row's keys are all in its block); dK += alpha·dSᵀ·Q; dV += Pᵀ·dY.
       multiply<NV>(rows, hs,
-                   {reinterpret_cast<const Pair*>(ds), padded / 2, 1, keys, hs, n / 2,
-                    dx + r0 * L.W + L.q_col(h), L.W, L.alpha()});
-      multiply<NV>(
-          n, hs,
-          {ds_pairs, 1, padded, q_pairs, hs, rows / 2, dx + L.k_col(g), L.W, L.alpha(), true});
+                   {.a = reinterpret_cast<const Pair*>(ds),
+                    .a_row = padded / 2,
+                    .a_pair = 1,
+                    .b = keys,
+                    .ldb = hs,
+                    .pairs = n / 2,
+                    .c = dx + r0 * L.W + L.q_col(h),
+                    .ldc = L.W,
+                    .alpha = L.alpha(),
+                    .causal = Causal::reduce_to,
+                    .r0 = r0});
       multiply<NV>(n, hs,
-                   {p_pairs, 1, padded, dy_pairs, hs, rows / 2, dx + L.v_col(g), L.W, 1.0f, true});
+                   {.a = ds_pairs,
+                    .a_row = 1,
+                    .a_pair = padded,
+                    .b = q_pairs,
+                    .ldb = hs,
+                    .pairs = rows / 2,
+                    .c = dx + L.k_col(g),
+                    .ldc = L.W,
+                    .alpha = L.alpha(),
+                    .accumulate = true,
+                    .causal = Causal::reduce_from,
+                    .r0 = r0});
+      multiply<NV>(n, hs,
+                   {.a = p_pairs,
+                    .a_row = 1,
+                    .a_pair = padded,
+                    .b = dy_pairs,
+                    .ldb = hs,
+                    .pairs = rows / 2,
+                    .c = dx + L.v_col(g),
+                    .ldc = L.W,
+                    .accumulate = true,
+                    .causal = Causal::reduce_from,
+                    .r0 = r0});
     });
 }
 
