@@ -167,6 +167,35 @@ MatView columns(const void* data, DType dtype, int64_t M, int64_t width, int64_t
           0};
 }
 
+// A pointer `count` elements of `dtype` past p (null stays null).
+const void* past(const void* p, int64_t count, DType dtype) {
+  return p ? static_cast<const char*>(p) + count * int64_t(dtype_size(dtype)) : nullptr;
+}
+
+// The parts with neighbours merged where their weights, gradients and biases lie back to back
+// (as a family declares q, k, v and gate, up): one wide matmul instead of several narrow ones,
+// which oneDNN splits over the threads better (llama-tiny's gate and up: 330 -> 380 GFLOP/s).
+// Only for products whose every output element is the same reduction either way: the forward
+// (over K) and the weight gradient (over M); d_in sums over the parts and stays per part.
+std::vector<LinearPart> coalesced(std::span<const LinearPart> parts, int64_t K, DType dtype) {
+  std::vector<LinearPart> out;
+  for (const LinearPart& p : parts) {
+    if (!out.empty()) {
+      LinearPart& last = out.back();
+      const bool adjacent = past(last.weight, last.N * K, dtype) == p.weight &&
+                            past(last.d_weight, last.N * K, DType::f32) == p.d_weight &&
+                            past(last.bias, last.N, dtype) == p.bias &&
+                            past(last.d_bias, last.N, DType::f32) == p.d_bias;
+      if (adjacent) {
+        last.N += p.N;
+        continue;
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 void fused_linear_forward(void* out, const void* in, std::span<const LinearPart> parts, int64_t M,
@@ -174,7 +203,7 @@ void fused_linear_forward(void* out, const void* in, std::span<const LinearPart>
   const int64_t width = total_width(parts);
   const MatView input = MatView::row_major(in, dtype, M, K);
   int64_t column = 0;
-  for (const LinearPart& p : parts) {
+  for (const LinearPart& p : coalesced(parts, K, dtype)) {
     gemm(1, input, MatView::row_major(p.weight, dtype, p.N, K).t(),
          columns(out, dtype, M, width, column, p.N));
     if (p.bias) add_bias_columns(out, p.bias, M, width, column, p.N, dtype);
@@ -201,13 +230,16 @@ void fused_linear_backward_from(float* d_in, const void* g, const void* in,
   GemmOptions accumulate;
   accumulate.accumulate = true;
   int64_t column = 0;
+  // d_in: the first part writes, the others add.
   for (const LinearPart& p : parts) {
-    const MatView grad = columns(g, dtype, M, width, column, p.N);
-    // d_in: the first part writes, the others add.
     if (d_in)
-      gemm(1, grad, MatView::row_major(p.weight, dtype, p.N, K),
+      gemm(1, columns(g, dtype, M, width, column, p.N), MatView::row_major(p.weight, dtype, p.N, K),
            MatView::row_major(d_in, DType::f32, M, K), column == 0 ? GemmOptions{} : accumulate);
-    gemm(1, grad.t(), MatView::row_major(in, dtype, M, K),
+    column += p.N;
+  }
+  column = 0;
+  for (const LinearPart& p : coalesced(parts, K, dtype)) {
+    gemm(1, columns(g, dtype, M, width, column, p.N).t(), MatView::row_major(in, dtype, M, K),
          MatView::row_major(p.d_weight, DType::f32, p.N, K), accumulate);
     if (p.d_bias) add_column_sums(p.d_bias, g, M, width, column, p.N, dtype);
     column += p.N;
