@@ -242,11 +242,13 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
     quantized.reduce_per_node = per_node < mesh.shard ? per_node : 0;
     quantized.replicas = mesh.replicate > 1;
   }
-  MemoryBudget budget =
-      memory_budget({&units, config.precision.param_dtype, int(s.prefetch), states_per_element,
-                     s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-                     s.reshard_after_forward, int(s.reshard_to), activations, quantized,
-                     s.gather_quantization, s.reduce_quantization, mesh.shard, mesh.replicate});
+  MemoryBudget budget = memory_budget(
+      {&units, config.precision.param_dtype, int(s.prefetch), states_per_element,
+       s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+       gradients_in_place(mesh.shard, mesh.replicate > 1, quantized.reduce_per_node > 0,
+                          s.accumulation, int(t.micro_batches)),
+       s.reshard_after_forward, int(s.reshard_to), activations, quantized, s.gather_quantization,
+       s.reduce_quantization, mesh.shard, mesh.replicate});
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))

@@ -346,11 +346,25 @@ void FsdpRuntime::before_backward(int u) {
   Unit& unit = units_[size_t(u)];
   if (!unit.full_grad.defined()) {
     const UnitLayout& layout = layouts_[size_t(u)];
-    unit.full_grad =
-        pool_.acquire(layout.name + ".unsharded_grad", layout.padded_numel, DType::f32);
+    // In place: the shard is the whole unit, and no reduce-scatter copies every gradient
+    // (77 MB a step on `small`, 1% of its step on one rank).
+    unit.full_grad = grads_in_place() ? unit.grad
+                                      : pool_.acquire(layout.name + ".unsharded_grad",
+                                                      layout.padded_numel, DType::f32);
     unit.full_grad.zero_();
   }
   wait_and_bind(u, true);
+}
+
+bool FsdpRuntime::grads_in_place() const {
+  return gradients_in_place(group_.size(), replicas_ != nullptr, quantized_.reduce_per_node > 0,
+                            options_.accumulation, micro_batches_);
+}
+
+bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
+                        Accumulation accumulation, int micro_batches) {
+  return shard_ranks == 1 && !replicas && !quantized_reduce &&
+         (accumulation == Accumulation::reduce_last || micro_batches == 1);
 }
 
 void FsdpRuntime::after_backward(int u) {
@@ -361,6 +375,10 @@ void FsdpRuntime::after_backward(int u) {
 
 void FsdpRuntime::issue_reduce(int u) {
   Unit& unit = units_[size_t(u)];
+  if (grads_in_place()) {
+    unit.full_grad = Tensor();  // the shard itself: nothing to reduce
+    return;
+  }
   const UnitLayout& layout = layouts_[size_t(u)];
   Reduction r;
   r.unit = u;

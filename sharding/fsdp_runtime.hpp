@@ -23,6 +23,14 @@ enum class Accumulation {
 };
 const char* accumulation_name(Accumulation a);
 
+// Whether a rank's backward accumulates straight into its FP32 gradient shards: alone in its
+// shard group (the shard is the whole unit) with no replicas and no quantized reduction, there
+// is nothing to reduce, so no unsharded gradient buffer and no reduce-scatter (a copy) exist.
+// Not for reduce_each over several micro-batches, which sums each micro-batch's gradient before
+// adding it: in place would add product by product, in another order.
+bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
+                        Accumulation accumulation, int micro_batches);
+
 // With replicas (HSDP, DDP): when gradient shards are all-reduced across the replica group.
 enum class ReplicaSync {
   each,  // after every micro-batch's reduce-scatter
@@ -158,7 +166,7 @@ class FsdpRuntime final : public UnitHooks {
     Tensor full;                      // param_dtype [padded_numel] while gathered
     std::shared_ptr<Work> gathering;  // pending all-gather into `full` (or `encoded`)
     Tensor encoded;    // u8 [size * quantized_bytes(shard)]: a quantized gather in flight
-    Tensor full_grad;  // FP32 [padded_numel] during backward
+    Tensor full_grad;  // FP32 [padded_numel] during backward (`grad` itself when in place)
     Tensor kept;  // param_dtype [padded_numel / reshard_to]: this rank's slice, forward to backward
   };
   // A unit's gradient on its way to the shard: reduce-scatter within the shard group, then
@@ -180,6 +188,8 @@ class FsdpRuntime final : public UnitHooks {
   };
 
   AllGatherOptions gather_options() const { return {options_.timeout_s}; }
+  // gradients_in_place for this runtime's groups and step.
+  bool grads_in_place() const;
   void issue_gather(int unit);
   void wait_and_bind(int unit, bool with_grad);
   void release_full(int unit);

@@ -32,8 +32,11 @@ MemoryBudget memory_budget(const BudgetInputs& in) {
       if (!UnitTopology::is_root(u.unit) && u.unit != last)
         b.kept_slices += psize * u.padded_numel / in.reshard_to;
   }
-  // One unit computing its gradient and one reducing; with reduce_last, every unit's.
-  b.unsharded_grads = in.reduce_last ? 4 * all_padded : 4 * (root + 2 * largest_block);
+  // One unit computing its gradient and one reducing; with reduce_last, every unit's; none
+  // where the backward writes the shards in place.
+  b.unsharded_grads = in.grads_in_place ? 0
+                      : in.reduce_last  ? 4 * all_padded
+                                        : 4 * (root + 2 * largest_block);
   // Quantized collectives, for the largest unit: its encoded gathers in flight (the one
   // computing's and those prefetched); one reduction's node sums and encoded pieces sent and
   // received; a replica all-reduce's encoded chunks and its FP32 chunk sum.

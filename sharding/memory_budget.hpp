@@ -34,6 +34,7 @@ struct BudgetInputs {
   int prefetch;
   int optimizer_moments;  // FP32 state buffers per parameter element
   bool reduce_last;       // unsharded gradients of every unit kept between micro-batches
+  bool grads_in_place;    // gradients_in_place(): no unsharded gradient buffers at all
   bool reshard_after_forward;
   int reshard_to;  // 0, or N: the kept slices' group
   int64_t activation_bytes;

@@ -140,7 +140,9 @@ Traffic predict_traffic(const TrafficInputs& in) {
   const double replicated = p.replica * syncs;
   t.gathered = int64_t(gathered + regathered);
   t.regathered = int64_t(regathered);
-  t.scattered = int64_t((p.node_scatter + p.exchange) * scatters);
+  // Alone in its shard group a rank's backward writes its gradient shards in place.
+  const bool in_place = gradients_in_place(S, R > 1, plan.reduce_per_node > 0, in.accumulation, m);
+  t.scattered = in_place ? 0 : int64_t((p.node_scatter + p.exchange) * scatters);
   t.replicated = R > 1 ? int64_t(replicated) : 0;
   for (int k = 0; k < R; ++k)
     add_shard_group(t, in, k, plan.reduce_per_node, gathered, regathered, p.node_scatter * scatters,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "sharding/fsdp_runtime.hpp"
 #include "sharding/unit_topology.hpp"
 
 namespace st {
@@ -159,12 +160,15 @@ void RankReplay::after_backward(int u) {
 }
 
 void RankReplay::issue_reduce(int u) {
+  const UnitPlan& p = plan_.units[size_t(u)];
+  const int L = plan_.quantized.reduce_per_node;
+  if (gradients_in_place(int(p.padded_numel / p.shard_numel), plan_.replicated, L > 0,
+                         plan_.accumulation, plan_.micro_batches))
+    return;  // the runtime's backward wrote the shard itself
   Reduction r;
   r.unit = u;
   const bool last_micro = micro_ == plan_.micro_batches - 1;
   r.sync_replicas = plan_.replicated && (plan_.replica_sync == ReplicaSync::each || last_micro);
-  const UnitPlan& p = plan_.units[size_t(u)];
-  const int L = plan_.quantized.reduce_per_node;
   if (L == 0) {
     r.call = {CollectiveKind::reduce_scatter, GroupKind::shard, double(p.padded_numel) * 4, u};
     r.work = backend_.issue(r.call);
