@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "core/ops/attention.hpp"
 #include "core/ops/head_norm.hpp"
@@ -102,15 +104,27 @@ TEST(LlamaOps, SwigluMatchesFormulaAndFiniteDifferences) {
 
 // Two nn.Linear layers ([out, in] weights) writing side by side, as q/k/v or gate/up do; with
 // `bias`, the first carries one (as Qwen2's q, k and v do): added to its columns, and d_bias its
-// column sums. Against the separate layers in double and finite differences.
-void check_fused_linear(bool bias) {
+// column sums. Against the separate layers in double and finite differences. `adjacent`: the
+// second's weights, gradients (and bias) right after the first's in one buffer, as a family
+// declares them, so the forward and the weight gradient run as one wide matmul.
+void check_fused_linear(bool bias, bool adjacent = false) {
   const int64_t M = 5, K = 6, N0 = 4, N1 = 3, W = N0 + N1;
-  auto x = randn(size_t(M * K), 1), w0 = randn(size_t(N0 * K), 2), w1 = randn(size_t(N1 * K), 3);
-  auto r = randn(size_t(M * W), 4), b0 = randn(size_t(N0), 5);
+  auto x = randn(size_t(M * K), 1), w01 = randn(size_t(W * K), 2);
+  auto r = randn(size_t(M * W), 4), b01 = randn(size_t(W), 5);
+  std::vector<float> w0(w01.begin(), w01.begin() + N0 * K), w1(w01.begin() + N0 * K, w01.end());
+  std::vector<float> b0(b01.begin(), b01.begin() + N0), b1(b01.begin() + N0, b01.end());
+  std::vector<float> dw01(w01.size(), 0.f), db01(b01.size(), 0.f);
   std::vector<float> dw0(w0.size(), 0.f), dw1(w1.size(), 0.f), db0(b0.size(), 0.f);
-  const LinearPart parts[] = {
+  const LinearPart separate[] = {
       {w0.data(), dw0.data(), N0, bias ? b0.data() : nullptr, bias ? db0.data() : nullptr},
       {w1.data(), dw1.data(), N1}};
+  const LinearPart together[] = {
+      {w01.data(), dw01.data(), N0, bias ? b01.data() : nullptr, bias ? db01.data() : nullptr},
+      {w01.data() + N0 * K, dw01.data() + N0 * K, N1, bias ? b01.data() + N0 : nullptr,
+       bias ? db01.data() + N0 : nullptr}};
+  const std::span<const LinearPart> parts =
+      adjacent ? std::span<const LinearPart>(together) : std::span<const LinearPart>(separate);
+  const bool bias1 = bias && adjacent;  // the second part biased too
   std::vector<float> out(size_t(M * W));
   auto loss = [&] {
     fused_linear_forward(out.data(), x.data(), parts, M, K, f32);
@@ -120,13 +134,18 @@ void check_fused_linear(bool bias) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t n = 0; n < W; ++n) {
       const float* w = n < N0 ? w0.data() + n * K : w1.data() + (n - N0) * K;
-      double s = bias && n < N0 ? b0[size_t(n)] : 0.0;
+      double s = bias && n < N0 ? b0[size_t(n)] : bias1 ? b1[size_t(n - N0)] : 0.0;
       for (int64_t k = 0; k < K; ++k) s += double(x[i * K + k]) * w[k];
       EXPECT_NEAR(out[i * W + n], s, 1e-5) << i << "," << n;
     }
   std::vector<float> dx(x.size(), NAN);
   fused_linear_backward(dx.data(), r.data(), nullptr, x.data(), parts, M, K, f32);
   expect_gradient("fused linear d_in", x, dx, loss);
+  if (adjacent) {
+    expect_gradient("fused linear d_weight 0 and 1", w01, dw01, loss);
+    if (bias) expect_gradient("fused linear d_bias 0 and 1", b01, db01, loss);
+    return;
+  }
   expect_gradient("fused linear d_weight 0", w0, dw0, loss);
   expect_gradient("fused linear d_weight 1", w1, dw1, loss);
   if (bias) expect_gradient("fused linear d_bias 0", b0, db0, loss);
@@ -138,6 +157,11 @@ TEST(LlamaOps, FusedLinearMatchesSeparateLayersAndFiniteDifferences) {
 
 TEST(LlamaOps, FusedLinearBiasesMatchFiniteDifferences) {
   check_fused_linear(true);
+}
+
+TEST(LlamaOps, AdjacentPartsRunAsOneMatmulWithTheSameResults) {
+  check_fused_linear(false, true);
+  check_fused_linear(true, true);
 }
 
 // Qwen3's q/k norm: each head of the chosen ones normalized alone, one weight for all of them;
