@@ -404,7 +404,7 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
                    .r0 = r0});
       softmax_backward_block(ds, ds_pairs, p_pairs, dp, probs + L.probs_row(b, h, r0), L.T, r0,
                              rows, n, padded);
-      // dQ = alpha·dS·K (a row's keys are all in its block); dK += alpha·dSᵀ·Q; dV += Pᵀ·dY.
+      // dQ = alpha·dS·K (a row's keys are all in its block).
       multiply<NV>(rows, hs,
                    {.a = reinterpret_cast<const Pair*>(ds),
                     .a_row = padded / 2,
@@ -417,31 +417,24 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
                     .alpha = L.alpha(),
                     .causal = Causal::reduce_to,
                     .r0 = r0});
-      multiply<NV>(n, hs,
-                   {.a = ds_pairs,
-                    .a_row = 1,
-                    .a_pair = padded,
-                    .b = q_pairs,
-                    .ldb = hs,
-                    .pairs = rows / 2,
-                    .c = dx + L.k_col(g),
-                    .ldc = L.W,
-                    .alpha = L.alpha(),
-                    .accumulate = true,
-                    .causal = Causal::reduce_from,
-                    .r0 = r0});
-      multiply<NV>(n, hs,
-                   {.a = p_pairs,
-                    .a_row = 1,
-                    .a_pair = padded,
-                    .b = dy_pairs,
-                    .ldb = hs,
-                    .pairs = rows / 2,
-                    .c = dx + L.v_col(g),
-                    .ldc = L.W,
-                    .accumulate = true,
-                    .causal = Causal::reduce_from,
-                    .r0 = r0});
+      // dK += alpha·dSᵀ·Q, dV += Pᵀ·dY: keys x head size, summed over the block's rows.
+      const auto add_over_rows = [&](const Pair* a, const Pair* b, float* c, float alpha) {
+        multiply<NV>(n, hs,
+                     {.a = a,
+                      .a_row = 1,
+                      .a_pair = padded,
+                      .b = b,
+                      .ldb = hs,
+                      .pairs = rows / 2,
+                      .c = c,
+                      .ldc = L.W,
+                      .alpha = alpha,
+                      .accumulate = true,
+                      .causal = Causal::reduce_from,
+                      .r0 = r0});
+      };
+      add_over_rows(ds_pairs, q_pairs, dx + L.k_col(g), L.alpha());
+      add_over_rows(p_pairs, dy_pairs, dx + L.v_col(g), 1.0f);
     });
 }
 
