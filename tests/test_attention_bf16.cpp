@@ -79,8 +79,11 @@ class AttentionBf16 : public ::testing::Test {
   void SetUp() override {
     if (!cpu_features().avx512_bf16 || !cpu_features().avx512bw || !cpu_features().avx512vl)
       GTEST_SKIP() << "needs AVX512-BF16 (with AVX512BW and VL; this CPU lacks them)";
+    set_elementwise_cap(VectorTier::avx512);  // whatever SHARDTRAIN_KERNELS said
   }
-  void TearDown() override { set_elementwise_cap(VectorTier::avx512); }
+  // Back to what the run started with (SHARDTRAIN_KERNELS=avx2 runs every other test at avx2).
+  void TearDown() override { set_elementwise_cap(before_); }
+  const VectorTier before_ = elementwise_tier();
 };
 
 TEST_F(AttentionBf16, MatchesTheGeneralPathAndFp32) {
