@@ -52,12 +52,6 @@ struct Views {
   }
 };
 
-// The causal blocks: query rows [r0, r0 + rows) see keys [0, r0 + rows).
-template <class F>
-void for_each_block(const AttentionShape& s, F&& f) {
-  for (int64_t r0 = 0; r0 < s.T; r0 += s.block) f(r0, std::min(s.block, s.T - r0));
-}
-
 // The keys row t's block computes: [0, end of t's block).
 int64_t block_end(const AttentionShape& s, int64_t t) {
   return std::min(s.T, (t / s.block + 1) * s.block);
@@ -95,7 +89,7 @@ void attention_probs_forward(const void* qkv, const AttentionSaved& saved,
   scaled.alpha = 1.0f / std::sqrt(float(s.head_size));
   // S = alpha·Q·Kᵀ, block by block, keys up to the block's last row.
   for (int64_t j = 0; j < v.group; ++j)
-    for_each_block(s, [&](int64_t r0, int64_t rows) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
       gemm(v.batch(), v.q(qkv, dtype, j, r0, rows), v.kv(qkv, dtype, 1, 0, r0 + rows).t(),
            v.scores(scratch.scores, DType::f32, j, r0, 0, rows, r0 + rows), scaled);
     });
@@ -133,7 +127,7 @@ void attention_values_forward(void* out, const void* qkv, const AttentionSaved& 
   const Views v{s};
   // Y = P·V, written into each head's columns of out [B, T, C].
   for (int64_t j = 0; j < v.group; ++j)
-    for_each_block(s, [&](int64_t r0, int64_t rows) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
       gemm(v.batch(), v.scores(saved.probs, dtype, j, r0, 0, rows, r0 + rows),
            v.kv(qkv, dtype, 2, 0, r0 + rows), v.heads(out, dtype, j, r0, rows));
     });
@@ -156,7 +150,7 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
   }
   // dP = dY·Vᵀ (FP32, into the scores scratch), the forward's blocks.
   for (int64_t j = 0; j < v.group; ++j)
-    for_each_block(s, [&](int64_t r0, int64_t rows) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
       gemm(v.batch(), v.heads(d_y, dtype, j, r0, rows), v.kv(qkv, dtype, 2, 0, r0 + rows).t(),
            v.scores(scratch.scores, DType::f32, j, r0, 0, rows, r0 + rows));
     });
@@ -186,7 +180,7 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
   for (int64_t j = 0; j < v.group; ++j) {
     GemmOptions plain, scaled_kv = scaled;
     plain.accumulate = scaled_kv.accumulate = j > 0;
-    for_each_block(s, [&](int64_t k0, int64_t n) {
+    for_each_query_block(s, [&](int64_t k0, int64_t n) {
       const int64_t seen_by = T - k0;
       gemm(v.batch(), v.scores(saved.probs, dtype, j, k0, k0, seen_by, n).t(),
            v.heads(d_y, dtype, j, k0, seen_by), v.kv(d_qkv, DType::f32, 2, k0, n), plain);
@@ -196,7 +190,7 @@ void attention_backward(float* d_qkv, const float* d_out, const void* qkv,
   }
   // dQ = alpha·dS·K, block by block.
   for (int64_t j = 0; j < v.group; ++j)
-    for_each_block(s, [&](int64_t r0, int64_t rows) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
       gemm(v.batch(), v.scores(scratch.d_s, dtype, j, r0, 0, rows, r0 + rows),
            v.kv(qkv, dtype, 1, 0, r0 + rows), v.q(d_qkv, DType::f32, j, r0, rows), scaled);
     });

@@ -5,6 +5,7 @@
 // through strided views (no head-major copies), and work in blocks of query rows: a block's
 // keys stop at its last row, so the blocks above the causal diagonal (about half of T x T) are
 // never computed.
+#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -23,6 +24,12 @@ struct AttentionShape {
   int64_t qkv_width() const { return (H + 2 * KV()) * head_size; }
 };
 
+// The causal blocks: query rows [r0, r0 + rows) see keys [0, r0 + rows).
+template <class F>
+void for_each_query_block(const AttentionShape& s, F&& f) {
+  for (int64_t r0 = 0; r0 < s.T; r0 += s.block) f(r0, std::min(s.block, s.T - r0));
+}
+
 // What one attention layer keeps from forward to backward, besides its qkv input.
 struct AttentionSaved {
   // [B, H, T, T] (compute dtype): the causal softmax of q·kᵀ/sqrt(hs). Only each query block's
@@ -31,7 +38,8 @@ struct AttentionSaved {
   void* probs;
 };
 
-// Scratch shared by all layers.
+// Scratch shared by all layers; the general path's only: null where the AVX512-BF16 kernels
+// run (attention_bf16.hpp), which keep their tiles per thread.
 struct AttentionScratch {
   float* scores;  // [B, H, T, T] FP32 (the same blocks as probs)
   void* d_y;      // [B, T, C] compute dtype

@@ -245,13 +245,6 @@ struct Layout {
   float alpha() const { return 1.0f / std::sqrt(float(hs)); }
 };
 
-// The causal blocks of query rows: rows [r0, r0 + rows) see keys [0, min(T, r0 + block)).
-template <class F>
-void for_each_block(const AttentionShape& s, F&& f) {
-  for (int64_t r0 = 0; r0 < s.T; r0 += s.block)
-    f(r0, std::min(s.block, s.T - r0), std::min(s.T, r0 + s.block));
-}
-
 // Every (batch, kv head) pair once, over the OpenMP threads; each owns its kv head's gradient.
 template <class F>
 void for_each_kv_head(const AttentionShape& s, F&& f) {
@@ -276,7 +269,8 @@ ST_BF16_FN void probs_forward_kv_head(const bf16* qkv, bf16* probs, const Attent
   float* scores = workspace.get<float>(1, s.block * L.padded);
   pack_pairs_by_column(keys, L.padded, x + L.k_col(g), L.W, L.T, L.padded, L.hs);
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h)
-    for_each_block(s, [&](int64_t r0, int64_t rows, int64_t n) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
+      const int64_t n = r0 + rows;  // the keys the block sees
       // S = alpha·Q·Kᵀ over the block's keys, then each row's softmax.
       multiply<4>(rows, round_up(n, 64),
                   {.a = reinterpret_cast<const Pair*>(x + r0 * L.W + L.q_col(h)),
@@ -305,7 +299,8 @@ ST_BF16_FN void values_forward_kv_head(bf16* out, const bf16* qkv, const bf16* p
   float* y = workspace.get<float>(1, s.block * L.hs);
   pack_row_pairs(values, x + L.v_col(g), L.W, L.T, L.hs);
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h)
-    for_each_block(s, [&](int64_t r0, int64_t rows, int64_t n) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
+      const int64_t n = r0 + rows;  // the keys the block sees
       multiply<NV>(rows, L.hs,
                    {.a = reinterpret_cast<const Pair*>(probs + L.probs_row(b, h, r0)),
                     .a_row = L.T / 2,
@@ -386,7 +381,8 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
     for (int64_t d = 0; d < hs; ++d)
       dx[t * L.W + L.k_col(g) + d] = dx[t * L.W + L.v_col(g) + d] = 0;
   for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h)
-    for_each_block(s, [&](int64_t r0, int64_t rows, int64_t n) {
+    for_each_query_block(s, [&](int64_t r0, int64_t rows) {
+      const int64_t n = r0 + rows;  // the keys the block sees
       pack_row_pairs_rounded(dy_pairs, dy, d_out + (b * L.T + r0) * L.C + L.q_col(h), L.C, rows,
                              hs);
       pack_row_pairs(q_pairs, x + r0 * L.W + L.q_col(h), L.W, rows, hs);
