@@ -259,6 +259,12 @@ void FsdpRuntime::prefetch(const std::vector<int>& order, int u) {
     issue_gather(order[k]);
 }
 
+void FsdpRuntime::prefetch_next(const std::vector<int>& order, int u) {
+  if (UnitTopology::is_root(u)) return;  // it opens the pass, and its backward ends it
+  const auto it = std::find(order.begin(), order.end(), u);
+  if (it != order.end() && it + 1 != order.end()) prefetch(order, *(it + 1));
+}
+
 void FsdpRuntime::finish_gather(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering) {
@@ -369,6 +375,13 @@ bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
 
 void FsdpRuntime::after_backward(int u) {
   release_full(u);
+  // The next unit's prefetch goes onto the communication thread before this unit's
+  // reduce-scatter (FSDP's BACKWARD_PRE): its operations run one at a time, and queued behind
+  // a reduce-scatter that lasts as long as a block's backward, the gather made that backward
+  // wait (2-6 ms a block on `small` at 2 ranks). Finished reductions are drained first, as
+  // before_backward does, so the same buffers are live as when the gather followed.
+  drain_reductions(false);
+  prefetch_next(topology_.backward, u);
   const bool last_micro = micro_ == micro_batches_ - 1;
   if (options_.accumulation == Accumulation::reduce_each || last_micro) issue_reduce(u);
 }

@@ -211,6 +211,8 @@ class FsdpRuntime final : public UnitHooks {
   void add_partial(Reduction& r);
   void timed_wait(Work& work);
   void prefetch(const std::vector<int>& order, int unit);
+  // prefetch() for the unit after `unit` in `order`, if there is one (none after the root).
+  void prefetch_next(const std::vector<int>& order, int unit);
   // A model's hook call must be the next unit of `order` (the root restarts it).
   void check_order(const std::vector<int>& order, size_t& next, int unit, const char* phase);
 

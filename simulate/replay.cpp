@@ -114,6 +114,12 @@ void RankReplay::prefetch(const std::vector<int>& order, int u) {
     issue_gather(order[k]);
 }
 
+void RankReplay::prefetch_next(const std::vector<int>& order, int u) {
+  if (UnitTopology::is_root(u)) return;  // it opens the pass, and its backward ends it
+  const auto it = std::find(order.begin(), order.end(), u);
+  if (it != order.end() && it + 1 != order.end()) prefetch(order, *(it + 1));
+}
+
 void RankReplay::wait_and_bind(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering >= 0) {
@@ -155,6 +161,8 @@ void RankReplay::before_backward(int u) {
 
 void RankReplay::after_backward(int u) {
   release_full(u);
+  drain_reductions(false);  // then the next prefetch before the reduce-scatter, as the runtime
+  prefetch_next(backward_order_, u);
   const bool last_micro = micro_ == plan_.micro_batches - 1;
   if (plan_.accumulation == Accumulation::reduce_each || last_micro) issue_reduce(u);
 }

@@ -11,11 +11,11 @@
 //   FsdpRuntime::before_forward           -> before_forward   (prefetch, wait, bind)
 //   FsdpRuntime::after_forward            -> after_forward    (reshard unless root / last)
 //   FsdpRuntime::before_backward          -> before_backward  (drain finished, prefetch, wait)
-//   FsdpRuntime::after_backward           -> after_backward   (release, reduce-scatter)
-//   FsdpRuntime::drain_reductions         -> drain_reductions (the stages after each collective)
-//   FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node sums, exchange)
-//   FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's two stages)
-//   FsdpRuntime::finish_backward          -> drain_reductions(true)
+//   FsdpRuntime::after_backward           -> after_backward   (release, next prefetch,
+//   reduce-scatter) FsdpRuntime::drain_reductions         -> drain_reductions (the stages after
+//   each collective) FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node
+//   sums, exchange) FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's
+//   two stages) FsdpRuntime::finish_backward          -> drain_reductions(true)
 //   ShardedTrainer::update                -> update           (loss + norm all-reduce, AdamW)
 #include <deque>
 #include <string>
@@ -88,6 +88,7 @@ class RankReplay {
   void after_backward(int u);
   void issue_gather(int u);
   void prefetch(const std::vector<int>& order, int u);
+  void prefetch_next(const std::vector<int>& order, int u);
   void wait_and_bind(int u, bool decode = true);
   // Runs a reduction's next stage: its compute, and the collective it issues (if any).
   void advance(Reduction& r);

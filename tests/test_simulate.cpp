@@ -1,6 +1,7 @@
 // The simulator (simulate/): the α-β fit, the engine against closed forms and a hand-drawn
 // timeline, the replayed schedule against the runtime itself, contention, the compute model's
 // scaling, and the strictness of profiles and cluster files.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -407,6 +408,52 @@ class InstantBackend final : public ReplayBackend {
   double now() override { return 0; }
   std::vector<std::string> log;
 };
+
+// The backward puts the next block's all-gather on the communication thread before this
+// block's reduce-scatter (its operations run one at a time: behind a reduce-scatter as long as
+// a block's backward, the gather made the next block wait), and the replay does the same.
+TEST(Simulate, BackwardGathersTheNextBlockBeforeReduceScatteringThisOne) {
+  auto groups = FakeProcessGroup::create(2);
+  std::vector<std::string> log;
+  StepPlan plan;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
+      std::vector<std::string> own;
+      RecordingGroup group(*groups[size_t(r)], r == 0 ? &log : &own);
+      FsdpRuntime fsdp(model, group, FsdpOptions{}, 7);
+      Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
+                  Tensor::zeros("targets", {2, 16}, DType::i32)};
+      fsdp.begin_step(1);
+      fsdp.begin_micro_batch(0);
+      model.forward_backward(batch, 1.0f / 64, fsdp);
+      fsdp.finish_backward();
+      if (r == 0)
+        for (const UnitLayout& u : fsdp.units())
+          plan.units.push_back({u.padded_numel, u.shard_numel});
+    });
+  for (auto& t : ranks) t.join();
+  // Units: the root, then blocks 0-2. The forward keeps block 2 for the backward, which
+  // re-gathers blocks 1 and 0 (prefetch 1) and reduce-scatters 2, 1, 0, then the root.
+  ASSERT_EQ(plan.units.size(), 4u);
+  const auto gather = [&](int u) {
+    return fmt::format("all-gather {}", plan.units[size_t(u)].padded_numel * 2);
+  };
+  const auto scatter = [&](int u) {
+    return fmt::format("reduce-scatter {}", plan.units[size_t(u)].padded_numel * 4);
+  };
+  const std::vector<std::string> backward{gather(2),  gather(1),  scatter(3),
+                                          scatter(2), scatter(1), scatter(0)};
+  ASSERT_GE(log.size(), backward.size());
+  EXPECT_EQ(std::vector<std::string>(log.end() - ptrdiff_t(backward.size()), log.end()), backward)
+      << fmt::format("{}", fmt::join(log, "\n"));
+  plan.block_forward.assign(plan.units.size(), 0.0);
+  plan.block_backward.assign(plan.units.size(), 0.0);
+  InstantBackend backend;
+  RankReplay(plan, backend).run_step();
+  EXPECT_EQ(backend.log, log);
+}
 
 TEST(Simulate, ReplayMirrorsTheRuntime) {
   struct Case {
