@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "core/bf16.hpp"
+#include "core/error.hpp"
 #include "core/ops/attention.hpp"
 #include "core/ops/head_norm.hpp"
 #include "core/ops/linear.hpp"
@@ -162,6 +164,30 @@ TEST(LlamaOps, FusedLinearBiasesMatchFiniteDifferences) {
 TEST(LlamaOps, AdjacentPartsRunAsOneMatmulWithTheSameResults) {
   check_fused_linear(false, true);
   check_fused_linear(true, true);
+}
+
+// The down projection's d_in in BF16 (it only feeds SwiGLU's backward) is the FP32 d_in rounded
+// once; more than one part would round a running sum, and is refused.
+TEST(LlamaOps, OnePartsDinInBf16IsTheFp32OneRounded) {
+  const int64_t M = 21, K = 48, N = 32;
+  const DType bf = DType::bf16;
+  auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    convert_f32_to_bf16(v.data(), out.data(), v.size());
+    return out;
+  };
+  const auto x = to_bf16(randn(size_t(M * K), 1)), w = to_bf16(randn(size_t(N * K), 2));
+  const auto d = randn(size_t(M * N), 3);
+  std::vector<float> dw(size_t(N * K), 0.f), dx(size_t(M * K));
+  std::vector<bf16> scratch(size_t(M * N)), dx_b(dx.size());
+  const LinearPart part[] = {{w.data(), dw.data(), N}};
+  fused_linear_backward(dx.data(), d.data(), scratch.data(), x.data(), part, M, K, bf);
+  fused_linear_backward(dx_b.data(), d.data(), scratch.data(), x.data(), part, M, K, bf, bf);
+  for (size_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx_b[i], f32_to_bf16(dx[i])) << "element " << i;
+  const LinearPart two[] = {{w.data(), dw.data(), N / 2}, {w.data(), dw.data(), N / 2}};
+  EXPECT_THROW(
+      fused_linear_backward(dx_b.data(), d.data(), scratch.data(), x.data(), two, M, K, bf, bf),
+      Error);
 }
 
 // Qwen3's q/k norm: each head of the chosen ones normalized alone, one weight for all of them;

@@ -15,6 +15,7 @@
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/matmul.hpp"
+#include "core/ops/matmul_path.hpp"
 #include "tests/grad_check.hpp"
 
 namespace st {
@@ -88,6 +89,64 @@ TEST(Grad, LinearThroughGelu) {
   expect_gradient("linear+gelu d_in", x, dx, loss, 1e-3f, 1e-3, 1e-2);
   expect_gradient("linear+gelu d_weight", w, dw, loss, 1e-3f, 1e-3, 1e-2);
   expect_gradient("linear+gelu d_bias", b, db, loss, 1e-3f, 1e-3, 1e-2);
+}
+
+// BF16 activation gradients (GradDtypes): an output gradient given in BF16 gives bit for bit
+// what the FP32 path gives for the same (rounded) values, with and without GELU and bias; a
+// d_in asked for in BF16 is the FP32 d_in rounded (oneDNN or the packed GEMM rounds its sums
+// once, to nearest even). Both BF16 matmul paths where the CPU has them.
+void check_bf16_activation_gradients();
+
+TEST(Linear, Bf16ActivationGradientsAreTheFp32PathsValuesRounded) {
+  std::vector<Bf16MatmulPath> paths{Bf16MatmulPath::widened};
+  if (native_bf16_matmul_available()) paths.push_back(Bf16MatmulPath::native);
+  for (const Bf16MatmulPath path : paths) {
+    SCOPED_TRACE(bf16_matmul_path_name(path));
+    set_bf16_matmul_path(path);
+    check_bf16_activation_gradients();
+  }
+  set_bf16_matmul_path(Bf16MatmulPath::automatic);
+}
+
+void check_bf16_activation_gradients() {
+  const int64_t M = 37, K = 24, N = 40;
+  const DType bf = DType::bf16;
+  auto rounded = [](std::vector<float> v) {
+    for (float& x : v) x = round_to_bf16(x);
+    return v;
+  };
+  auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    convert_f32_to_bf16(v.data(), out.data(), v.size());
+    return out;
+  };
+  const auto x = to_bf16(randn(size_t(M * K), 1)), w = to_bf16(randn(size_t(K * N), 2));
+  const auto pre = to_bf16(randn(size_t(M * N), 3));
+  const std::vector<float> d = rounded(randn(size_t(M * N), 4));
+  const std::vector<bf16> d_b = to_bf16(d);
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "through GELU" : "plain");
+    const void* gelu_input = gelu ? pre.data() : nullptr;
+    std::vector<float> dx(size_t(M * K)), dw(size_t(K * N), 0.f), db(size_t(N), 0.f);
+    std::vector<float> dx_b(dx.size()), dw_b(dw.size(), 0.f), db_b(db.size(), 0.f);
+    std::vector<bf16> scratch(size_t(M * N));
+    linear_backward(dx.data(), dw.data(), db.data(), d.data(), scratch.data(), x.data(), w.data(),
+                    M, K, N, bf, gelu_input);
+    linear_backward(dx_b.data(), dw_b.data(), db_b.data(), d_b.data(), scratch.data(), x.data(),
+                    w.data(), M, K, N, bf, gelu_input, {.d_out = bf});
+    EXPECT_EQ(dx_b, dx);
+    EXPECT_EQ(dw_b, dw);
+    EXPECT_EQ(db_b, db);
+    std::vector<bf16> dx_rounded(dx.size());
+    std::vector<float> dw_again(dw.size(), 0.f), db_again(db.size(), 0.f);
+    linear_backward(dx_rounded.data(), dw_again.data(), db_again.data(), d.data(), scratch.data(),
+                    x.data(), w.data(), M, K, N, bf, gelu_input, {.d_in = bf});
+    for (size_t i = 0; i < dx.size(); ++i)
+      ASSERT_EQ(dx_rounded[i], f32_to_bf16(dx[i])) << "d_in element " << i;
+  }
+  EXPECT_THROW(linear_backward(nullptr, nullptr, nullptr, d.data(), nullptr, x.data(), w.data(), M,
+                               K, N, DType::f32, nullptr, {.d_out = bf}),
+               Error);
 }
 
 TEST(Grad, LayerNorm) {

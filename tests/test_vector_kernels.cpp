@@ -159,6 +159,38 @@ TEST_P(ElementwisePath, Bf16GeluIsTheFp32ResultRounded) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(yb[i], f32_to_bf16(y[i])) << "x = " << x[i];
 }
 
+// An output gradient the matmul already rounded to BF16 is read as its exact FP32 value: the
+// same bits as the FP32 row holding those values (a tail that is not a whole vector included).
+TEST_P(ElementwisePath, GeluGradientOfABf16OutputGradientIsItsFp32ValueTimesTheSlope) {
+  std::vector<float> pre = spread(1003, -8.f, 8.f), d = spread(1003, 3.f, -2.f);
+  for (float& v : pre) v = round_to_bf16(v);
+  for (float& v : d) v = round_to_bf16(v);
+  std::vector<bf16> pre_b(pre.size()), d_b(d.size());
+  convert_f32_to_bf16(pre.data(), pre_b.data(), pre.size());
+  convert_f32_to_bf16(d.data(), d_b.data(), d.size());
+  std::vector<float> from_f32(d.size()), from_bf16(d.size());
+  gelu_grad_row(from_f32.data(), d.data(), pre_b.data(), int64_t(d.size()));
+  gelu_grad_row(from_bf16.data(), d_b.data(), pre_b.data(), int64_t(d.size()));
+  for (size_t i = 0; i < d.size(); ++i)
+    ASSERT_EQ(f32_bits(from_bf16[i]), f32_bits(from_f32[i])) << "element " << i;
+}
+
+// SwiGLU's backward from an output gradient already in BF16: the FP32 path's bits for the
+// same values.
+TEST_P(ElementwisePath, SwigluGradientOfABf16OutputGradientIsTheFp32PathsOnItsValue) {
+  const int64_t M = 3, F = 21;  // the tail too
+  std::vector<float> gate_up = spread(size_t(M * 2 * F), -9.f, 7.f), dy(size_t(M * F));
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = round_to_bf16(0.5f - 0.03f * float(i));
+  for (float& v : gate_up) v = round_to_bf16(v);
+  std::vector<bf16> gate_up_b(gate_up.size()), dy_b(dy.size());
+  convert_f32_to_bf16(gate_up.data(), gate_up_b.data(), gate_up.size());
+  convert_f32_to_bf16(dy.data(), dy_b.data(), dy.size());
+  std::vector<bf16> from_f32(gate_up.size()), from_bf16(gate_up.size());
+  swiglu_backward(from_f32.data(), dy.data(), gate_up_b.data(), M, F, DType::bf16);
+  swiglu_backward(from_bf16.data(), dy_b.data(), gate_up_b.data(), M, F, DType::bf16, DType::bf16);
+  EXPECT_EQ(from_bf16, from_f32);
+}
+
 TEST_P(ElementwisePath, SwigluAndItsGradientMatchFp64) {
   const int64_t M = 3, F = 21;  // F not a multiple of 8: the tail is covered
   const std::vector<float> gate_up = spread(size_t(M * 2 * F), -9.f, 7.f);

@@ -16,10 +16,10 @@ void gelu_row_portable(T* __restrict y, const T* __restrict x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(gelu(to_f32(x[i])));
 }
 
-template <class T>
-void gelu_grad_row_portable(float* d_in, const float* d_out, const T* __restrict pre, int64_t n) {
+template <class D, class T>
+void gelu_grad_row_portable(float* d_in, const D* d_out, const T* __restrict pre, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d_in[i] = d_out[i] * gelu_grad(to_f32(pre[i]));
+  for (int64_t i = 0; i < n; ++i) d_in[i] = to_f32(d_out[i]) * gelu_grad(to_f32(pre[i]));
 }
 
 // The scalar formulas above, eight lanes at a time: s, and r = 1 - s.
@@ -41,8 +41,8 @@ ST_AVX2_FN void gelu_row_avx2(T* y, const T* x, int64_t n) {
       });
 }
 
-template <class T>
-ST_AVX2_FN void gelu_grad_row_avx2(float* d_in, const float* d_out, const T* pre, int64_t n) {
+template <class D, class T>
+ST_AVX2_FN void gelu_grad_row_avx2(float* d_in, const D* d_out, const T* pre, int64_t n) {
   avx2::zip8(
       d_in, d_out, pre, n,
       [](__m256 g, __m256 x) __attribute__((target("avx2,fma"), always_inline)) {
@@ -77,8 +77,8 @@ ST_AVX512_FN void gelu_row_avx512(T* y, const T* x, int64_t n) {
       });
 }
 
-template <class T>
-ST_AVX512_FN void gelu_grad_row_avx512(float* d_in, const float* d_out, const T* pre, int64_t n) {
+template <class D, class T>
+ST_AVX512_FN void gelu_grad_row_avx512(float* d_in, const D* d_out, const T* pre, int64_t n) {
   avx512::zip16(
       d_in, d_out, pre, n,
       [](__m512 g, __m512 x) __attribute__((target("avx512f,fma"), always_inline)) {
@@ -107,8 +107,8 @@ void gelu_row_any(T* y, const T* x, int64_t n) {
   }
 }
 
-template <class T>
-void gelu_grad_row_any(float* d_in, const float* d_out, const T* pre, int64_t n) {
+template <class D, class T>
+void gelu_grad_row_any(float* d_in, const D* d_out, const T* pre, int64_t n) {
   switch (elementwise_tier()) {
     case VectorTier::avx512:
       return gelu_grad_row_avx512(d_in, d_out, pre, n);
@@ -154,6 +154,9 @@ void gelu_grad_row(float* d_in, const float* d_out, const float* pre, int64_t n)
   gelu_grad_row_any(d_in, d_out, pre, n);
 }
 void gelu_grad_row(float* d_in, const float* d_out, const bf16* pre, int64_t n) {
+  gelu_grad_row_any(d_in, d_out, pre, n);
+}
+void gelu_grad_row(float* d_in, const bf16* d_out, const bf16* pre, int64_t n) {
   gelu_grad_row_any(d_in, d_out, pre, n);
 }
 

@@ -53,5 +53,7 @@ void gelu_row(bf16* y, const bf16* x, int64_t n);
 // d_in[i] = d_out[i] * gelu'(pre[i]) for i < n, one thread; d_in may be d_out.
 void gelu_grad_row(float* d_in, const float* d_out, const float* pre, int64_t n);
 void gelu_grad_row(float* d_in, const float* d_out, const bf16* pre, int64_t n);
+// The same from an output gradient already rounded to BF16 (by the matmul that made it).
+void gelu_grad_row(float* d_in, const bf16* d_out, const bf16* pre, int64_t n);
 
 }  // namespace st

@@ -26,28 +26,34 @@ namespace {
 // Rows per partial column sum: fixed, so the bias gradient is the same whatever the threads.
 constexpr int64_t kRowsPerPartial = 64;
 
-// One row of g = d_out (⊙ gelu'(pre)): written to `out` in T when kWrite, added into `sums`
-// when kSum. `row` holds N floats of scratch for the GELU product. Flags as template
-// parameters keep the loop branch-free, so it vectorizes.
-template <class T, bool kGelu, bool kWrite, bool kSum>
-void output_grad_row(T* __restrict out, float* __restrict sums, const float* __restrict d,
+// One row of g = d_out (⊙ gelu'(pre)), d_out in D (FP32, or T as its matmul rounded it):
+// written to `out` in T when kWrite, added into `sums` when kSum. `row` holds N floats of
+// scratch for the GELU product. Flags as template parameters keep the loop branch-free, so it
+// vectorizes.
+template <class T, class D, bool kGelu, bool kWrite, bool kSum>
+void output_grad_row(T* __restrict out, float* __restrict sums, const D* __restrict d_out,
                      const T* __restrict pre, int64_t N, float* __restrict row) {
   if constexpr (kGelu) {
-    gelu_grad_row(row, d, pre, N);
-    d = row;
-  }
+    gelu_grad_row(row, d_out, pre, N);
 #pragma omp simd
-  for (int64_t c = 0; c < N; ++c) {
-    const float g = d[c];
-    if constexpr (kWrite) out[c] = from_f32<T>(g);
-    if constexpr (kSum) sums[c] += g;
+    for (int64_t c = 0; c < N; ++c) {
+      if constexpr (kWrite) out[c] = from_f32<T>(row[c]);
+      if constexpr (kSum) sums[c] += row[c];
+    }
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < N; ++c) {
+      const float g = to_f32(d_out[c]);
+      if constexpr (kWrite) out[c] = from_f32<T>(g);
+      if constexpr (kSum) sums[c] += g;
+    }
   }
 }
 
 // One pass over d_out [M,N]: g = d_out (⊙ gelu'(pre)), written to `out` (when not null) in T,
 // and added by columns into d_bias (when not null).
-template <class T, bool kGelu, bool kWrite, bool kSum>
-void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre, int64_t M,
+template <class T, class D, bool kGelu, bool kWrite, bool kSum>
+void prepare_output_grad(T* out, float* d_bias, const D* d_out, const T* pre, int64_t M,
                          int64_t N) {
   const int64_t parts = (M + kRowsPerPartial - 1) / kRowsPerPartial;
   std::vector<float> partial(kSum ? size_t(parts * N) : 0, 0.f);  // [parts, N]
@@ -57,7 +63,7 @@ void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre
 #pragma omp for schedule(static)
     for (int64_t part = 0; part < parts; ++part) {
       for (int64_t i = part * kRowsPerPartial, end = std::min(M, i + kRowsPerPartial); i < end; ++i)
-        output_grad_row<T, kGelu, kWrite, kSum>(
+        output_grad_row<T, D, kGelu, kWrite, kSum>(
             out + (kWrite ? i * N : 0), partial.data() + (kSum ? part * N : 0), d_out + i * N,
             pre + (kGelu ? i * N : 0), N, row.data());
     }
@@ -72,42 +78,51 @@ void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre
   }
 }
 
-template <class T, bool kGelu, bool kWrite>
-void prepare_output_grad(T* out, float* d_bias, const float* d_out, const T* pre, int64_t M,
+template <class T, bool kGelu, bool kWrite, class D>
+void prepare_output_grad(T* out, float* d_bias, const D* d_out, const T* pre, int64_t M,
                          int64_t N) {
   if (d_bias)
-    prepare_output_grad<T, kGelu, kWrite, true>(out, d_bias, d_out, pre, M, N);
+    prepare_output_grad<T, D, kGelu, kWrite, true>(out, d_bias, d_out, pre, M, N);
   else
-    prepare_output_grad<T, kGelu, kWrite, false>(out, d_bias, d_out, pre, M, N);
+    prepare_output_grad<T, D, kGelu, kWrite, false>(out, d_bias, d_out, pre, M, N);
 }
 
 }  // namespace
 
-void linear_backward(float* d_in, float* d_weight, float* d_bias, const float* d_out,
+void linear_backward(void* d_in, float* d_weight, float* d_bias, const void* d_out,
                      void* d_out_scratch, const void* in, const void* weight, int64_t M, int64_t K,
-                     int64_t N, DType dtype, const void* gelu_input) {
-  // g in dtype: d_out itself for FP32 without GELU, else the scratch copy.
+                     int64_t N, DType dtype, const void* gelu_input, GradDtypes grads) {
+  ST_CHECK((grads.d_in == DType::f32 || grads.d_in == dtype) &&
+               (grads.d_out == DType::f32 || grads.d_out == dtype),
+           "linear_backward: activation gradients are FP32 or {}", dtype_name(dtype));
+  // g in dtype: d_out itself where it is in dtype and needs no GELU, else the scratch copy.
   const void* g = d_out;
-  if (dtype != DType::f32 || gelu_input || d_bias) {
+  const bool copy = grads.d_out != dtype || gelu_input;
+  if (copy || d_bias) {
     OpScope scope(gelu_input ? OpKind::gelu : OpKind::cast_copy);
-    const bool copy = dtype != DType::f32 || gelu_input;
     ST_CHECK(!copy || d_out_scratch, "linear_backward: the output gradient needs a scratch buffer");
     dispatch_float(dtype, [&]<class T>(T) {
       T* out = static_cast<T*>(d_out_scratch);
       const T* pre = static_cast<const T*>(gelu_input);
-      if (pre)
-        prepare_output_grad<T, true, true>(out, d_bias, d_out, pre, M, N);
-      else if (copy)
-        prepare_output_grad<T, false, true>(out, d_bias, d_out, pre, M, N);
+      const auto run = [&]<class D>(const D* d) {
+        if (pre)
+          prepare_output_grad<T, true, true>(out, d_bias, d, pre, M, N);
+        else if (copy)
+          prepare_output_grad<T, false, true>(out, d_bias, d, pre, M, N);
+        else
+          prepare_output_grad<T, false, false>(out, d_bias, d, pre, M, N);
+      };
+      if (grads.d_out == DType::f32)
+        run(static_cast<const float*>(d_out));
       else
-        prepare_output_grad<T, false, false>(out, d_bias, d_out, pre, M, N);
+        run(static_cast<const T*>(d_out));
     });
     if (copy) g = d_out_scratch;
   }
   const MatView grad = MatView::row_major(g, dtype, M, N);
   if (d_in)
     gemm(1, grad, MatView::row_major(weight, dtype, K, N).t(),
-         MatView::row_major(d_in, DType::f32, M, K));
+         MatView::row_major(d_in, grads.d_in, M, K));
   GemmOptions accumulate;
   accumulate.accumulate = true;
   gemm(1, MatView::row_major(in, dtype, M, K).t(), grad,
@@ -211,8 +226,9 @@ void fused_linear_forward(void* out, const void* in, std::span<const LinearPart>
   }
 }
 
-void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch, const void* in,
-                           std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype) {
+void fused_linear_backward(void* d_in, const float* d_out, void* d_out_scratch, const void* in,
+                           std::span<const LinearPart> parts, int64_t M, int64_t K, DType dtype,
+                           DType d_in_dtype) {
   const void* g = d_out;
   if (dtype != DType::f32) {
     ST_CHECK(d_out_scratch, "fused_linear_backward: BF16 needs a scratch buffer");
@@ -220,12 +236,15 @@ void fused_linear_backward(float* d_in, const float* d_out, void* d_out_scratch,
     cast(d_out, DType::f32, d_out_scratch, dtype, size_t(M * total_width(parts)));
     g = d_out_scratch;
   }
-  fused_linear_backward_from(d_in, g, in, parts, M, K, dtype);
+  fused_linear_backward_from(d_in, g, in, parts, M, K, dtype, d_in_dtype);
 }
 
-void fused_linear_backward_from(float* d_in, const void* g, const void* in,
+void fused_linear_backward_from(void* d_in, const void* g, const void* in,
                                 std::span<const LinearPart> parts, int64_t M, int64_t K,
-                                DType dtype) {
+                                DType dtype, DType d_in_dtype) {
+  // Parts after the first add into d_in: a sum kept in FP32.
+  ST_CHECK(d_in_dtype == DType::f32 || (d_in_dtype == dtype && parts.size() == 1),
+           "fused_linear_backward: d_in is FP32, or {} for one part", dtype_name(dtype));
   const int64_t width = total_width(parts);
   GemmOptions accumulate;
   accumulate.accumulate = true;
@@ -234,7 +253,7 @@ void fused_linear_backward_from(float* d_in, const void* g, const void* in,
   for (const LinearPart& p : parts) {
     if (d_in)
       gemm(1, columns(g, dtype, M, width, column, p.N), MatView::row_major(p.weight, dtype, p.N, K),
-           MatView::row_major(d_in, DType::f32, M, K), column == 0 ? GemmOptions{} : accumulate);
+           MatView::row_major(d_in, d_in_dtype, M, K), column == 0 ? GemmOptions{} : accumulate);
     column += p.N;
   }
   column = 0;

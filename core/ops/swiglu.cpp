@@ -25,15 +25,15 @@ void forward_row_portable(T* __restrict y, const T* __restrict g, const T* __res
   }
 }
 
-template <class T>
-void backward_row_portable(T* __restrict dg, T* __restrict du, const float* __restrict dy,
+template <class T, class D>
+void backward_row_portable(T* __restrict dg, T* __restrict du, const D* __restrict dy,
                            const T* __restrict g, const T* __restrict u, int64_t F) {
 #pragma omp simd
   for (int64_t c = 0; c < F; ++c) {
     const float gc = to_f32(g[c]), s = sigmoid(gc);
     // silu'(g) = s + g·s·(1 − s)
-    dg[c] = from_f32<T>(dy[c] * to_f32(u[c]) * s * (1.0f + gc * (1.0f - s)));
-    du[c] = from_f32<T>(dy[c] * gc * s);
+    dg[c] = from_f32<T>(to_f32(dy[c]) * to_f32(u[c]) * s * (1.0f + gc * (1.0f - s)));
+    du[c] = from_f32<T>(to_f32(dy[c]) * gc * s);
   }
 }
 
@@ -51,8 +51,8 @@ ST_AVX2_FN void forward_row_avx2(T* y, const T* g, const T* u, int64_t F) {
 }
 
 // Eight columns from c: the gradients of gate and up.
-template <class T>
-ST_AVX2_FN void backward8(T* dg, T* du, const float* dy, const T* g, const T* u) {
+template <class T, class D>
+ST_AVX2_FN void backward8(T* dg, T* du, const D* dy, const T* g, const T* u) {
   const __m256 gv = avx2::load8(g), uv = avx2::load8(u), dyv = avx2::load8(dy);
   const __m256 s = sigmoid8(gv);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -61,15 +61,14 @@ ST_AVX2_FN void backward8(T* dg, T* du, const float* dy, const T* g, const T* u)
   avx2::store8(du, _mm256_mul_ps(_mm256_mul_ps(dyv, gv), s));
 }
 
-template <class T>
-ST_AVX2_FN void backward_row_avx2(T* dg, T* du, const float* dy, const T* g, const T* u,
-                                  int64_t F) {
+template <class T, class D>
+ST_AVX2_FN void backward_row_avx2(T* dg, T* du, const D* dy, const T* g, const T* u, int64_t F) {
   int64_t c = 0;
   for (; c + 8 <= F; c += 8) backward8(dg + c, du + c, dy + c, g + c, u + c);
   if (c == F) return;
   // The tail through zero-padded copies, with the same arithmetic.
   T g_tail[8] = {}, u_tail[8] = {}, dg_tail[8], du_tail[8];
-  float dy_tail[8] = {};
+  D dy_tail[8] = {};
   const int64_t n = F - c;
   std::copy(g + c, g + F, g_tail);
   std::copy(u + c, u + F, u_tail);
@@ -94,8 +93,8 @@ ST_AVX512_FN void forward_row_avx512(T* y, const T* g, const T* u, int64_t F) {
       });
 }
 
-template <class T>
-ST_AVX512_FN void backward16(T* dg, T* du, const float* dy, const T* g, const T* u) {
+template <class T, class D>
+ST_AVX512_FN void backward16(T* dg, T* du, const D* dy, const T* g, const T* u) {
   const __m512 gv = avx512::load16(g), uv = avx512::load16(u), dyv = avx512::load16(dy);
   const __m512 s = sigmoid16(gv);
   const __m512 one = _mm512_set1_ps(1.0f);
@@ -104,14 +103,14 @@ ST_AVX512_FN void backward16(T* dg, T* du, const float* dy, const T* g, const T*
   avx512::store16(du, _mm512_mul_ps(_mm512_mul_ps(dyv, gv), s));
 }
 
-template <class T>
-ST_AVX512_FN void backward_row_avx512(T* dg, T* du, const float* dy, const T* g, const T* u,
+template <class T, class D>
+ST_AVX512_FN void backward_row_avx512(T* dg, T* du, const D* dy, const T* g, const T* u,
                                       int64_t F) {
   int64_t c = 0;
   for (; c + 16 <= F; c += 16) backward16(dg + c, du + c, dy + c, g + c, u + c);
   if (c == F) return;
   T g_tail[16] = {}, u_tail[16] = {}, dg_tail[16], du_tail[16];
-  float dy_tail[16] = {};
+  D dy_tail[16] = {};
   const int64_t n = F - c;
   std::copy(g + c, g + F, g_tail);
   std::copy(u + c, u + F, u_tail);
@@ -137,14 +136,14 @@ void forward_rows(T* out, const T* gate_up, int64_t M, int64_t F) {
   }
 }
 
-template <class T>
-void backward_rows(T* d_gate_up, const float* d_out, const T* gate_up, int64_t M, int64_t F) {
+template <class T, class D>
+void backward_rows(T* d_gate_up, const D* d_out, const T* gate_up, int64_t M, int64_t F) {
   const VectorTier tier = elementwise_tier();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const T* g = gate_up + i * 2 * F;
     T* dg = d_gate_up + i * 2 * F;
-    const float* dy = d_out + i * F;
+    const D* dy = d_out + i * F;
     if (tier == VectorTier::avx512)
       backward_row_avx512(dg, dg + F, dy, g, g + F, F);
     else if (tier == VectorTier::avx2)
@@ -163,11 +162,18 @@ void swiglu_forward(void* out, const void* gate_up, int64_t M, int64_t F, DType 
   });
 }
 
-void swiglu_backward(void* d_gate_up, const float* d_out, const void* gate_up, int64_t M, int64_t F,
-                     DType dtype) {
+void swiglu_backward(void* d_gate_up, const void* d_out, const void* gate_up, int64_t M, int64_t F,
+                     DType dtype, DType d_out_dtype) {
   OpScope scope(OpKind::swiglu);
+  ST_CHECK(d_out_dtype == DType::f32 || d_out_dtype == dtype,
+           "swiglu_backward: the output gradient is FP32 or {}", dtype_name(dtype));
   dispatch_float(dtype, [&]<class T>(T) {
-    backward_rows(static_cast<T*>(d_gate_up), d_out, static_cast<const T*>(gate_up), M, F);
+    T* d = static_cast<T*>(d_gate_up);
+    const T* x = static_cast<const T*>(gate_up);
+    if (d_out_dtype == DType::f32)
+      backward_rows(d, static_cast<const float*>(d_out), x, M, F);
+    else
+      backward_rows(d, static_cast<const T*>(d_out), x, M, F);
   });
 }
 

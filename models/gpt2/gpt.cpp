@@ -233,11 +233,13 @@ void GPT::block_backward(int64_t l) {
   void* scratch = a.cast_scratch.raw();
 
   // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
+  // d_big, the gradient after GELU, only feeds GELU's backward: in dtype (BF16 rounds it once,
+  // as autocast does), half the bytes of FP32 written and read back.
   linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), dx, scratch, a.fc_gelu[l].raw(),
-                  w(p.mlp_proj_weight), M, 4 * C, C, dtype_);
-  // Through GELU and c_fc in one: d_big is the gradient after GELU, fc the input to GELU.
+                  w(p.mlp_proj_weight), M, 4 * C, C, dtype_, nullptr, {.d_in = dtype_});
+  // Through GELU and c_fc in one: fc is the input to GELU.
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
-                  w(p.c_fc_weight), M, C, 4 * C, dtype_, a.fc[l].raw());
+                  w(p.c_fc_weight), M, C, 4 * C, dtype_, a.fc[l].raw(), {.d_out = dtype_});
   layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
                      w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
                      C, dtype_);

@@ -281,10 +281,12 @@ void Llama::block_backward(int64_t l) {
 
   // x[l+1] = x_mid + down(swiglu(gate_up(rmsnorm(x_mid))))
   const LinearPart down[] = {{w(p.down), g(p.down), C}};
-  fused_linear_backward(a.d_swiglu.data<float>(), dx, scratch, a.swiglu[l].raw(), down, M, F,
+  // d_swiglu only feeds SwiGLU's backward: in dtype (BF16 rounds it once, as autocast does),
+  // half the bytes of FP32 written and read back.
+  fused_linear_backward(a.d_swiglu.raw(), dx, scratch, a.swiglu[l].raw(), down, M, F, dtype_,
                         dtype_);
   // SwiGLU's backward rounds its own output to the dtype the projections' matmuls read.
-  swiglu_backward(a.d_gate_up.raw(), a.d_swiglu.data<float>(), a.gate_up[l].raw(), M, F, dtype_);
+  swiglu_backward(a.d_gate_up.raw(), a.d_swiglu.raw(), a.gate_up[l].raw(), M, F, dtype_, dtype_);
   const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
   fused_linear_backward_from(d_small, a.d_gate_up.raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
   rmsnorm_backward(dx, g(p.post_norm), d_small, a.x_mid[l].data<float>(), w(p.post_norm),
