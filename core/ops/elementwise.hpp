@@ -1,5 +1,6 @@
 #pragma once
 // Small helpers shared by the ops: reading and writing activations of either float dtype.
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 
@@ -25,6 +26,17 @@ inline float from_f32<float>(float x) {
 template <>
 inline bf16 from_f32<bf16>(float x) {
   return f32_to_bf16(x);
+}
+
+// FP32 values [n] stored in T, by the calling thread alone (for rows inside a parallel loop):
+// BF16 through convert_f32_to_bf16's kernel, bit for bit from_f32. A loop that computes and
+// rounds in one pass, with more than one store, vectorized ~10x slower on the Zen 4 EPYC than
+// computing into FP32 and storing through this.
+inline void store_row(float* out, const float* src, size_t n) {
+  std::copy(src, src + n, out);
+}
+inline void store_row(bf16* out, const float* src, size_t n) {
+  convert_f32_to_bf16(src, out, n);  // one thread's kernel inside a parallel region
 }
 
 // Calls f(T{}) with T = float for fp32 and T = bf16 for bf16.

@@ -28,16 +28,6 @@ namespace {
 // Rows per partial column sum: fixed, so the bias gradient is the same whatever the threads.
 constexpr int64_t kRowsPerPartial = 64;
 
-// FP32 values [n] written in T: BF16 through the row conversion kernel (one thread's: this runs
-// inside a parallel region), which the compiler's vectorization of the scalar rounding was
-// ~10x slower than.
-void write_row(float* out, const float* src, int64_t n) {
-  std::copy(src, src + n, out);
-}
-void write_row(bf16* out, const float* src, int64_t n) {
-  convert_f32_to_bf16(src, out, size_t(n));
-}
-
 // One row of g = d_out (⊙ gelu'(pre)), d_out in D (FP32, or T as its matmul rounded it):
 // written to `out` in T when kWrite, added into `sums` when kSum. `row` holds N floats of
 // scratch for the GELU product. Flags as template parameters keep the loop branch-free, so it
@@ -47,13 +37,13 @@ void output_grad_row(T* __restrict out, float* __restrict sums, const D* __restr
                      const T* __restrict pre, int64_t N, float* __restrict row) {
   if constexpr (kGelu) {
     gelu_grad_row(row, d_out, pre, N);
-    if constexpr (kWrite) write_row(out, row, N);
+    if constexpr (kWrite) store_row(out, row, size_t(N));
     if constexpr (kSum) {
 #pragma omp simd
       for (int64_t c = 0; c < N; ++c) sums[c] += row[c];
     }
   } else if constexpr (std::is_same_v<D, float>) {
-    if constexpr (kWrite) write_row(out, d_out, N);
+    if constexpr (kWrite) store_row(out, d_out, size_t(N));
     if constexpr (kSum) {
 #pragma omp simd
       for (int64_t c = 0; c < N; ++c) sums[c] += d_out[c];
