@@ -1,7 +1,6 @@
 #include "core/ops/rope.hpp"
 
 #include <cmath>
-#include <vector>
 
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
@@ -20,30 +19,23 @@ void rotate_all(Out* out, const In* x, int64_t B, int64_t T, int64_t heads, int6
            table.T, T);
   const int64_t hs = table.head_size, half = hs / 2;
   const bool copy_rest = static_cast<const void*>(out) != static_cast<const void*>(x);
-  // Each row in FP32 first, then stored in Out at once (store_row).
-  const int64_t width = copy_rest ? row_stride : heads * hs;
-#pragma omp parallel
-  {
-    std::vector<float> y(static_cast<size_t>(width));  // [width], this thread's
-#pragma omp for schedule(static)
-    for (int64_t row = 0; row < B * T; ++row) {
-      const float* cos = table.cos.data() + (row % T) * half;
-      const float* sin = table.sin.data() + (row % T) * half;
-      const In* in = x + row * row_stride;
-      for (int64_t h = 0; h < heads; ++h) {
-        const In* a = in + h * hs;
-        float* o = y.data() + h * hs;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < B * T; ++row) {
+    const float* cos = table.cos.data() + (row % T) * half;
+    const float* sin = table.sin.data() + (row % T) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const In* a = x + row * row_stride + h * hs;
+      Out* o = out + row * row_stride + h * hs;
 #pragma omp simd
-        for (int64_t i = 0; i < half; ++i) {
-          const float x1 = to_f32(a[i]), x2 = to_f32(a[i + half]), s = sign * sin[i];
-          o[i] = x1 * cos[i] - x2 * s;
-          o[i + half] = x2 * cos[i] + x1 * s;
-        }
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = to_f32(a[i]), x2 = to_f32(a[i + half]), s = sign * sin[i];
+        o[i] = from_f32<Out>(x1 * cos[i] - x2 * s);
+        o[i + half] = from_f32<Out>(x2 * cos[i] + x1 * s);
       }
-#pragma omp simd
-      for (int64_t c = heads * hs; c < width; ++c) y[size_t(c)] = to_f32(in[c]);
-      store_row(out + row * row_stride, y.data(), size_t(width));
     }
+    if (copy_rest)
+      for (int64_t c = heads * hs; c < row_stride; ++c)
+        out[row * row_stride + c] = from_f32<Out>(to_f32(x[row * row_stride + c]));
   }
 }
 
