@@ -409,31 +409,45 @@ class InstantBackend final : public ReplayBackend {
   std::vector<std::string> log;
 };
 
-// The backward puts the next block's all-gather on the communication thread before this
-// block's reduce-scatter (its operations run one at a time: behind a reduce-scatter as long as
-// a block's backward, the gather made the next block wait), and the replay does the same.
-TEST(Simulate, BackwardGathersTheNextBlockBeforeReduceScatteringThisOne) {
-  auto groups = FakeProcessGroup::create(2);
+// One training step of a 3-layer GPT under FSDP on `world` in-process ranks (`per_node` to a
+// pretend node): rank 0's collectives, its split groups' included, and a StepPlan of its units
+// and quantization (no compute times) for the replay to run.
+struct RecordedStep {
   std::vector<std::string> log;
   StepPlan plan;
+};
+RecordedStep record_step(int world, int per_node, const FsdpOptions& options, float grad_scale) {
+  auto groups = FakeProcessGroup::create(world, per_node);
+  RecordedStep out;
   std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < world; ++r)
     ranks.emplace_back([&, r] {
       GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
       std::vector<std::string> own;
-      RecordingGroup group(*groups[size_t(r)], r == 0 ? &log : &own);
-      FsdpRuntime fsdp(model, group, FsdpOptions{}, 7);
+      RecordingGroup group(*groups[size_t(r)], r == 0 ? &out.log : &own);
+      FsdpRuntime fsdp(model, group, options, 7);
       Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
                   Tensor::zeros("targets", {2, 16}, DType::i32)};
       fsdp.begin_step(1);
       fsdp.begin_micro_batch(0);
-      model.forward_backward(batch, 1.0f / 64, fsdp);
+      model.forward_backward(batch, grad_scale, fsdp);
       fsdp.finish_backward();
-      if (r == 0)
-        for (const UnitLayout& u : fsdp.units())
-          plan.units.push_back({u.padded_numel, u.shard_numel});
+      if (r != 0) return;
+      for (const UnitLayout& u : fsdp.units())
+        out.plan.units.push_back({u.padded_numel, u.shard_numel});
+      out.plan.quantized = fsdp.quantized();
     });
   for (auto& t : ranks) t.join();
+  out.plan.block_forward.assign(out.plan.units.size(), 0.0);
+  out.plan.block_backward.assign(out.plan.units.size(), 0.0);
+  return out;
+}
+
+// The backward puts the next block's all-gather on the communication thread before this
+// block's reduce-scatter (its operations run one at a time: behind a reduce-scatter as long as
+// a block's backward, the gather made the next block wait), and the replay does the same.
+TEST(Simulate, BackwardGathersTheNextBlockBeforeReduceScatteringThisOne) {
+  const auto [log, plan] = record_step(2, 0, FsdpOptions{}, 1.0f / 64);
   // Units: the root, then blocks 0-2. The forward keeps block 2 for the backward, which
   // re-gathers blocks 1 and 0 (prefetch 1) and reduce-scatters 2, 1, 0, then the root.
   ASSERT_EQ(plan.units.size(), 4u);
@@ -448,8 +462,6 @@ TEST(Simulate, BackwardGathersTheNextBlockBeforeReduceScatteringThisOne) {
   ASSERT_GE(log.size(), backward.size());
   EXPECT_EQ(std::vector<std::string>(log.end() - ptrdiff_t(backward.size()), log.end()), backward)
       << fmt::format("{}", fmt::join(log, "\n"));
-  plan.block_forward.assign(plan.units.size(), 0.0);
-  plan.block_backward.assign(plan.units.size(), 0.0);
   InstantBackend backend;
   RankReplay(plan, backend).run_step();
   EXPECT_EQ(backend.log, log);
@@ -503,34 +515,11 @@ TEST(Simulate, ReplayMirrorsTheRuntime) {
 // ranks on 2 pretend nodes; rank 0's log, its node and column groups' calls included.
 TEST(Simulate, ReplayMirrorsQuantizedCollectives) {
   for (const int per_node : {1, 2}) {
-    auto groups = FakeProcessGroup::create(4, per_node);
-    std::vector<std::string> log;
-    StepPlan plan;
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < 4; ++r)
-      ranks.emplace_back([&, r] {
-        GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
-        std::vector<std::string> own;
-        RecordingGroup group(*groups[size_t(r)], r == 0 ? &log : &own);
-        FsdpOptions options;
-        options.gather_quantization = Quantization::int8;
-        options.reduce_quantization = Quantization::int8;
-        FsdpRuntime fsdp(model, group, options, 7);
-        Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
-                    Tensor::zeros("targets", {2, 16}, DType::i32)};
-        fsdp.begin_step(1);
-        fsdp.begin_micro_batch(0);
-        model.forward_backward(batch, 1.0f / 128, fsdp);
-        fsdp.finish_backward();
-        if (r != 0) return;
-        for (const UnitLayout& u : fsdp.units())
-          plan.units.push_back({u.padded_numel, u.shard_numel});
-        plan.quantized = fsdp.quantized();
-      });
-    for (auto& t : ranks) t.join();
+    FsdpOptions options;
+    options.gather_quantization = Quantization::int8;
+    options.reduce_quantization = Quantization::int8;
+    auto [log, plan] = record_step(4, per_node, options, 1.0f / 128);
     EXPECT_EQ(plan.quantized.reduce_per_node, per_node);
-    plan.block_forward.assign(plan.units.size(), 0.0);
-    plan.block_backward.assign(plan.units.size(), 0.0);
     plan.gather_quantization = plan.reduce_quantization = Quantization::int8;
     InstantBackend backend;
     RankReplay(plan, backend).run_step();
