@@ -447,7 +447,10 @@ RecordedStep record_step(int world, int per_node, const FsdpOptions& options, fl
 // block's reduce-scatter (its operations run one at a time: behind a reduce-scatter as long as
 // a block's backward, the gather made the next block wait), and the replay does the same.
 TEST(Simulate, BackwardGathersTheNextBlockBeforeReduceScatteringThisOne) {
-  const auto [log, plan] = record_step(2, 0, FsdpOptions{}, 1.0f / 64);
+  // Not a structured binding: clang 14 (the sanitized build) cannot capture one in a lambda.
+  const RecordedStep step = record_step(2, 0, FsdpOptions{}, 1.0f / 64);
+  const std::vector<std::string>& log = step.log;
+  const StepPlan& plan = step.plan;
   // Units: the root, then blocks 0-2. The forward keeps block 2 for the backward, which
   // re-gathers blocks 1 and 0 (prefetch 1) and reduce-scatters 2, 1, 0, then the root.
   ASSERT_EQ(plan.units.size(), 4u);
