@@ -11,11 +11,11 @@
 //   FsdpRuntime::before_forward           -> before_forward   (prefetch, wait, bind)
 //   FsdpRuntime::after_forward            -> after_forward    (reshard unless root / last)
 //   FsdpRuntime::before_backward          -> before_backward  (drain finished, prefetch, wait)
-//   FsdpRuntime::after_backward           -> after_backward   (release, next prefetch,
-//   reduce-scatter) FsdpRuntime::drain_reductions         -> drain_reductions (the stages after
-//   each collective) FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node
-//   sums, exchange) FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's
-//   two stages) FsdpRuntime::finish_backward          -> drain_reductions(true)
+//   FsdpRuntime::after_backward           -> after_backward   (release, prefetch, reduce-scatter)
+//   FsdpRuntime::drain_reductions         -> drain_reductions (the stages after each collective)
+//   FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node sums, exchange)
+//   FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's two stages)
+//   FsdpRuntime::finish_backward          -> drain_reductions(true)
 //   ShardedTrainer::update                -> update           (loss + norm all-reduce, AdamW)
 #include <deque>
 #include <string>
