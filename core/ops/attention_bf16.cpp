@@ -229,7 +229,7 @@ ST_BF16_FN void softmax_row(float* e, bf16* p, int64_t visible, int64_t n) {
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
   for (int64_t k = 0; k < n; k += 16) {
     const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(first(visible - k), e + k), inv);
-    _mm256_mask_storeu_epi16(p + k, first(n - k), _mm512_cvtepi32_epi16(avx512::bf16_bits16(x)));
+    _mm256_mask_storeu_epi16(p + k, first(n - k), avx512::bf16_pack16(x));
   }
 }
 
