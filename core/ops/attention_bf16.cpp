@@ -377,10 +377,8 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
   Pair* q_pairs = dy_pairs + block / 2 * hs;
   pack_pairs_by_column(values_t, padded, x + L.v_col(g), L.W, L.T, padded, hs);
   pack_row_pairs(keys, x + L.k_col(g), L.W, L.T, hs);
-  for (int64_t t = 0; t < L.T; ++t)
-    for (int64_t d = 0; d < hs; ++d)
-      dx[t * L.W + L.k_col(g) + d] = dx[t * L.W + L.v_col(g) + d] = 0;
-  for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h)
+  const int64_t first_head = g * s.group();
+  for (int64_t h = first_head; h < first_head + s.group(); ++h)
     for_each_query_block(s, [&](int64_t r0, int64_t rows) {
       const int64_t n = r0 + rows;  // the keys the block sees
       pack_row_pairs_rounded(dy_pairs, dy, d_out + (b * L.T + r0) * L.C + L.q_col(h), L.C, rows,
@@ -413,21 +411,28 @@ ST_BF16_FN void backward_kv_head(float* d_qkv, const float* d_out, const bf16* q
                     .alpha = L.alpha(),
                     .causal = Causal::reduce_to,
                     .r0 = r0});
-      // dK += alpha·dSᵀ·Q, dV += Pᵀ·dY: keys x head size, summed over the block's rows.
+      // dK += alpha·dSᵀ·Q, dV += Pᵀ·dY: keys x head size, summed over the block's rows. Keys
+      // before the block were written by earlier blocks and are added to; the block's own keys
+      // [r0, n) are seen here first (for the group's first head), so they are written, which
+      // spares zeroing dK and dV beforehand.
       const auto add_over_rows = [&](const Pair* a, const Pair* b, float* c, float alpha) {
-        multiply<NV>(n, hs,
-                     {.a = a,
-                      .a_row = 1,
-                      .a_pair = padded,
-                      .b = b,
-                      .ldb = hs,
-                      .pairs = rows / 2,
-                      .c = c,
-                      .ldc = L.W,
-                      .alpha = alpha,
-                      .accumulate = true,
-                      .causal = Causal::reduce_from,
-                      .r0 = r0});
+        const Product earlier{.a = a,
+                              .a_row = 1,
+                              .a_pair = padded,
+                              .b = b,
+                              .ldb = hs,
+                              .pairs = rows / 2,
+                              .c = c,
+                              .ldc = L.W,
+                              .alpha = alpha,
+                              .accumulate = true};
+        multiply<NV>(r0, hs, earlier);
+        Product own = earlier;  // key r0 + m is C's row m; rows before it see it as zero
+        own.a += r0;
+        own.c += r0 * L.W;
+        own.accumulate = h != first_head;
+        own.causal = Causal::reduce_from;
+        multiply<NV>(rows, hs, own);
       };
       add_over_rows(ds_pairs, q_pairs, dx + L.k_col(g), L.alpha());
       add_over_rows(p_pairs, dy_pairs, dx + L.v_col(g), 1.0f);
