@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
@@ -44,6 +45,21 @@ TEST(Matmul, TransposedAndBatchedViewsMatchNaiveLoop) {
         for (int64_t k = 0; k < K; ++k) s += a[p * K * M + k * M + i] * b[p * K * N + k * N + j];
         EXPECT_NEAR(c[p * M * N + i * N + j], 1.0 + 0.5 * s, 1e-4);
       }
+}
+
+// oneDNN would scale a bias with alpha and the packed GEMM would not: gemm refuses the pair.
+TEST(Matmul, AlphaWithABiasIsRefused) {
+  std::vector<float> a(6, 1.f), b(6, 1.f), bias(3, 1.f), c(6);
+  GemmOptions opt;
+  opt.bias = bias.data();
+  opt.alpha = 0.5f;
+  try {
+    gemm(1, MatView::row_major(a.data(), f32, 2, 3), MatView::row_major(b.data(), f32, 3, 2),
+         MatView::row_major(c.data(), f32, 2, 2), opt);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("alpha"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Grad, Linear) {

@@ -143,6 +143,10 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
     fail("matmul shapes do not chain: [{}x{}]·[{}x{}] -> [{}x{}]", a.rows, a.cols, b.rows, b.cols,
          c.rows, c.cols);
   if (batch.outer <= 0 || batch.inner <= 0 || a.rows == 0 || b.cols == 0) return;
+  // oneDNN's output scale multiplies the bias too, the packed GEMM's does not: no caller needs
+  // both, so neither behaviour is promised.
+  ST_CHECK(!options.bias || options.alpha == 1.0f,
+           "matmul: alpha scales the product alone, so it cannot come with a bias");
   const bool any_bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 ||
                         c.dtype == DType::bf16 ||
                         (options.bias && options.bias_dtype == DType::bf16);

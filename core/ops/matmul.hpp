@@ -34,7 +34,7 @@ struct GemmBatch {
 struct GemmOptions {
   const void* bias = nullptr;  // [N], broadcast over rows
   DType bias_dtype = DType::f32;
-  float alpha = 1.0f;       // scales the product (not the bias)
+  float alpha = 1.0f;       // scales the product; never given with a bias (oneDNN scales both)
   bool accumulate = false;  // C += alpha * A·B instead of C = ...
 };
 
