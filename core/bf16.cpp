@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/bf16_avx512.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 
@@ -17,34 +18,12 @@ void to_bf16_portable(const float* src, bf16* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
-// VCVTNE2PS2BF16 rounds to nearest even and quiets NaNs exactly like f32_to_bf16, but it
-// flushes subnormal inputs to zero. Lanes holding subnormals are recomputed with the
-// integer formula, so the result is bit-identical to the scalar definition.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx512(
     const float* src, bf16* dst, size_t n) {
-  const __m512i exponent_mask = _mm512_set1_epi32(0x7f800000);
-  const __m512i mantissa_mask = _mm512_set1_epi32(0x007fffff);
-  const __m512i bias = _mm512_set1_epi32(0x7fff);
-  const __m512i one = _mm512_set1_epi32(1);
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(src + i);
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
-    const __m512i u = _mm512_castps_si512(x);
-    const __mmask16 subnormal =
-        _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, exponent_mask), _mm512_setzero_si512()) &
-        _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, mantissa_mask), _mm512_setzero_si512());
-    if (subnormal) {
-      // maskz/mask forms with explicit sources: the unmasked intrinsics trip GCC 12's
-      // -Wmaybe-uninitialized on _mm512_undefined_*().
-      const __mmask16 all = 0xffff;
-      const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), one);
-      const __m512i rounded =
-          _mm512_maskz_srli_epi32(all, _mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-      h = _mm512_mask_cvtepi32_epi16(h, subnormal, rounded);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        bf16_round16_native(_mm512_loadu_ps(src + i)));
   to_bf16_portable(src + i, dst + i, n - i);
 }
 
