@@ -138,6 +138,21 @@ void micro_portable(int64_t kc, const float* __restrict a, const float* __restri
     }
 }
 
+// A row of micro_avx2's tile into C: alpha * sum + bias (+ C). A function, not a lambda: GCC does
+// not give a lambda its enclosing function's target, so a build without -march
+// (SHARDTRAIN_PORTABLE) could not inline the intrinsics into one.
+__attribute__((target("avx2,fma"), always_inline)) inline void store_tile_row_avx2(
+    float* row, __m256 v0, __m256 v1, __m256 va, __m256 bias0, __m256 bias1, bool add) {
+  v0 = _mm256_fmadd_ps(v0, va, bias0);
+  v1 = _mm256_fmadd_ps(v1, va, bias1);
+  if (add) {
+    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
+    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
+  }
+  _mm256_storeu_ps(row, v0);
+  _mm256_storeu_ps(row + 8, v1);
+}
+
 __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const float* __restrict a,
                                                     const float* __restrict b, float* __restrict c,
                                                     int64_t ldc, float alpha, bool add,
@@ -169,22 +184,12 @@ __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const float* __r
   const __m256 va = _mm256_set1_ps(alpha);
   const __m256 bias0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
   const __m256 bias1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-  auto store = [&](float* row, __m256 v0, __m256 v1) {
-    v0 = _mm256_fmadd_ps(v0, va, bias0);
-    v1 = _mm256_fmadd_ps(v1, va, bias1);
-    if (add) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, v0);
-    _mm256_storeu_ps(row + 8, v1);
-  };
-  store(c, c00, c01);
-  store(c + ldc, c10, c11);
-  store(c + 2 * ldc, c20, c21);
-  store(c + 3 * ldc, c30, c31);
-  store(c + 4 * ldc, c40, c41);
-  store(c + 5 * ldc, c50, c51);
+  store_tile_row_avx2(c, c00, c01, va, bias0, bias1, add);
+  store_tile_row_avx2(c + ldc, c10, c11, va, bias0, bias1, add);
+  store_tile_row_avx2(c + 2 * ldc, c20, c21, va, bias0, bias1, add);
+  store_tile_row_avx2(c + 3 * ldc, c30, c31, va, bias0, bias1, add);
+  store_tile_row_avx2(c + 4 * ldc, c40, c41, va, bias0, bias1, add);
+  store_tile_row_avx2(c + 5 * ldc, c50, c51, va, bias0, bias1, add);
 }
 
 // One full row (kNR columns) of a finished tile into C: alpha * sum (+ bias) (+ C), rounded to
