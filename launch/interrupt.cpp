@@ -1,6 +1,7 @@
 #include "launch/interrupt.hpp"
 
 #include <fmt/format.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,19 @@ void note_training_state(int64_t step, int64_t max_steps, const std::string& che
   g_current.store(next);
 }
 
+// Every rank has the forwarded SIGUSR1/SIGUSR2. Should another rank end first, mpirun ends the
+// job: SIGTERM to rank 0, SIGKILL one second later; a rank 0 that had not yet run its handler
+// (descheduled on a loaded machine, in an uninterruptible write of a checkpoint) died without
+// its line. So the other ranks stay until mpirun ends them once rank 0 has ended (the SIGTERM
+// runs this handler again, nested, and exits), at most kSpeakerGraceS.
+constexpr int kSpeakerGraceS = 5;
+
+void wait_for_the_speaker() {
+  timespec left{kSpeakerGraceS, 0};
+  while (::nanosleep(&left, &left) != 0 && (left.tv_sec > 0 || left.tv_nsec > 0)) {
+  }
+}
+
 extern "C" void on_interrupt(int sig) {
   // Under mpirun a SIGTERM may be mpirun ending the job for another rank that failed and said
   // why; its notice (sent through the heartbeat before its MPI_Abort) is here by then, and this
@@ -50,6 +64,8 @@ extern "C" void on_interrupt(int sig) {
     std::memcpy(whole, prefix, p);
     std::memcpy(whole + p, line, l);
     (void)!::write(STDERR_FILENO, whole, p + l);
+  } else if (!g_speaks && (sig == SIGUSR1 || sig == SIGUSR2)) {
+    wait_for_the_speaker();
   }
   ::_exit(128 + (interrupted ? SIGINT : SIGTERM));
 }

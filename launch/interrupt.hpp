@@ -12,8 +12,10 @@ namespace st {
 // ranks leave SIGINT to mpirun. launch/shardrun turns Ctrl-C into SIGUSR1 and SIGTERM into
 // SIGUSR2, which mpirun forwards to every rank without killing any: each rank ends by itself,
 // so mpirun reads its output to the end (when mpirun kills the ranks, with SIGTERM and a
-// SIGKILL one second later, rank 0's line can be lost). SIGTERM itself (mpirun's own kill, a
-// scheduler's) is handled too.
+// SIGKILL one second later, rank 0's line can be lost). On SIGUSR1/SIGUSR2 the other ranks
+// wait up to 5 s for mpirun to end them after rank 0: should one of them end first, mpirun kills
+// a rank 0 slow to take the signal before it said its line. SIGTERM itself (mpirun's own kill,
+// a scheduler's) is handled too, at once.
 void install_interrupt_handlers(bool speaks, bool under_mpirun);
 // The state the line reports (training is in step N of max_steps; the newest complete
 // checkpoint, "none" for none), as training changes it: the step from the training thread, a
