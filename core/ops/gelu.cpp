@@ -32,10 +32,13 @@ ST_AVX2 __m256 gelu_s8(__m256 x, __m256 x2, __m256* r) {
                           _mm256_cmp_ps(e, one, _CMP_GE_OQ));
 }
 
+// The kernels' lambdas capture by reference though they use nothing: a capture-less lambda
+// gets a function-pointer thunk that GCC builds without the target attribute, which in a
+// portable build (-march=x86-64) warns that its vector arguments change the ABI.
 template <class T>
 ST_AVX2_FN void gelu_row_avx2(T* y, const T* x, int64_t n) {
   avx2::map8(
-      y, x, n, [](__m256 v) __attribute__((target("avx2,fma"), always_inline)) {
+      y, x, n, [&](__m256 v) __attribute__((target("avx2,fma"), always_inline)) {
         __m256 r;
         return _mm256_mul_ps(v, gelu_s8(v, _mm256_mul_ps(v, v), &r));
       });
@@ -44,8 +47,8 @@ ST_AVX2_FN void gelu_row_avx2(T* y, const T* x, int64_t n) {
 template <class D, class T>
 ST_AVX2_FN void gelu_grad_row_avx2(float* d_in, const D* d_out, const T* pre, int64_t n) {
   avx2::zip8(
-      d_in, d_out, pre, n,
-      [](__m256 g, __m256 x) __attribute__((target("avx2,fma"), always_inline)) {
+      d_in, d_out, pre,
+      n, [&](__m256 g, __m256 x) __attribute__((target("avx2,fma"), always_inline)) {
         const __m256 x2 = _mm256_mul_ps(x, x);
         __m256 r;
         const __m256 s = gelu_s8(x, x2, &r);
@@ -71,7 +74,7 @@ ST_AVX512 __m512 gelu_s16(__m512 x, __m512 x2, __m512* r) {
 template <class T>
 ST_AVX512_FN void gelu_row_avx512(T* y, const T* x, int64_t n) {
   avx512::map16(
-      y, x, n, [](__m512 v) __attribute__((target("avx512f,fma"), always_inline)) {
+      y, x, n, [&](__m512 v) __attribute__((target("avx512f,fma"), always_inline)) {
         __m512 r;
         return _mm512_mul_ps(v, gelu_s16(v, _mm512_mul_ps(v, v), &r));
       });
@@ -80,8 +83,8 @@ ST_AVX512_FN void gelu_row_avx512(T* y, const T* x, int64_t n) {
 template <class D, class T>
 ST_AVX512_FN void gelu_grad_row_avx512(float* d_in, const D* d_out, const T* pre, int64_t n) {
   avx512::zip16(
-      d_in, d_out, pre, n,
-      [](__m512 g, __m512 x) __attribute__((target("avx512f,fma"), always_inline)) {
+      d_in, d_out, pre,
+      n, [&](__m512 g, __m512 x) __attribute__((target("avx512f,fma"), always_inline)) {
         const __m512 x2 = _mm512_mul_ps(x, x);
         __m512 r;
         const __m512 s = gelu_s16(x, x2, &r);
