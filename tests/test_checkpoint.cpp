@@ -15,6 +15,7 @@
 #include "core/file_io.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "sharding/safetensors.hpp"
+#include "tests/support/shared_dir.hpp"
 #include "tests/support/test_family.hpp"
 
 namespace st {
@@ -27,29 +28,8 @@ MpiProcessGroup& world() {
   return *group;
 }
 
-// Rank 0 removes the test's directories when the process ends.
-struct RemoveAtExit {
-  std::vector<std::string> dirs;
-  ~RemoveAtExit() {
-    for (const auto& d : dirs) fs::remove_all(d);
-  }
-};
-
-// A directory every rank names alike (rank 0's pid), emptied by rank 0.
 std::string shared_dir(const std::string& what) {
-  static RemoveAtExit cleanup;
-  Tensor pid = Tensor::zeros("pid", {1}, DType::f64);
-  if (world().rank() == 0) pid.data<double>()[0] = double(getpid());
-  world().all_reduce(pid)->wait();
-  const std::string dir =
-      fmt::format("/tmp/shardtrain-test-{}-{}", int64_t(pid.data<double>()[0]), what);
-  if (world().rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    cleanup.dirs.push_back(dir);
-  }
-  world().barrier()->wait();
-  return dir;
+  return testing::shared_dir(world(), what);
 }
 
 Config test_config(const std::string& dir, std::vector<std::string> extra = {}) {

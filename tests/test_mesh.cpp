@@ -17,6 +17,7 @@
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
+#include "tests/support/shared_dir.hpp"
 
 namespace st {
 namespace {
@@ -441,11 +442,7 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
          {"sharding.shard_degree=2", "sharding.replicate_degree=2", "sharding.ranks_per_node=2"}});
   if (W >= 2) chain.push_back({2, {"sharding.shard_degree=1", "sharding.replicate_degree=2"}});
   if (W >= 3) chain.push_back({3, {"sharding.shard_degree=3"}});
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("shardtrain-mesh-chain-" + std::to_string(W)))
-          .string();
-  if (rank == 0) std::filesystem::remove_all(dir);
-  world().barrier()->wait();
+  const std::string dir = testing::shared_dir(world(), "mesh-chain");
   const int64_t per_link = 3, total = per_link * int64_t(chain.size());
   const std::vector<std::string> common = {"precision.param_dtype=fp32",
                                            "training.max_steps=" + std::to_string(total),
@@ -469,7 +466,6 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
     }
     world().barrier()->wait();
   }
-  if (rank == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
