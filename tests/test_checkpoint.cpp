@@ -1,7 +1,6 @@
 // Sharded checkpoints under mpirun (1 to 4 ranks): exact resume, resharding between world sizes
 // (through sub-groups of the world), and corrupt or mismatched checkpoints as clear errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>

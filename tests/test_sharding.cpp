@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
 #include "tests/support/mlp.hpp"
+#include "tests/support/shared_dir.hpp"
 
 namespace st {
 namespace {
@@ -376,11 +376,7 @@ namespace {
 // The merged trace: one process per rank with a compute and a communication track, spans
 // properly nested on every track, and every collective issued on every rank present.
 TEST(Trace, MergedTraceHasEveryRankNestedSpansAndEveryCollective) {
-  Tensor pid = Tensor::zeros("pid", {1}, DType::f64);
-  if (world().rank() == 0) pid.data<double>()[0] = double(getpid());
-  world().all_reduce(pid)->wait();
-  const std::string path =
-      fmt::format("/tmp/shardtrain-trace-{}.json", int64_t(pid.data<double>()[0]));
+  const std::string path = testing::shared_dir(world(), "trace") + "/trace.json";
   const Config config = test_config({"training.max_steps=4"});
   ShardedTrainer trainer(config, data(), world());
   TraceSession trace(world(), path, "2..3");
