@@ -20,6 +20,15 @@ for lib in launch simulate; do
   [ ! -d "$dir/prefix/include/shardtrain/$lib" ] || fail "$lib/ headers are installed"
 done
 [ -f "$dir/prefix/lib/cmake/shardtrain/shardtrainConfig.cmake" ] || fail "no CMake package"
+# The whole install has the tools; the library component alone has the library and no bin/.
+for tool in shardtrain shardtrain-simgrid shardrun; do
+  [ -x "$dir/prefix/bin/$tool" ] || fail "bin/$tool not installed by a plain cmake --install"
+done
+cmake --install "$build" --prefix "$dir/library-only" --component library > "$dir/library.log" 2>&1 \
+  || fail "installing the library component failed: $(cat "$dir/library.log")"
+[ -f "$dir/library-only/lib/libshardtrain_api.a" ] || fail "--component library: no libshardtrain_api.a"
+[ -f "$dir/library-only/lib/pkgconfig/shardtrain.pc" ] || fail "--component library: no shardtrain.pc"
+[ ! -e "$dir/library-only/bin" ] || fail "--component library installed bin/: $(ls "$dir/library-only/bin")"
 
 # Every header, compiled as a consumer would (-I, not -isystem: warnings count).
 export PKG_CONFIG_PATH="$dir/prefix/lib/pkgconfig"

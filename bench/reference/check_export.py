@@ -20,7 +20,9 @@ raw little-endian uint16), to compare with
 as Qwen3Config writes it, F32 tensors in two shards with their index), from its own seed, to
 evaluate with both; --vocab-size V sets its vocabulary (default 300) and --tokenizer PATH copies
 a tokenizer.json (and the tokenizer_config.json beside it) into the folder.
-(Needs Debian's python3-torch; not a shardtrain dependency.)
+Needs PyTorch, which Debian 12 packages as python3-torch for /usr/bin/python3 (apt-get install -y
+python3-torch; not a shardtrain dependency): run as `bench/reference/check_export.py`, or with
+any python3, it runs itself under /usr/bin/python3 when the python3 it started in has no torch.
 """
 import argparse
 import json
@@ -29,8 +31,11 @@ import os
 import shutil
 import struct
 
-import torch
-import torch.nn.functional as F
+from find_torch import require_torch
+
+require_torch()
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def read_safetensors(path):

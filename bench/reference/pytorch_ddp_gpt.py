@@ -6,8 +6,9 @@ the `tiny` one (L=4, C=256, H=4, T=256, V=256, global batch 8 x 256; --layers, -
 so FP32 is the fast choice a PyTorch user has there), N processes x --threads threads, AdamW.
 Prints tokens/s (median step of --steps after --warmup).
 
-Needs Debian's python3-torch (1.13): apt-get install -y python3-torch; run with
-/usr/bin/python3 bench/reference/pytorch_ddp_gpt.py --ranks 2
+Needs PyTorch, which Debian 12 packages as python3-torch (1.13) for /usr/bin/python3:
+apt-get install -y python3-torch; run with bench/reference/pytorch_ddp_gpt.py --ranks 2 (under
+a python3 without torch it runs itself under /usr/bin/python3).
 Not a dependency of shardtrain: only a baseline for its README.
 """
 import argparse
@@ -16,11 +17,14 @@ import os
 import statistics
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn as nn
-import torch.nn.functional as F
+from find_torch import require_torch
+
+require_torch()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class Block(nn.Module):
