@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/agreement.hpp"
@@ -52,8 +54,65 @@ void apply_kernel_choice_from_environment() {
   set_bf16_kernel(Bf16Kernel::portable);
 }
 
+RankContext::RankContext(RankContext&& other) noexcept
+    : group(std::move(other.group)),
+      mpi(other.mpi),
+      ranks_on_node(other.ranks_on_node),
+      owns_mpi_(std::exchange(other.owns_mpi_, false)) {}
+
+RankContext& RankContext::operator=(RankContext&& other) noexcept {
+  if (this != &other) {
+    group = std::move(other.group);
+    mpi = other.mpi;
+    ranks_on_node = other.ranks_on_node;
+    owns_mpi_ = std::exchange(other.owns_mpi_, false);
+  }
+  return *this;
+}
+
+RankContext::~RankContext() {
+  group.reset();
+  if (!owns_mpi_ || std::uncaught_exceptions() > 0) return;
+  std::fflush(stdout);  // what the program printed, before the launcher sees the rank end
+  mpi_finalize();
+}
+
+namespace {
+
+// std::terminate's handler once ranks started: an exception that escaped the program (main
+// included) is reported like the program's own errors, and ends every rank, instead of an
+// abort that mpirun reports as a crash without the message.
+[[noreturn]] void end_job_on_uncaught_exception() {
+  std::string message = "failed: terminate called without an active exception";
+  int code = 1, error = 0;
+  FailureClass kind = FailureClass::other;
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const ExitQuietly& quiet) {
+      // Every rank agreed on a start-up failure and one of them has said it.
+      if (mpi_is_initialized()) mpi_finalize();
+      std::_Exit(quiet.code);
+    } catch (const InputError& x) {
+      message = std::string("error: ") + x.what(), code = 2, kind = FailureClass::bad_input;
+    } catch (const std::exception& x) {
+      message = std::string("failed: ") + x.what(), kind = classify_failure(x, error);
+    } catch (...) {
+      message = "failed: an exception that is not a std::exception";
+    }
+  }
+  if (mpi_is_initialized() && mpi_world_size() > 1) abort_job(message, code, kind, error);
+  std::fflush(stdout);
+  std::fprintf(stderr, "shardtrain: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+}  // namespace
+
 RankContext start_ranks() {
   apply_kernel_choice_from_environment();
+  std::set_terminate(end_job_on_uncaught_exception);
   // A failure leaves a record for shardrun's restart decision (core/failure_record.hpp).
   if (const char* dir = std::getenv("SHARDRUN_FAILURES"); dir && *dir)
     set_failure_record_folder(dir);
@@ -62,6 +121,7 @@ RankContext start_ranks() {
     mpi_init(nullptr, nullptr);
     ctx.group = MpiProcessGroup::world();
     ctx.mpi = true;
+    ctx.owns_mpi_ = true;
     ctx.ranks_on_node = mpi_ranks_on_node();
   } else {
     ctx.group = std::move(FakeProcessGroup::create(1).front());

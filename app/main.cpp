@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ void add_train(CLI::App& app, Options& o, std::vector<Command>& table) {
   // A hidden test hook: checkpoint writes sleep after each unit so a test can kill a save.
   train->add_option("--test-slow-checkpoint-ms", o.train.test_slow_checkpoint_ms)->group("");
   train->add_option("--test-hang-at-step", o.train.test_hang_at_step)->group("");
+  train->add_option("--test-peak-gflops", o.train.test_peak_gflops)->group("");
   table.push_back({train, [&o] { return st::run_train(o.train); }});
 }
 
@@ -153,6 +155,9 @@ void add_model_commands(CLI::App& app, Options& o, std::vector<Command>& table) 
   export_cmd->add_option("--max-shard-size", o.export_.max_shard_size,
                          "a folder's files at most this large (5GB, 500MB, 64KiB; default 5GB)");
   export_cmd->add_option("--dtype", o.export_.dtype, "bf16 or fp32");
+  export_cmd->add_flag("--overwrite", o.export_.overwrite,
+                       "replace an existing --out (file or folder) whole, once the new one is "
+                       "written; without it an existing output is refused");
   table.push_back({export_cmd, [&o] { return st::run_export(o.export_); }});
 
   CLI::App* eval = app.add_subcommand("eval", "validation loss of a trained model");
@@ -266,6 +271,24 @@ void add_config(CLI::App& app, Options& o, std::vector<Command>& table) {
                    }});
 }
 
+// `simulate --cluster this-machine`'s first run on a machine: `simulate calibrate --config tiny`
+// into the cache it names (launch/ cannot reach bench/). SHARDTRAIN_QUICK_CALIBRATION=1, for
+// tests: one sample of each kind, seconds rather than a minute or two (rougher numbers).
+void calibrate_on_first_use(const std::vector<std::string>& overrides, const std::string& out) {
+  st::CalibrateOptions c;
+  c.common.overrides = overrides;
+  c.out = out;
+  c.report = stderr;  // stdout is the prediction's (--json)
+  if (const char* quick = std::getenv("SHARDTRAIN_QUICK_CALIBRATION"); quick && *quick == '1') {
+    c.ranks = {1};
+    c.rows = {1};
+    c.link_ranks = {2};
+    c.steps = 1;
+    c.max_bytes = 1 << 20;
+  }
+  st::run_calibrate(c);
+}
+
 void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   CLI::App* sim = app.add_subcommand(
       "simulate", "predict step time, memory and scaling of a config on a cluster (SimGrid)");
@@ -308,6 +331,7 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   cal->add_option("--links-from", o.calibrate.links_from,
                   "copy the link fits of this profile instead of measuring them");
   table.push_back({cal, [&o] { return st::run_calibrate(o.calibrate); }});
+  o.simulate.calibrate_here = calibrate_on_first_use;
   table.push_back({sim, [&o] { return st::run_simulate(o.simulate); }});
 }
 

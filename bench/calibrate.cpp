@@ -302,8 +302,8 @@ int run_calibrate(const CalibrateOptions& o) {
   measure_links(o, run, p);
   StagedOutput out(o.out, "simulate calibrate --out");  // never half a profile
   write_output_text(out, profile_to_json(p));
-  fmt::print("calibrate: wrote {} ({} compute samples, links: {})\n", o.out, p.compute.size(),
-             link_summary(p));
+  fmt::print(o.report, "calibrate: wrote {} ({} compute samples, links: {})\n", o.out,
+             p.compute.size(), link_summary(p));
   return 0;
 }
 

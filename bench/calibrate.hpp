@@ -2,6 +2,7 @@
 // shardtrain simulate calibrate: measures this machine for the simulator (compute per unit from
 // the runtime's own trace spans; α-β of its collectives over shared memory and emulated TCP
 // hosts) and writes a calibration profile (simulate/profile.hpp).
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct CalibrateOptions {
   std::vector<double> link_gbit = {1, 2};  // capped TCP links to fit as well (with --tcp)
   std::vector<int> link_ranks = {2, 4};    // ranks each link class is measured at
   std::string links_from;                  // take the links of this profile instead of measuring
+  std::FILE* report = stdout;  // the closing line (stderr when `simulate` calibrates on first use)
 };
 int run_calibrate(const CalibrateOptions& options);
 

@@ -20,8 +20,13 @@ std::string parent_of(const fs::path& p) {
 
 }  // namespace
 
-StagedFolder::StagedFolder(std::string path, std::string what, bool owner)
-    : path_(std::move(path)), what_(std::move(what)), owner_(owner) {
+StagedFolder::StagedFolder(std::string path, std::string what, bool owner, bool replace,
+                           std::string how_to_replace)
+    : path_(std::move(path)),
+      what_(std::move(what)),
+      how_to_replace_(std::move(how_to_replace)),
+      owner_(owner),
+      replace_(replace) {
   fs::path target = fs::absolute(path_).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();  // "dir/" names dir
   target_ = target.string();
@@ -50,11 +55,11 @@ void StagedFolder::create() {
           "{}: '{}' exists and is not a folder (a folder export writes a new or empty "
           "folder; name a .safetensors file for one file)",
           what_, path_);
-    if (!fs::is_empty(path_, ec))
+    if (!replace_ && !fs::is_empty(path_, ec))
       fail_input(
-          "{}: '{}' is a folder with files in it: not overwritten (name a new or empty "
-          "folder)",
-          what_, path_);
+          "{}: '{}' is a folder with files in it: not replaced (name a new or empty folder{})",
+          what_, path_,
+          how_to_replace_.empty() ? "" : ", or " + how_to_replace_ + " to replace it");
   }
   const std::string parent = parent_of(fs::path(temp_));
   fs::create_directories(parent, ec);
@@ -68,10 +73,19 @@ void StagedFolder::create() {
 void StagedFolder::commit() {
   if (!owner_ || committed_) return;
   sync_directory(temp_);  // its files were each synced when closed
+  std::error_code ec;
+  std::string aside;
+  if (replace_ && fs::is_directory(target_, ec) && !fs::is_empty(target_, ec)) {
+    aside = temp_.substr(0, temp_.size() - std::string(".partial").size()) + ".replaced";
+    fs::remove_all(aside, ec);  // what a killed replacement left
+    if (::rename(target_.c_str(), aside.c_str()) != 0)
+      fail_input("{}: moving the old '{}' aside: {}", what_, path_, std::strerror(errno));
+  }
   // rename(2) replaces an empty folder, never one with files (create() checked it is empty).
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
     fail_input("{}: renaming '{}' to '{}': {}", what_, temp_, path_, std::strerror(errno));
   committed_ = true;
+  if (!aside.empty()) fs::remove_all(aside, ec);
   sync_directory(parent_of(fs::path(target_)));
 }
 

@@ -35,7 +35,18 @@ std::string temporary_beside(const fs::path& target) {
 
 }  // namespace
 
-StagedOutput::StagedOutput(std::string path, std::string what, Targets targets)
+void create_parent_folders(const std::string& path, const std::string& what) {
+  const fs::path parent = fs::absolute(path).parent_path();
+  std::error_code ec;
+  if (fs::is_directory(parent, ec)) return;
+  fs::create_directories(parent, ec);
+  if (ec || !fs::is_directory(parent))
+    fail_input("{}: cannot create the folder '{}' for '{}': {}", what, parent.string(), path,
+               ec ? ec.message() : std::string("a file of that name exists"));
+}
+
+StagedOutput::StagedOutput(std::string path, std::string what, Targets targets, Existing existing,
+                           const std::string& how_to_replace)
     : path_(std::move(path)), what_(std::move(what)) {
   if (path_.empty()) fail_input("{}: the output path is empty", what_);
   struct stat st {};
@@ -48,6 +59,9 @@ StagedOutput::StagedOutput(std::string path, std::string what, Targets targets)
     return;
   }
   if (S_ISREG(st.st_mode)) {
+    if (existing == Existing::refuse)
+      fail_input("{}: '{}' exists: not replaced{}", what_, path_,
+                 how_to_replace.empty() ? "" : " (" + how_to_replace + " to replace it)");
     // Through a symlink, the file it points at is replaced and the link kept.
     target_ = fs::canonical(path_).string();
     write_path_ = temporary_beside(target_);
@@ -72,12 +86,16 @@ StagedOutput::~StagedOutput() {
 }
 
 OutputFile& StagedOutput::file() {
-  if (!file_) file_ = std::make_unique<OutputFile>(write_path_);
+  if (!file_) {
+    create_parent_folders(path_, what_);
+    file_ = std::make_unique<OutputFile>(write_path_);
+  }
   return *file_;
 }
 
 void StagedOutput::check_writable() const {
   if (through_) return;
+  create_parent_folders(path_, what_);
   struct stat st {};
   if (::lstat(write_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail_input("{}: cannot write '{}': its temporary '{}' exists and is {}", what_, path_,
@@ -102,6 +120,7 @@ void StagedOutput::commit() {
 std::unique_ptr<OutputFile> open_log_output(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+    create_parent_folders(path, what);
     try {
       return std::make_unique<OutputFile>(path);
     } catch (const Error& e) {

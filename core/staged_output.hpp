@@ -4,7 +4,9 @@
 //
 // What the path names decides how it is written, once, when the output is created:
 // - nothing yet, or a regular file (through a symlink too): written to a temporary beside it
-//   and renamed over it by commit(), so a failure leaves the old file (or nothing);
+//   and renamed over it by commit(), so a failure leaves the old file (or nothing); missing
+//   parent folders are created (as for every output: checkpoint.dir, metrics.file, ...);
+//   Existing::refuse makes an existing file an InputError (exports: replaced only when asked);
 // - a character device or a FIFO (/dev/null, /dev/stdout, a named pipe): written through, as a
 //   stream; a FIFO nobody reads is refused rather than waited on;
 // - a directory, a socket or a block device: refused.
@@ -20,9 +22,12 @@ namespace st {
 class StagedOutput {
  public:
   enum class Targets { any, regular_only };
+  enum class Existing { replace, refuse };
   // `what` names the output in messages (a flag or a config key, "--out", "metrics.trace").
   // regular_only: outputs that several ranks fill at offsets (safetensors) cannot stream.
-  StagedOutput(std::string path, std::string what, Targets targets = Targets::any);
+  // refuse: an existing regular file is an InputError (`how_to_replace` says what to add).
+  StagedOutput(std::string path, std::string what, Targets targets = Targets::any,
+               Existing existing = Existing::replace, const std::string& how_to_replace = "");
   ~StagedOutput();  // an uncommitted temporary is removed
   StagedOutput(const StagedOutput&) = delete;
   StagedOutput& operator=(const StagedOutput&) = delete;
@@ -35,7 +40,8 @@ class StagedOutput {
   // when this was made, so a FIFO nobody reads is refused before any work).
   OutputFile& file();
   // An InputError naming the output when its temporary cannot be created beside the target
-  // (a missing or read-only directory). Leaves nothing behind.
+  // (a folder that cannot be created, or a read-only one). Leaves nothing behind but the
+  // missing parent folders it created.
   void check_writable() const;
   // Renames the temporary over the target (durably); nothing to do when written through.
   void commit();
@@ -48,13 +54,16 @@ class StagedOutput {
   std::unique_ptr<OutputFile> file_;
 };
 
-// A log written as it grows, read while it does (metrics.file): a regular file is created or
-// truncated, a character device or FIFO written through (a FIFO nobody reads refused), anything
-// else refused; InputErrors naming `what`.
+// A log written as it grows, read while it does (metrics.file): a regular file is created (with
+// its missing parent folders) or truncated, a character device or FIFO written through (a FIFO
+// nobody reads refused), anything else refused; InputErrors naming `what`.
 std::unique_ptr<OutputFile> open_log_output(const std::string& path, const std::string& what);
 
 // Writes `text` to `output` and commits it.
 void write_output_text(StagedOutput& output, const std::string& text);
+
+// Creates the missing folders above `path` (an output file's), or an InputError naming `what`.
+void create_parent_folders(const std::string& path, const std::string& what);
 
 // Commits each output, after all were written: a command's outputs appear together.
 void commit_together(std::initializer_list<StagedOutput*> outputs);

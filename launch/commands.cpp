@@ -21,6 +21,7 @@
 #include "launch/interrupt.hpp"
 #include "launch/session.hpp"
 #include "launch/trace_session.hpp"
+#include "launch/training_cadence.hpp"
 
 namespace st {
 namespace {
@@ -188,13 +189,14 @@ void save_in_background(Session& s, int64_t steps_done, bool json, double& wait_
 }
 
 void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t max_steps,
-                     double eta_s) {
+                     double eta_s, const std::optional<ValidationResult>& val) {
   fmt::print(
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {} "
-      "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}\n",
+      "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}{}\n",
       st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
       mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.exposed_comm_ms,
-      st.max_peak_rss_mib, format_duration(eta_s));
+      st.max_peak_rss_mib, format_duration(eta_s),
+      val ? fmt::format(" | val {:.4f}", val->loss) : std::string());
 }
 
 // One JSON line into metrics.file; a failed write names the file and what was being written.
@@ -225,32 +227,42 @@ double save_if_due(Session& s, int64_t steps_done, bool json, double& wait_ms,
   return saving.ms();
 }
 
-// One step's line, rank 0's: into metrics.file, and printed (JSON, or the text line with an ETA).
+// One step's line, rank 0's: into metrics.file, and printed when metrics.log_every says so
+// (JSON, or the text line with an ETA); with the validation after it, if one was due.
 struct StepPosition {
   int64_t step, start, max_steps;
 };
 void report_step(Session& s, const StepStats& st, StepPosition at, double checkpoint_ms,
                  double checkpoint_wait_ms, bool json, OutputFile* metrics, Progress& progress,
-                 const Timer& run_clock) {
+                 const Timer& run_clock, const std::optional<ValidationResult>& val) {
   nlohmann::json line = step_json(s, st);
   line["checkpoint_ms"] = checkpoint_ms;
   line["checkpoint_wait_ms"] = checkpoint_wait_ms;
   line["checkpoint_stage_wait_ms"] = st.checkpoint_stage_wait_ms;
   if (metrics) write_metrics_line(*metrics, line.dump(), fmt::format("step {}", at.step + 1));
+  if (metrics && val)
+    write_metrics_line(*metrics, validation_record(*val).dump(),
+                       fmt::format("the validation after step {}", at.step + 1));
+  const bool printed = step_line_due(s.config, at.step + 1, val.has_value());
   if (json) {
-    fmt::print("{}\n", line.dump());
+    if (printed) fmt::print("{}\n", line.dump());
+    if (val) fmt::print("{}\n", validation_record(*val).dump());
     progress.update(long(at.step + 1 - at.start), fmt::format("loss {:.4f}", st.loss));
-  } else {
+  } else if (printed) {
     const double done = double(at.step + 1 - at.start);
     print_step_line(st, line, at.max_steps,
-                    run_clock.seconds() / done * double(at.max_steps - at.step - 1));
+                    run_clock.seconds() / done * double(at.max_steps - at.step - 1), val);
+  }
+  if (!s.peak_note.empty()) {
+    fmt::print(json ? stderr : stdout, "{}\n", s.peak_note);
+    s.peak_note.clear();
   }
   flush_standard_output();
 }
 
 // After the last step: the trace file, then the validation loss (also into metrics.file, as
-// {"val_loss": ..., "after_step": N}, for `shardtrain plot`), then the services stopped (a
-// collective) and their cost ({"services": ...}).
+// {"after_step": N, "val_loss": ..., "val_tokens": T}, for `shardtrain plot`), then the services
+// stopped (a collective) and their cost ({"services": ...}).
 void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics) {
   if (trace.enabled()) {
     const int64_t spans = trace.write();
@@ -258,14 +270,16 @@ void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics)
       fmt::print("trace: {} ({} spans; open in https://ui.perfetto.dev or chrome://tracing)\n",
                  s.config.metrics.trace, spans);
   }
-  const double val = s.trainer->evaluate(64);
+  const double val = s.trainer->evaluate(kFinalValidationWindows);
   s.stop_services();
   if (!s.lead()) return;
   if (metrics && !std::isnan(val))
-    write_metrics_line(
-        *metrics,
-        nlohmann::json{{"val_loss", val}, {"after_step", s.config.training.max_steps}}.dump(),
-        "the validation loss");
+    write_metrics_line(*metrics,
+                       validation_record({s.config.training.max_steps, val,
+                                          s.trainer->validation_windows(kFinalValidationWindows) *
+                                              s.config.training.seq_len})
+                           .dump(),
+                       "the validation loss");
   // What the heartbeat, the watchdog, the communication threads and the writer cost the run.
   if (metrics)
     write_metrics_line(*metrics, nlohmann::json{{"services", s.service_cost.json()}}.dump(),
@@ -325,13 +339,28 @@ void open_run_outputs(Session& s, RunOutputs& o) {
   });
 }
 
+// The checkpoint a resume would load, checked against the config before any work (a changed
+// global batch refused before the peak is measured and the summary printed).
+void check_resume_point(Session& s) {
+  const auto& ckpt = s.config.checkpoint;
+  agree_on_startup(*s.ranks.group, [&] {
+    const std::string from = ckpt.resume.newest() ? latest_checkpoint(ckpt.dir)
+                             : ckpt.resume.path() ? *ckpt.resume.path()
+                                                  : std::string();
+    if (!from.empty()) check_resumable(read_checkpoint_info(from), s.config);
+  });
+}
+
 }  // namespace
 
 int run_train(const CommonOptions& options) {
-  Session s = open_session(options);
+  // Declared before the session: the outputs are opened and checked before any work.
+  RunOutputs outputs;
+  Session s = open_session(options, nullptr, [&](Session& session) {
+    open_run_outputs(session, outputs);
+    check_resume_point(session);
+  });
   return run_after_startup([&] {
-    RunOutputs outputs;
-    open_run_outputs(s, outputs);
     std::unique_ptr<OutputFile>& metrics = outputs.metrics;
     std::string& earlier_metrics = outputs.earlier_metrics;
     const std::vector<std::string>& cleaned = outputs.cleaned;
@@ -386,9 +415,10 @@ int run_train(const CommonOptions& options) {
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       liveness::set_steps_done(step + 1);
+      const auto val = validate_if_due(*s.trainer, s.config, step + 1);  // a collective
       if (s.lead())
         report_step(s, st, {step, start, max_steps}, checkpoint_ms, checkpoint_wait_ms,
-                    options.json, metrics.get(), step_progress, run_clock);
+                    options.json, metrics.get(), step_progress, run_clock, val);
       checkpoint_ms = save_if_due(s, step + 1, options.json, checkpoint_wait_ms,
                                   [&] { take_background_save(false); });
       trace.end_step(step);  // a save's spans belong to the step that made it

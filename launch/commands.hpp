@@ -13,6 +13,9 @@ struct CommonOptions {
   // train's hidden test hook: the main thread blocks forever before this step (1-based), as
   // in a hung file read, while its heartbeat goes on (see collectives/heartbeat.hpp).
   int64_t test_hang_at_step = 0;
+  // train's hidden test hook: the matmul peak start-up measures, in GFLOP/s over all ranks,
+  // whatever it measured (a low one stands for a start-up slowed by other jobs).
+  double test_peak_gflops = 0;
 };
 
 int run_train(const CommonOptions& options);
@@ -21,6 +24,7 @@ int run_train(const CommonOptions& options);
 struct ExportOptions {
   std::string checkpoint, out, dtype = "bf16";
   std::string max_shard_size;  // a folder's files at most this large; "" (not given): 5GB
+  bool overwrite = false;      // replace an existing --out (and a one-file export's config.json)
 };
 int run_export(const ExportOptions& options);
 

@@ -13,6 +13,7 @@
 #include "core/ops/matmul_path.hpp"
 #include "models/family.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
 #include "sharding/device_mesh.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
@@ -68,13 +69,18 @@ struct Config {
     int64_t threads = 0;  // 0: cores / ranks on this node
     std::string init_from;
     double stall_timeout = 30;  // s a rank may be silent or stuck before the job ends; 0: off
+    int64_t eval_every = 0;     // validate every this many steps; 0: only after the last
+    int64_t eval_tokens = 0;    // tokens each of those scores; 0: the final validation's
   } training;
   OptimizerConfig optimizer;
   struct {
     double lr = 1e-3;
     int64_t warmup_steps = 0;
     double min_lr = 1e-4;
-  } schedule;  // [optimizer] lr, warmup_steps, min_lr
+    ScheduleKind kind = ScheduleKind::cosine;
+    double decay_fraction = 0.1;                  // wsd: the last fraction of max_steps
+    DecayShape decay_shape = DecayShape::linear;  // wsd
+  } schedule;  // [optimizer] lr, warmup_steps, min_lr, schedule, decay_fraction, decay_shape
   struct {
     DType param_dtype = DType::bf16;
     DType reduce_dtype = DType::f32;
@@ -109,6 +115,7 @@ struct Config {
     std::string file;
     std::string trace;
     StepRange trace_steps;
+    int64_t log_every = 1;  // print the step line every this many steps
   } metrics;
 };
 

@@ -272,6 +272,14 @@ KeyTable training_keys() {
         "a rank that sends no heartbeat, or stays outside every collective without progress while "
         "the others wait, this long ends the job, named with its step; 0: off (the collectives' "
         "300 s watchdog remains)"}},
+      {"training.eval_every",
+       {int_key(&Config::training, &Training::eval_every), "≥ 0",
+        "validate every this many steps (on the step line and in `metrics.file`); 0: only "
+        "after the last step"}},
+      {"training.eval_tokens",
+       {int_key(&Config::training, &Training::eval_tokens), "≥ 0",
+        "validation tokens each `eval_every` validation scores, rounded up to whole windows of "
+        "`seq_len` (at most the split); 0: the final validation's, the first 64 windows"}},
       {"training.init_from",
        {str_key(&Config::training, &Training::init_from), "a safetensors file or model folder",
         "start from these weights (shapes checked by name) instead of the seed's: one file, or a "
@@ -298,10 +306,25 @@ KeyTable optimizer_keys() {
         "decoupled weight decay, on the matmul weights only (not biases, norms, embeddings)"}},
       {"optimizer.warmup_steps",
        {int_key(&Config::schedule, &Schedule::warmup_steps), "≥ 0",
-        "linear warm-up, then cosine decay to `min_lr` at `max_steps`"}},
+        "steps of linear warm-up from `lr` / `warmup_steps` to `lr`, then `optimizer.schedule`"}},
       {"optimizer.min_lr",
        {num_key(&Config::schedule, &Schedule::min_lr), "0 – `optimizer.lr`",
-        "floor of the cosine decay"}},
+        "where the decay ends, at `training.max_steps` (`constant` does not use it)"}},
+      {"optimizer.schedule",
+       {enum_key(&Config::schedule, &Schedule::kind, parse_schedule_kind, schedule_kind_name),
+        "cosine, linear, constant, wsd",
+        "the learning rate after the warm-up: `cosine` or `linear` decay to `min_lr` at "
+        "`max_steps`, `constant` (stays at `lr`), or `wsd` (warmup-stable-decay): `lr` until the "
+        "last `decay_fraction` of the steps, then `decay_shape` down to `min_lr`"}},
+      {"optimizer.decay_fraction",
+       {num_key(&Config::schedule, &Schedule::decay_fraction), "0 < x ≤ 1",
+        "`wsd`: the fraction of `training.max_steps` spent decaying, at the end (rounded to whole "
+        "steps, at least one, never into the warm-up)"}},
+      {"optimizer.decay_shape",
+       {enum_key(&Config::schedule, &Schedule::decay_shape, parse_decay_shape, decay_shape_name),
+        "linear, cosine, sqrt",
+        "`wsd`: how the decay falls with its progress p: 1 − p, (1 + cos πp) / 2, or 1 − √p "
+        "(MiniCPM's and SmolLM's)"}},
   };
 }
 
@@ -418,7 +441,12 @@ KeyTable outputs_keys() {
         "the previous checkpoint kept) and later saves are synchronous; training goes on"}},
       {"metrics.file",
        {str_key(&Config::metrics, &Metrics::file), "a file path",
-        "JSON lines, one object per step"}},
+        "JSON lines: one object per step, and records of each validation (`val_loss`), restart "
+        "and the services' cost"}},
+      {"metrics.log_every",
+       {int_key(&Config::metrics, &Metrics::log_every), "≥ 1",
+        "print the step line every this many steps (and the last, and any with a validation); "
+        "`metrics.file` keeps every step"}},
       {"metrics.trace",
        {str_key(&Config::metrics, &Metrics::trace), "a file path",
         "a merged Chrome trace-event timeline of every rank"}},

@@ -79,6 +79,13 @@ void validate_training(const Config& c, int world_size) {
         "training.stall_timeout = {} must be in [0, 86400] seconds (how long a rank may be "
         "silent or stuck before the job ends; 0 turns the check off)",
         c.training.stall_timeout);
+  if (c.training.eval_every < 0)
+    fail_input(
+        "training.eval_every = {} must not be negative (0: validate only after the last step)",
+        c.training.eval_every);
+  if (c.training.eval_tokens < 0)
+    fail_input("training.eval_tokens = {} must not be negative (0: the final validation's windows)",
+               c.training.eval_tokens);
 }
 
 void validate_optimizer(const Config& c) {
@@ -95,6 +102,11 @@ void validate_optimizer(const Config& c) {
     fail_input("optimizer.weight_decay = {} must be >= 0", c.optimizer.weight_decay);
   if (c.schedule.warmup_steps < 0)
     fail_input("optimizer.warmup_steps = {} must not be negative", c.schedule.warmup_steps);
+  if (!(c.schedule.decay_fraction > 0 && c.schedule.decay_fraction <= 1))
+    fail_input(
+        "optimizer.decay_fraction = {} must be in (0, 1] (the fraction of training.max_steps that "
+        "optimizer.schedule = wsd spends decaying)",
+        c.schedule.decay_fraction);
 }
 
 void validate_precision(const Config& c) {
@@ -126,6 +138,7 @@ void validate_outputs(const Config& c, int world_size) {
       world_size % c.sharding.ranks_per_node != 0)
     fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
                c.sharding.ranks_per_node, world_size);
+  at_least_one(c.metrics.log_every, "metrics.log_every");
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
   if (c.checkpoint.keep < 1)

@@ -185,15 +185,16 @@ void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype) {
   std::optional<StagedOutput> weights, config_json;
   agree_on_startup(*m.ranks.group, [&] {
     if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
-    const fs::path parent = fs::absolute(o.out).parent_path();
-    std::error_code ec;
-    if (m.ranks.rank() == 0) fs::create_directories(parent, ec);
-    if (ec) fail_input("export --out: cannot create '{}': {}", parent.string(), ec.message());
-    weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only);
+    // An existing file is replaced only when asked (--overwrite), the config.json beside it too.
+    const auto existing =
+        o.overwrite ? StagedOutput::Existing::replace : StagedOutput::Existing::refuse;
+    if (m.ranks.rank() == 0) create_parent_folders(o.out, "export --out");
+    weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only, existing,
+                    "add --overwrite");
     if (m.ranks.rank() == 0) {
       weights->check_writable();
-      config_json.emplace(weights_config_json(fs::absolute(o.out).string()),
-                          "export's config.json");
+      config_json.emplace(weights_config_json(fs::absolute(o.out).string()), "export's config.json",
+                          StagedOutput::Targets::any, existing, "add --overwrite");
       config_json->check_writable();
     }
     load_model(m, o.checkpoint, "", DType::f32, Config{});
@@ -214,7 +215,7 @@ void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype) {
 void export_folder(LoadedModel& m, const ExportOptions& o, DType dtype) {
   const int64_t max_shard = parse_byte_size(
       o.max_shard_size.empty() ? std::string("5GB") : o.max_shard_size, "--max-shard-size");
-  StagedFolder folder(o.out, "export --out", m.ranks.rank() == 0);
+  StagedFolder folder(o.out, "export --out", m.ranks.rank() == 0, o.overwrite, "add --overwrite");
   std::vector<std::string> tokenizer_files;
   agree_on_startup(*m.ranks.group, [&] {
     if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");

@@ -105,6 +105,22 @@ OptimizerKind parse_optimizer(std::string_view text, std::string_view key) {
       text, key, {{"adamw", OptimizerKind::adamw}, {"sgd", OptimizerKind::sgd}}, "adamw or sgd");
 }
 
+ScheduleKind parse_schedule_kind(std::string_view text, std::string_view key) {
+  return parse_word<ScheduleKind>(text, key,
+                                  {{"cosine", ScheduleKind::cosine},
+                                   {"linear", ScheduleKind::linear},
+                                   {"constant", ScheduleKind::constant},
+                                   {"wsd", ScheduleKind::wsd}},
+                                  "cosine, linear, constant or wsd");
+}
+
+DecayShape parse_decay_shape(std::string_view text, std::string_view key) {
+  return parse_word<DecayShape>(
+      text, key,
+      {{"linear", DecayShape::linear}, {"cosine", DecayShape::cosine}, {"sqrt", DecayShape::sqrt}},
+      "linear, cosine or sqrt");
+}
+
 TokenFormat parse_token_format(std::string_view text, std::string_view key) {
   if (text == "auto") return TokenFormat::automatic;
   if (text == "llmc") return TokenFormat::llmc;

@@ -13,6 +13,7 @@
 #include "core/model/model.hpp"
 #include "core/ops/matmul_path.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/schedule.hpp"
 #include "sharding/fsdp_runtime.hpp"
 
 namespace st {
@@ -37,6 +38,10 @@ Quantization parse_reduce_quantization(std::string_view text, std::string_view k
 ActivationCheckpointing parse_activation_checkpointing(std::string_view text, std::string_view key);
 // "adamw" or "sgd".
 OptimizerKind parse_optimizer(std::string_view text, std::string_view key);
+// optimizer.schedule: "cosine", "linear", "constant" or "wsd".
+ScheduleKind parse_schedule_kind(std::string_view text, std::string_view key);
+// optimizer.decay_shape: "linear", "cosine" or "sqrt".
+DecayShape parse_decay_shape(std::string_view text, std::string_view key);
 TokenFormat parse_token_format(std::string_view text, std::string_view key);
 
 }  // namespace st

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -40,6 +41,14 @@ struct TempDir {
   }
 };
 
+// One validation per step, the last record's: the final validation follows a periodic one after
+// the same step (the same windows unless training.eval_tokens chose others).
+void keep_last_per_step(std::vector<std::pair<double, double>>& points) {
+  std::map<double, double> by_step;
+  for (const auto& [step, loss] : points) by_step[step] = loss;
+  points.assign(by_step.begin(), by_step.end());
+}
+
 }  // namespace
 
 void render_plot(const std::vector<PlotPanel>& panels, const std::string& xlabel,
@@ -68,8 +77,10 @@ void render_plot(const std::vector<PlotPanel>& panels, const std::string& xlabel
       const std::string data = (dir.path / fmt::format("{}.dat", file_index++)).string();
       std::ofstream f(data);
       for (const auto& [x, y] : s.points) f << fmt::format("{} {}\n", x, y);
-      plots.push_back(fmt::format("{} using 1:2 with {} lc {} title {}", quoted(data),
-                                  s.markers_only ? "points pt 7 ps 1.2" : "lines lw 2",
+      const char* style = s.markers_only          ? "points pt 7 ps 1.2"
+                          : s.dashed_with_markers ? "linespoints lw 2 dt 2 pt 7 ps 0.8"
+                                                  : "lines lw 2";
+      plots.push_back(fmt::format("{} using 1:2 with {} lc {} title {}", quoted(data), style,
                                   s.color ? size_t(s.color) : k + 1, quoted(s.title)));
     }
     if (plots.empty()) {  // keep the layout: an empty panel says so
@@ -143,6 +154,10 @@ int run_plot(const std::vector<std::string>& files, const std::string& out) {
       }
     }
     if (train.points.empty()) fail_input("plot: '{}' holds no training steps", path);
+    keep_last_per_step(val.points);
+    // Several validations (training.eval_every) are a curve; the final one alone a point.
+    val.markers_only = val.points.size() < 2;
+    val.dashed_with_markers = !val.markers_only;
     loss.series.push_back(std::move(train));
     loss.series.push_back(std::move(val));
     speed.series.push_back(std::move(tokens));

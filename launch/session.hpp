@@ -28,6 +28,13 @@ struct Session {
   // at start-up and whenever a benchmark measures it again, and the shapes it tries.
   double peak_gflops = 0;
   std::string peak_shapes;
+  // Where peak_gflops came from, for the start-up summary: measured now, or the best this
+  // machine has shown (launch/peak_cache.hpp), with what start-up measured.
+  std::string peak_source;
+  // Said once, on the next step line, when a step ran faster than the peak (which is then
+  // raised to that step's rate: MFU never reads above 100%).
+  std::string peak_note;
+  double test_peak_gflops = 0;    // a test hook: what start-up measures, whatever it measured
   DType peak_dtype = DType::f32;  // the dtype of the matmul that runs (fp32 when bf16 is widened)
   double baseline_rss_mib = 0;    // RSS before the model existed (libraries, MPI, data)
   Timer services_clock;           // since start_services()
@@ -52,18 +59,29 @@ struct Session {
   // Measures the peak again (a collective) and keeps the best: benchmarks call it at the end.
   // `model` gives the shape of its largest matmul (trainer's model when null).
   void measure_peak(const Model* model = nullptr);
+  // Collective: the peak from `measured` (this start-up's) and the best this machine has shown
+  // for the same layout (rank 0's cache), whichever is higher; a new best is cached.
+  void adopt_best_peak(double measured, int trials);
+  std::string peak_key;  // launch/peak_cache.hpp's key for this run's layout
   // The one MFU formula: the model's FLOPs per token at `tokens_per_s`, over the peak of
-  // every rank together (peak_gflops).
-  double mfu(double tokens_per_s) const;
+  // every rank together (peak_gflops). A rate above the peak proves the peak low: the peak is
+  // raised to it (and cached as this machine's best), peak_note says so, and the MFU is 1,
+  // which mfu_plausible() calls doubtful.
+  double mfu(double tokens_per_s);
 };
 
 // `adjust` may change the config after loading (e.g. the benchmark's step count).
+// `before_work` runs on every rank once the config, data and model specs are read and before
+// anything is allocated, measured or printed: the checks of a command's own inputs and outputs
+// (it agrees on their outcome itself).
 Session open_session(const CommonOptions& options,
-                     const std::function<void(Config&)>& adjust = nullptr);
+                     const std::function<void(Config&)>& adjust = nullptr,
+                     const std::function<void(Session&)>& before_work = nullptr);
 
-// An MFU as people read it: "54.6%", or, above 100%, a flag that the peak was measured too low
-// (a step cannot beat the hardware) instead of a result.
+// An MFU as people read it: "54.6%"; "100.0%?!" where the step reached the peak it is measured
+// against (the peak was measured too low: a step cannot beat the hardware), never more.
 std::string mfu_text(double mfu);
+// Strictly between 0 and 1: an MFU of 1 is a peak raised to the step's own rate, not a result.
 bool mfu_plausible(double mfu);
 
 // The time by kind of work (core/op_profile.hpp) as JSON: {"matmul": ms, ...}.

@@ -37,6 +37,17 @@ FsdpOptions fsdp_options(const Config& config) {
   return o;
 }
 
+LrSchedule lr_schedule(const Config& config) {
+  const auto& s = config.schedule;
+  return {.lr = float(s.lr),
+          .min_lr = float(s.min_lr),
+          .warmup_steps = s.warmup_steps,
+          .max_steps = config.training.max_steps,
+          .kind = s.kind,
+          .decay_fraction = s.decay_fraction,
+          .decay_shape = s.decay_shape};
+}
+
 namespace {
 
 // The world with the node map the config asks for: the group itself, or (ranks_per_node > 0)
@@ -91,8 +102,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
                                                    int(checkpoint_states().size()),
                                                    config.checkpoint.async_timeout);
   }
-  schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
-               config.schedule.warmup_steps, config.training.max_steps};
+  schedule_ = lr_schedule(config);
   budget_ = budget_for(fsdp().units(), sharded_->optimizer().states_per_element());
 }
 
@@ -198,9 +208,13 @@ void ShardedTrainer::agree_on_stats(const StepResult& r, StepStats& s) {
   s.max_peak_rss_mib = *std::max_element(v + W, v + 2 * W);
 }
 
+int64_t ShardedTrainer::validation_windows(int64_t max_windows) const {
+  return std::min(max_windows, window_count(data_.val(), config_.training.seq_len));
+}
+
 double ShardedTrainer::evaluate(int64_t max_windows) {
   const int64_t T = config_.training.seq_len;
-  const int64_t windows = std::min(max_windows, window_count(data_.val(), T));
+  const int64_t windows = validation_windows(max_windows);
   if (windows == 0) return NAN;
   const double sum = sharded_->loss_sum_over_windows(
       windows, config_.training.global_batch,
@@ -431,33 +445,39 @@ int64_t ShardedTrainer::load_checkpoint(const std::string& path) {
   return info.step;
 }
 
-void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& info) const {
-  info = read_checkpoint_info(path);
+void check_resumable(const CheckpointInfo& info, const Config& config) {
   check_position(info);
-  const nlohmann::json want = checkpoint_meta(info.step);
+  const std::string& path = info.path;
   // The family first, naming both (the sections of another family's model would differ in
-  // every key); then the architecture and optimizer saved, and the layout (the library's).
+  // every key).
   const std::string saved_family =
       model_family_of(info.meta.value("model", nlohmann::json::object()),
                       fmt::format("checkpoint '{}': meta.model", path));
-  if (saved_family != config_.model.family)
+  if (saved_family != config.model.family)
     fail_input("checkpoint '{}' holds a {} model, but this run has model.family = {}", path,
-               saved_family, config_.model.family);
-  sharded_->check_checkpoint(info, want);
+               saved_family, config.model.family);
   // The data order and the initial weights are functions of the seed, the data position of
   // the step and the batch: either changed, samples would repeat or be skipped in silence.
+  const nlohmann::json now = {{"seed", config.training.seed},
+                              {"global_batch", config.training.global_batch}};
   for (const char* key : {"seed", "global_batch"}) {
     const nlohmann::json& saved = info.meta.at("training");  // an object: check_position
-    const nlohmann::json now = want["training"][key];
-    if (!saved.contains(key) || saved[key] != now)
+    if (!saved.contains(key) || saved[key] != now[key])
       fail_input(
           "checkpoint '{}' was saved with training.{} = {}, this run has {}: resuming would "
           "repeat or skip training samples. Resume with training.{} = {}, or start a new run "
           "from its weights (shardtrain export --checkpoint {} --out W.safetensors, then "
           "checkpoint.resume=never training.init_from=W.safetensors)",
-          path, key, saved.contains(key) ? saved[key].dump() : "nothing", now.dump(), key,
+          path, key, saved.contains(key) ? saved[key].dump() : "nothing", now[key].dump(), key,
           saved.contains(key) ? saved[key].dump() : "its value", path);
   }
+}
+
+void ShardedTrainer::check_checkpoint(const std::string& path, CheckpointInfo& info) const {
+  info = read_checkpoint_info(path);
+  check_resumable(info, config_);
+  // Then the architecture and optimizer saved, and the layout (the library's).
+  sharded_->check_checkpoint(info, checkpoint_meta(info.step));
 }
 
 }  // namespace st

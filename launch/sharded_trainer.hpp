@@ -44,6 +44,11 @@ struct StepStats {
 };
 
 FsdpOptions fsdp_options(const Config& config);
+// The learning-rate schedule of `config` (optimizer.schedule and its keys, training.max_steps).
+LrSchedule lr_schedule(const Config& config);
+
+// The windows of training.seq_len tokens the validation after the last step scores at most.
+inline constexpr int64_t kFinalValidationWindows = 64;
 
 // The per-rank memory budget of `config` on `world_size` ranks for `units` (laid out over the
 // shard group): what the trainer prints and checks at start-up, and what `simulate` reports.
@@ -67,6 +72,8 @@ class ShardedTrainer {
   StepStats step(int64_t step);
   // Mean loss over up to `max_windows` validation windows, split over the ranks.
   double evaluate(int64_t max_windows);
+  // The windows evaluate(max_windows) scores: the first ones of the validation split.
+  int64_t validation_windows(int64_t max_windows) const;
 
   Model& model() { return *model_; }
   FsdpRuntime& fsdp() { return sharded_->runtime(); }
@@ -143,5 +150,10 @@ class ShardedTrainer {
   std::string background_off_;
   MemoryBudget budget_;
 };
+
+// What a resume needs of a checkpoint that the config alone can check, before any work: its
+// training position is consistent, and it holds this run's model family, seed and global
+// batch. An InputError naming the checkpoint, the key and the value that would resume.
+void check_resumable(const CheckpointInfo& info, const Config& config);
 
 }  // namespace st

@@ -3,16 +3,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <type_traits>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "launch/cache_dir.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
@@ -324,11 +329,7 @@ void plot(const std::vector<Prediction>& rows, const std::string& out) {
 // the bundled `this-machine` cluster looks there (its own profile is from another machine).
 std::string cached_profile_path(const std::string& cluster, const std::string& matmul,
                                 const std::string& family) {
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string dir = cache && *cache ? std::string(cache) + "/shardtrain"
-                          : home && *home ? std::string(home) + "/.cache/shardtrain"
-                                          : std::string("/tmp/shardtrain-cache");
+  const std::string dir = shardtrain_cache_dir();
   std::string key =
       fmt::format("{}-{}c-{}-{}", cpu_features().brand, std::thread::hardware_concurrency(),
                   cpu_features().summary(), matmul);
@@ -360,10 +361,9 @@ std::string profile_mismatch(const CalibrationProfile& p, const std::string& mat
 // an AVX512-BF16 CPU predicted 4.7x the throughput of an AVX2 one), of the config's own family
 // when there is one (its rates measured on that family's code), else of another (its rates
 // scaled to this family's FLOPs and bytes). The bundled `this-machine` also looks in its cache
-// of this machine's calibrations (one per family). None: the command that calibrates this one.
-void use_profile_measured_here(LoadedCluster& cluster, const std::string& source,
-                               const Config& config) {
-  if (!cluster.profile) return;
+// of this machine's calibrations (one per family). False when none was measured here.
+bool use_profile_measured_here(LoadedCluster& cluster, const Config& config) {
+  if (!cluster.profile) return true;
   const std::string matmul = matmul_identity(config.precision.param_dtype);
   const std::string& family = config.model.family;
   std::vector<std::pair<std::string, std::shared_ptr<CalibrationProfile>>> candidates;
@@ -382,18 +382,61 @@ void use_profile_measured_here(LoadedCluster& cluster, const std::string& source
     if (profile_mismatch(*profile, matmul).empty()) {
       cluster.profile = profile;
       cluster.profile_source = where;
-      return;
+      return true;
     }
-  const std::string dtype_override =
-      config.precision.param_dtype == DType::bf16 ? "" : " precision.param_dtype=fp32";
+  return false;
+}
+
+// The overrides that give a calibration run `config`'s matmul path: the parameter dtype and the
+// keys that choose the matmuls, where they differ from the defaults.
+std::vector<std::string> matmul_overrides(const Config& config) {
+  std::vector<std::string> out;
+  const std::remove_cvref_t<decltype(config.precision)> defaults{};
+  if (config.precision.param_dtype != defaults.param_dtype)
+    out.push_back(
+        fmt::format("precision.param_dtype={}", dtype_name(config.precision.param_dtype)));
+  if (config.precision.bf16_matmul != defaults.bf16_matmul)
+    out.push_back(fmt::format("precision.bf16_matmul={}",
+                              bf16_matmul_path_name(config.precision.bf16_matmul)));
+  if (config.precision.fp32_matmul != defaults.fp32_matmul)
+    out.push_back(fmt::format("precision.fp32_matmul={}",
+                              fp32_matmul_engine_name(config.precision.fp32_matmul)));
+  return out;
+}
+
+// No profile measured here. The bundled this-machine calibrates this machine once, into its
+// cache, where every later run finds it; another cluster (or no calibrator) names the command.
+void calibrate_or_refuse(LoadedCluster& cluster, const SimulateOptions& o, const Config& config) {
+  const std::string matmul = matmul_identity(config.precision.param_dtype);
   const std::string cached = cached_profile_path(cluster.spec.name, matmul, "gpt2");
+  const std::vector<std::string> overrides = matmul_overrides(config);
+  const std::string mismatch = profile_mismatch(*cluster.profile, matmul);
+  if (cluster.bundled && o.calibrate_here) {
+    const std::filesystem::path dir = std::filesystem::path(cached).parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || access(dir.c_str(), W_OK) != 0)
+      fail_input(
+          "--cluster {}: no calibration of this machine yet, and its cache folder '{}' cannot be "
+          "written ({}); set XDG_CACHE_HOME (or HOME) to a writable folder",
+          o.cluster, dir.string(), ec ? ec.message() : std::strerror(errno));
+    fmt::print(stderr,
+               "simulate: no calibration of this machine for --cluster {} yet ({}; bundled vs "
+               "here): measuring it once (a minute or two; the next runs read it) into {}\n",
+               o.cluster, mismatch, cached);
+    o.calibrate_here(overrides, cached);
+    if (use_profile_measured_here(cluster, config)) return;
+    fail("--cluster {}: the calibration just written to {} does not match this machine ({})",
+         o.cluster, cached, profile_mismatch(read_profile(cached), matmul));
+  }
   fail_input(
       "--cluster {}: {} was measured on another machine or matmul path ({}; profile vs here), so "
       "its compute times do not hold here. Calibrate this machine (a few minutes): shardtrain "
       "simulate calibrate --config tiny --tcp{} --out {}{}",
-      source, cluster.profile_source, profile_mismatch(*cluster.profile, matmul), dtype_override,
+      o.cluster, cluster.profile_source, mismatch,
+      overrides.empty() ? "" : " " + fmt::format("{}", fmt::join(overrides, " ")),
       cluster.bundled ? cached : "MY.profile.json",
-      cluster.bundled ? " (then --cluster " + source + " uses it)"
+      cluster.bundled ? " (then --cluster " + o.cluster + " uses it)"
                       : ", and point the cluster's compute.profile at it");
 }
 
@@ -405,7 +448,7 @@ int run_simulate(const SimulateOptions& o) {
     fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
   LoadedCluster cluster = load_cluster(o.cluster);
   apply_matmul_settings(config);
-  use_profile_measured_here(cluster, o.cluster, config);
+  if (!use_profile_measured_here(cluster, config)) calibrate_or_refuse(cluster, o, config);
   std::vector<int> ranks = o.ranks;
   if (ranks.empty()) ranks = {cluster.spec.world()};
   SimOptions options;

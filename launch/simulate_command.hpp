@@ -2,6 +2,7 @@
 // shardtrain simulate --config C [overrides] --cluster FILE.toml [--ranks 8,64] [--mesh ...]
 // [--json] [--plot OUT]: the predicted step time, exposed communication, bytes per link class,
 // memory, tokens/s and MFU of a config on a cluster, per rank count and mesh.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct SimulateOptions {
   std::string plot;
   int max_ring_steps = SimOptions{}.max_ring_steps;
   bool every_node = false;
+  // Calibrates this machine (`simulate calibrate --config tiny OVERRIDES --out OUT`) when the
+  // bundled this-machine cluster has no calibration of it yet; app/ wires it to bench/'s
+  // calibrate, which launch/ does not include. Empty: say which command makes it instead.
+  std::function<void(const std::vector<std::string>& overrides, const std::string& out)>
+      calibrate_here;
 };
 int run_simulate(const SimulateOptions& options);
 

@@ -6,13 +6,76 @@
 
 namespace st {
 
+const char* schedule_kind_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::cosine:
+      return "cosine";
+    case ScheduleKind::linear:
+      return "linear";
+    case ScheduleKind::constant:
+      return "constant";
+    case ScheduleKind::wsd:
+      return "wsd";
+  }
+  return "?";
+}
+
+const char* decay_shape_name(DecayShape shape) {
+  switch (shape) {
+    case DecayShape::linear:
+      return "linear";
+    case DecayShape::cosine:
+      return "cosine";
+    case DecayShape::sqrt:
+      return "sqrt";
+  }
+  return "?";
+}
+
+namespace {
+
+// The fraction of (lr - min_lr) left at `progress` (0 at the decay's start, 1 at its end).
+double remaining(DecayShape shape, double progress) {
+  switch (shape) {
+    case DecayShape::linear:
+      return 1.0 - progress;
+    case DecayShape::cosine:
+      return 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+    case DecayShape::sqrt:
+      return 1.0 - std::sqrt(progress);
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+int64_t LrSchedule::decay_start() const {
+  switch (kind) {
+    case ScheduleKind::constant:
+      return max_steps;
+    case ScheduleKind::wsd: {
+      // At least one step of decay; torchtitan rounds the same way.
+      const int64_t decay = std::max<int64_t>(1, std::llround(decay_fraction * double(max_steps)));
+      return std::max(warmup_steps, max_steps - decay);
+    }
+    default:
+      return warmup_steps;
+  }
+}
+
 float LrSchedule::at(int64_t step) const {
   if (step < warmup_steps) return lr * float(step + 1) / float(warmup_steps);
-  const int64_t decay_steps = max_steps - warmup_steps;
-  if (decay_steps <= 0) return lr;
-  const double progress = std::clamp(double(step - warmup_steps) / double(decay_steps), 0.0, 1.0);
-  const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
-  return float(min_lr + (lr - min_lr) * cosine);
+  const int64_t start = decay_start();
+  const int64_t decay_steps = max_steps - start;
+  if (decay_steps <= 0 || step < start) return lr;
+  const double progress = std::clamp(double(step - start) / double(decay_steps), 0.0, 1.0);
+  const DecayShape shape = kind == ScheduleKind::wsd      ? decay_shape
+                           : kind == ScheduleKind::linear ? DecayShape::linear
+                                                          : DecayShape::cosine;
+  // As the cosine schedule computed it alone: GCC contracts this multiply-add into an FMA as
+  // it did then (with the call inside the expression it did not), so its rates keep their bits.
+  const double left = remaining(shape, progress);
+  return float(min_lr + (lr - min_lr) * left);
 }
 
 }  // namespace st

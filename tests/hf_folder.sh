@@ -72,7 +72,7 @@ for family in qwen3 qwen2; do
     fail "$family: the folder's loss $d is not the checkpoint's $e"
 done
 
-expect2 "export --out: 'hf' is a folder with files in it: not overwritten" \
+expect2 "export --out: 'hf' is a folder with files in it: not replaced" \
   "$st" export --checkpoint ck/step-00000002 --out hf
 expect2 "--max-shard-size = '5XB' must be a size" \
   "$st" export --checkpoint ck/step-00000002 --out new --max-shard-size 5XB

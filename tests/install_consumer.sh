@@ -71,4 +71,6 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.5 * a) }' || fail "the loss
 "$shardrun" -n 4 "$ex" --steps 30 --ckpt "$dir/ck4" > "$dir/four.txt" 2>&1 || fail "$(cat "$dir/four.txt")"
 grep -q "resumed after step 15" "$dir/four.txt" && grep -q '^held' "$dir/four.txt" \
   || fail "resuming at 4 ranks: $(cat "$dir/four.txt")"
+# The programs of docs/library.md, against the same prefix.
+bash "$src/tests/library_doc_programs.sh" "$dir/prefix" "$src" "$shardrun" || exit 1
 echo "installed, consumed, example trained and resumed (loss $first -> $last)"

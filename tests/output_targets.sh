@@ -9,6 +9,9 @@
 #   together   when one output of a command fails, none appears (no temporaries either)
 #   file_limit a file-size limit (ulimit -f) fails export, plot and metrics.trace by name,
 #              leaving nothing behind
+#   existing   one rule for every output: missing parent folders are created (checkpoint.dir,
+#              metrics.file, metrics.trace, export, tokenize); an existing export (file or
+#              folder) is refused unless --overwrite, which replaces it whole
 set -u
 case_name=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-outputs-XXXXXX)
@@ -113,6 +116,34 @@ file_limit)
   run 1 sh -c "ulimit -f 2; '$st' train ${tiny[*]} metrics.trace=t.json"
   printf '%s' "$out" | grep -q "t.json.*File too large" || fail "$out"
   only_inputs
+  ;;
+existing)
+  run 0 "$st" train "${tiny[@]}" checkpoint.dir=a/ck metrics.file=b/c/m.jsonl metrics.trace=d/t.json
+  [ -s b/c/m.jsonl ] && [ -s d/t.json ] && [ -d a/ck/step-00000002 ] || fail "outputs: $(find . | sort)"
+  run 0 "$st" tokenize --in t.txt --out e/f/t.bin
+  [ -s e/f/t.bin ] || fail "tokenize did not create its folder"
+  ck=a/ck/step-00000002
+  run 0 "$st" export --checkpoint "$ck" --out w/one.safetensors
+  cp w/one.safetensors before.safetensors
+  run 2 "$st" export --checkpoint "$ck" --out w/one.safetensors --dtype fp32
+  printf '%s' "$out" | grep -q "export --out: 'w/one.safetensors' exists: not replaced (add --overwrite" \
+    || fail "$out"
+  cmp -s w/one.safetensors before.safetensors || fail "a refused export changed the file"
+  run 0 "$st" export --checkpoint "$ck" --out w/one.safetensors --dtype fp32 --overwrite
+  cmp -s w/one.safetensors before.safetensors && fail "--overwrite did not replace the file"
+  # A one-file export's config.json beside it is an output too.
+  rm w/one.safetensors
+  run 2 "$st" export --checkpoint "$ck" --out w/one.safetensors
+  printf '%s' "$out" | grep -q "config.json' exists: not replaced" || fail "$out"
+  [ ! -e w/one.safetensors ] || fail "the refused export wrote its weights"
+  run 0 "$st" export --checkpoint "$ck" --out hf
+  run 2 "$st" export --checkpoint "$ck" --out hf --dtype fp32
+  printf '%s' "$out" | grep -q "export --out: 'hf' is a folder with files in it: not replaced.*--overwrite" \
+    || fail "$out"
+  touch hf/stale-file
+  run 0 "$st" export --checkpoint "$ck" --out hf --dtype fp32 --overwrite
+  [ -f hf/model.safetensors ] && [ ! -e hf/stale-file ] || fail "not replaced whole: $(ls -A hf)"
+  [ -z "$(ls -A | grep -E 'partial|replaced')" ] || fail "left behind: $(ls -A)"
   ;;
 *) fail "unknown case $case_name" ;;
 esac

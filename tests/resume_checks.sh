@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # resume_checks.sh SHARDTRAIN: what a resume refuses or says. A checkpoint of another
-# training.global_batch or training.seed is refused (exit 2, both values named) since samples
-# would repeat or be skipped; one already past training.max_steps says there is nothing to
-# train; an incomplete newer checkpoint is named as skipped; a checkpoint of another model
-# family is refused naming both; a second job on the same checkpoint.dir is refused while the
-# first holds it.
+# training.global_batch or training.seed is refused (exit 2, both values named, before the
+# start-up summary and the peak measurement) since samples would repeat or be skipped; one
+# already past training.max_steps says there is nothing to train; an incomplete newer
+# checkpoint is named as skipped; a checkpoint of another model family is refused naming both;
+# a second job on the same checkpoint.dir is refused while the first holds it.
 set -u
 st=$1
 dir=$(mktemp -d /tmp/shardtrain-resume-XXXXXX)
@@ -29,6 +29,8 @@ tiny=(model.n_layer=1 model.n_embd=32 model.n_head=2 model.block_size=16 trainin
 run 0 training.max_steps=4
 run 2 training.max_steps=6 training.global_batch=16
 printf '%s' "$out" | grep -q "saved with training.global_batch = 8, this run has 16: resuming would repeat or skip training samples" || fail "$out"
+# Refused before any work: no start-up summary, no peak measured.
+printf '%s' "$out" | grep -q "^matmul peak\|^model:" && fail "refused only after the start-up work: $out"
 run 2 training.max_steps=6 training.seed=7
 printf '%s' "$out" | grep -q "saved with training.seed = 1337, this run has 7" || fail "$out"
 run 2 training.max_steps=6 model.family=llama

@@ -81,6 +81,36 @@ TEST(Config, WrongTypesAndRangesNameTheKey) {
             std::string::npos);
 }
 
+// The training loop's keys: schedules, validation and the step line's cadence; each bad value
+// named with what would be right.
+TEST(Config, TrainingLoopKeys) {
+  const Config c = load_config("tiny", {"optimizer.schedule=wsd", "optimizer.decay_fraction=0.2",
+                                        "optimizer.decay_shape=sqrt", "training.eval_every=50",
+                                        "training.eval_tokens=4096", "metrics.log_every=10"});
+  EXPECT_EQ(c.schedule.kind, ScheduleKind::wsd);
+  EXPECT_DOUBLE_EQ(c.schedule.decay_fraction, 0.2);
+  EXPECT_EQ(c.schedule.decay_shape, DecayShape::sqrt);
+  EXPECT_EQ(c.training.eval_every, 50);
+  EXPECT_EQ(c.training.eval_tokens, 4096);
+  EXPECT_EQ(c.metrics.log_every, 10);
+  const Config d = load_config("tiny", {});  // today's loop: cosine, final validation, every line
+  EXPECT_EQ(d.schedule.kind, ScheduleKind::cosine);
+  EXPECT_EQ(d.training.eval_every, 0);
+  EXPECT_EQ(d.metrics.log_every, 1);
+  const std::pair<const char*, const char*> bad[] = {
+      {"optimizer.schedule=step",
+       "optimizer.schedule = 'step' must be cosine, linear, constant or wsd"},
+      {"optimizer.decay_fraction=0", "optimizer.decay_fraction = 0 must be in (0, 1]"},
+      {"optimizer.decay_fraction=1.5", "optimizer.decay_fraction = 1.5 must be in (0, 1]"},
+      {"optimizer.decay_shape=exp", "optimizer.decay_shape = 'exp' must be linear, cosine or sqrt"},
+      {"training.eval_every=-1", "training.eval_every = -1 must not be negative"},
+      {"training.eval_tokens=-5", "training.eval_tokens = -5 must not be negative"},
+      {"metrics.log_every=0", "metrics.log_every = 0 must be at least 1"}};
+  for (const auto& [item, message] : bad)
+    EXPECT_NE(error_of("tiny", {item}).find(message), std::string::npos)
+        << item << ": " << error_of("tiny", {item});
+}
+
 TEST(Config, ContradictionsNameBothKeys) {
   const std::string precision =
       error_of("tiny", {"precision.param_dtype=fp32", "precision.reduce_dtype=bf16"});

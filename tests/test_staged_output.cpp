@@ -70,8 +70,53 @@ TEST(StagedOutput, DevicesAreWrittenThroughDirectoriesAndReaderlessFifosRefused)
               std::string::npos)
         << e.what();
   }
+  // One rule for every output: missing parent folders are created (as checkpoint.dir's are);
+  // a parent that is a file is refused, naming it.
   StagedOutput missing_dir(tmp.path("no/such/dir/out.txt"), "--out");
-  EXPECT_THROW(missing_dir.check_writable(), InputError);
+  missing_dir.check_writable();
+  EXPECT_TRUE(fs::is_directory(tmp.path("no/such/dir")));
+  write_output_text(missing_dir, "x");
+  EXPECT_TRUE(fs::is_regular_file(tmp.path("no/such/dir/out.txt")));
+  try {
+    StagedOutput under_a_file(tmp.path("no/such/dir/out.txt/inner.txt"), "--out");
+    under_a_file.check_writable();
+    FAIL() << "a parent that is a file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--out: cannot use '" + tmp.path("no/such/dir/out.txt") +
+                                         "/inner.txt': Not a directory"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    StagedOutput under_a_file(tmp.path("a/b.txt"), "--out");
+    write_text_file(tmp.path("a"), "a file where the folder would go");
+    under_a_file.check_writable();
+    FAIL() << "a parent that is a file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--out: cannot create the folder '" + tmp.path("a")),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(open_log_output(tmp.path("logs/a/metrics.jsonl"), "metrics.file"));
+  EXPECT_TRUE(fs::is_regular_file(tmp.path("logs/a/metrics.jsonl")));
+}
+
+TEST(StagedOutput, AnExistingFileIsRefusedWhenReplacingMustBeAsked) {
+  testing::ScopedTempDir tmp;
+  write_text_file(tmp.path("w.safetensors"), "old");
+  try {
+    StagedOutput refused(tmp.path("w.safetensors"), "export --out",
+                         StagedOutput::Targets::regular_only, StagedOutput::Existing::refuse,
+                         "add --overwrite");
+    FAIL() << "an existing file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("exists: not replaced (add --overwrite to replace it)"),
+              std::string::npos)
+        << e.what();
+  }
+  StagedOutput replaced(tmp.path("w.safetensors"), "export --out");
+  write_output_text(replaced, "new");
+  EXPECT_EQ(read_text_file(tmp.path("w.safetensors")), "new");
 }
 
 TEST(StagedOutput, OutputsCommittedTogetherAppearTogether) {

@@ -10,7 +10,6 @@
 
 #include "api/rank_context.hpp"
 #include "api/sharded_model.hpp"
-#include "collectives/mpi_runtime.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "deep_regressor.hpp"
@@ -60,9 +59,11 @@ Args parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  st::RankContext ranks = st::start_ranks();         // the MPI world under mpirun, else one rank
+  // The MPI world under mpirun, else one rank; MPI ends with `ranks`, at the end of main.
+  st::RankContext ranks = st::start_ranks();
   st::use_threads_per_rank(0, ranks.ranks_on_node);  // the node's cores shared by its ranks
-  const int rc = st::run_after_startup([&] {
+  // A failure on one rank ends every rank at once, with that rank's message.
+  return st::run_after_startup([&] {
     const Args args = parse(argc, argv);
     const RegressorShape shape;
     DeepRegressor model(shape, st::DType::bf16);  // built on meta: no parameter memory yet
@@ -94,6 +95,4 @@ int main(int argc, char** argv) {
     if (ranks.rank() == 0) fmt::print("held-out loss {:.9g}\n", held_out);
     return 0;
   });
-  st::mpi_finalize();
-  return rc;
 }

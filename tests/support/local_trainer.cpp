@@ -14,8 +14,7 @@ LocalTrainer::LocalTrainer(const Config& config, const Dataset& data)
   model_ = make_model(config);
   params_ = std::make_unique<LocalParams>(*model_, uint64_t(config.training.seed));
   optimizer_ = make_optimizer(params_->optim_params(), config.optimizer);
-  schedule_ = {float(config.schedule.lr), float(config.schedule.min_lr),
-               config.schedule.warmup_steps, config.training.max_steps};
+  schedule_ = lr_schedule(config);
 }
 
 StepStats LocalTrainer::step(int64_t step) {
