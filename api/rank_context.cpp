@@ -71,8 +71,16 @@ RankContext& RankContext::operator=(RankContext&& other) noexcept {
 }
 
 RankContext::~RankContext() {
+  if (owns_mpi_ && std::uncaught_exceptions() > 0) {
+    // Freeing MPI communicators and windows is collective, and the other ranks may be elsewhere:
+    // the group is kept, as it is, for the rest of the process (which ends with the exception),
+    // and never destroyed (not even at exit, which may come after MPI_Finalize).
+    static auto* kept_while_unwinding = new std::vector<std::unique_ptr<ProcessGroup>>;
+    kept_while_unwinding->push_back(std::move(group));
+    return;
+  }
   group.reset();
-  if (!owns_mpi_ || std::uncaught_exceptions() > 0) return;
+  if (!owns_mpi_) return;
   std::fflush(stdout);  // what the program printed, before the launcher sees the rank end
   mpi_finalize();
 }
@@ -82,24 +90,31 @@ namespace {
 // std::terminate's handler once ranks started: an exception that escaped the program (main
 // included) is reported like the program's own errors, and ends every rank, instead of an
 // abort that mpirun reports as a crash without the message.
+std::terminate_handler g_previous_terminate = nullptr;
+
 [[noreturn]] void end_job_on_uncaught_exception() {
-  std::string message = "failed: terminate called without an active exception";
+  const std::exception_ptr e = std::current_exception();
+  if (!e) {
+    // Not an exception (a noexcept violation, a pure virtual call): the handler before ours,
+    // or abort, so a core dump or a sanitizer's trace says where.
+    if (g_previous_terminate) g_previous_terminate();
+    std::abort();
+  }
+  std::string message;
   int code = 1, error = 0;
   FailureClass kind = FailureClass::other;
-  if (const std::exception_ptr e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const ExitQuietly& quiet) {
-      // Every rank agreed on a start-up failure and one of them has said it.
-      if (mpi_is_initialized()) mpi_finalize();
-      std::_Exit(quiet.code);
-    } catch (const InputError& x) {
-      message = std::string("error: ") + x.what(), code = 2, kind = FailureClass::bad_input;
-    } catch (const std::exception& x) {
-      message = std::string("failed: ") + x.what(), kind = classify_failure(x, error);
-    } catch (...) {
-      message = "failed: an exception that is not a std::exception";
-    }
+  try {
+    std::rethrow_exception(e);
+  } catch (const ExitQuietly& quiet) {
+    // Every rank agreed on a start-up failure and one of them has said it.
+    if (mpi_is_initialized()) mpi_finalize();
+    std::_Exit(quiet.code);
+  } catch (const InputError& x) {
+    message = std::string("error: ") + x.what(), code = 2, kind = FailureClass::bad_input;
+  } catch (const std::exception& x) {
+    message = std::string("failed: ") + x.what(), kind = classify_failure(x, error);
+  } catch (...) {
+    message = "failed: an exception that is not a std::exception";
   }
   if (mpi_is_initialized() && mpi_world_size() > 1) abort_job(message, code, kind, error);
   std::fflush(stdout);
@@ -111,17 +126,19 @@ namespace {
 }  // namespace
 
 RankContext start_ranks() {
+  // First, so that even a bad SHARDTRAIN_KERNELS escaping main is one message and exit 2.
+  if (std::get_terminate() != end_job_on_uncaught_exception)
+    g_previous_terminate = std::set_terminate(end_job_on_uncaught_exception);
   apply_kernel_choice_from_environment();
-  std::set_terminate(end_job_on_uncaught_exception);
   // A failure leaves a record for shardrun's restart decision (core/failure_record.hpp).
   if (const char* dir = std::getenv("SHARDRUN_FAILURES"); dir && *dir)
     set_failure_record_folder(dir);
   RankContext ctx;
   if (under_mpirun()) {
+    ctx.owns_mpi_ = !mpi_is_initialized();  // a program that started MPI itself ends it too
     mpi_init(nullptr, nullptr);
     ctx.group = MpiProcessGroup::world();
     ctx.mpi = true;
-    ctx.owns_mpi_ = true;
     ctx.ranks_on_node = mpi_ranks_on_node();
   } else {
     ctx.group = std::move(FakeProcessGroup::create(1).front());

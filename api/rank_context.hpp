@@ -14,11 +14,12 @@ namespace st {
 bool under_mpirun();
 
 // The ranks of a run, for as long as it lasts: the context that start_ranks() returns owns the
-// MPI runtime, and its destructor ends it (MPI_Finalize), so a program written as
-// docs/library.md shows ends cleanly under mpirun. Destroyed while an exception unwinds, it
-// leaves MPI as it is (finalizing is collective: the other ranks may be elsewhere); the job
-// then ends through the exception's handler, or through the terminate handler start_ranks()
-// installs: that rank's message, and every rank ended with exit 2 (bad input) or 1.
+// MPI runtime (unless the program had initialized MPI itself), and its destructor ends it
+// (MPI_Finalize), so a program written as docs/library.md shows ends cleanly under mpirun.
+// Destroyed while an exception unwinds, it leaves MPI and its group as they are (freeing and
+// finalizing are collective: the other ranks may be elsewhere); the job then ends through the
+// exception's handler, or through the terminate handler start_ranks() installs: that rank's
+// message, and every rank ended with exit 2 (bad input) or 1.
 struct RankContext {
   std::unique_ptr<ProcessGroup> group;
   bool mpi = false;
@@ -38,10 +39,10 @@ struct RankContext {
   bool owns_mpi_ = false;  // this context started MPI and ends it
 };
 
-// Initializes MPI under mpirun (world group), else a one-rank in-process group. Applies
-// SHARDTRAIN_KERNELS first, and installs a terminate handler that turns an exception nobody
-// caught into one message and the job's end (exit 2 for an InputError, 1 otherwise) on every
-// rank.
+// Initializes MPI under mpirun (world group), else a one-rank in-process group. Installs a
+// terminate handler that turns an exception nobody caught into one message and the job's end
+// (exit 2 for an InputError, 1 otherwise) on every rank (a terminate without an exception goes
+// to the handler installed before, or abort), then applies SHARDTRAIN_KERNELS.
 RankContext start_ranks();
 
 // The backend's algorithm for the job's all-gathers and reduce-scatters (MPI's: groups split

@@ -91,10 +91,10 @@ void print_step_text(const CommonOptions& options, const BenchStepOptions& bench
       r["step_ms"].get<double>(), r["exposed_comm_ms"].get<double>());
   fmt::print(
       "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s {} matmul peak "
-      "(best of start and end, at {}): MFU {}\n  memory    {:8.1f} MiB peak RSS (largest "
+      "({}): MFU {}\n  memory    {:8.1f} MiB peak RSS (largest "
       "rank) vs a budget of {:.1f} MiB\n",
       r["tokens_per_s"].get<double>(), r["gflops"].get<double>(), s.peak_gflops,
-      dtype_name(s.peak_dtype), s.peak_shapes, mfu_text(r["mfu"].get<double>()),
+      dtype_name(s.peak_dtype), s.peak_source, mfu_text(r["mfu"].get<double>()),
       r["peak_rss_mib"].get<double>(), r["budget_mib"].get<double>());
   const double rank0_ms = r["rank0_step_ms"].get<double>();
   fmt::print("  rank 0's step by kind of work (medians):\n");

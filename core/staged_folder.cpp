@@ -1,5 +1,6 @@
 #include "core/staged_folder.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,44 @@ namespace {
 std::string parent_of(const fs::path& p) {
   const fs::path parent = p.parent_path();
   return parent.empty() ? std::string(".") : parent.string();
+}
+
+// What a model export writes: weights, their index, config.json and the tokenizer's files.
+bool written_by_an_export(const fs::directory_entry& e) {
+  std::error_code ec;
+  if (!e.is_regular_file(ec) || e.is_symlink(ec)) return false;
+  const std::string ext = e.path().extension().string();
+  return ext == ".safetensors" || ext == ".json" || ext == ".txt" || ext == ".model";
+}
+
+// Replacing removes the old folder: only one that holds nothing but an export's files (and
+// its config.json), never the folder a command runs in or one above it.
+void check_replaceable(const fs::path& target, const std::string& what, const std::string& path) {
+  std::error_code ec;
+  const fs::path here = fs::current_path(ec);
+  const fs::path canonical = fs::canonical(target, ec);
+  if (!ec && !here.empty()) {
+    const auto [end, _] =
+        std::mismatch(canonical.begin(), canonical.end(), here.begin(), here.end());
+    if (end == canonical.end())
+      fail_input("{}: '{}' is the current folder or holds it: not replaced (name another folder)",
+                 what, path);
+  }
+  bool config = false;
+  for (const fs::directory_entry& e : fs::directory_iterator(target, ec)) {
+    if (!written_by_an_export(e))
+      fail_input(
+          "{}: '{}' holds '{}', which no export writes: not replaced, even with --overwrite (name "
+          "a new folder, or one holding only an earlier export)",
+          what, path, e.path().filename().string());
+    config = config || e.path().filename() == "config.json";
+  }
+  if (ec) fail_input("{}: cannot list '{}': {}", what, path, ec.message());
+  if (!config)
+    fail_input(
+        "{}: '{}' has no config.json: not an earlier export, so not replaced (name a new "
+        "folder)",
+        what, path);
 }
 
 }  // namespace
@@ -60,6 +99,7 @@ void StagedFolder::create() {
           "{}: '{}' is a folder with files in it: not replaced (name a new or empty folder{})",
           what_, path_,
           how_to_replace_.empty() ? "" : ", or " + how_to_replace_ + " to replace it");
+    if (replace_ && !fs::is_empty(path_, ec)) check_replaceable(target_, what_, path_);
   }
   const std::string parent = parent_of(fs::path(temp_));
   fs::create_directories(parent, ec);
@@ -79,11 +119,14 @@ void StagedFolder::commit() {
     aside = temp_.substr(0, temp_.size() - std::string(".partial").size()) + ".replaced";
     fs::remove_all(aside, ec);  // what a killed replacement left
     if (::rename(target_.c_str(), aside.c_str()) != 0)
-      fail_input("{}: moving the old '{}' aside: {}", what_, path_, std::strerror(errno));
+      fail_io(errno, "{}: moving the old '{}' aside: {}", what_, path_, std::strerror(errno));
   }
   // rename(2) replaces an empty folder, never one with files (create() checked it is empty).
-  if (::rename(temp_.c_str(), target_.c_str()) != 0)
-    fail_input("{}: renaming '{}' to '{}': {}", what_, temp_, path_, std::strerror(errno));
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+    const int error = errno;
+    if (!aside.empty()) ::rename(aside.c_str(), target_.c_str());  // the old one back in place
+    fail_io(error, "{}: renaming '{}' to '{}': {}", what_, temp_, path_, std::strerror(error));
+  }
   committed_ = true;
   if (!aside.empty()) fs::remove_all(aside, ec);
   sync_directory(parent_of(fs::path(target_)));

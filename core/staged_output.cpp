@@ -102,8 +102,8 @@ void StagedOutput::check_writable() const {
                write_path_, file_type_name(st.st_mode));
   const int fd = ::open(write_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
-    fail_input("{}: cannot write '{}' (its directory must exist and take new files): {}", what_,
-               path_, std::strerror(errno));
+    fail_input("{}: cannot write '{}' (its folder must take new files): {}", what_, path_,
+               std::strerror(errno));
   ::close(fd);
   ::unlink(write_path_.c_str());
 }

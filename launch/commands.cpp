@@ -263,22 +263,26 @@ void report_step(Session& s, const StepStats& st, StepPosition at, double checkp
 // After the last step: the trace file, then the validation loss (also into metrics.file, as
 // {"after_step": N, "val_loss": ..., "val_tokens": T}, for `shardtrain plot`), then the services
 // stopped (a collective) and their cost ({"services": ...}).
-void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics) {
+void finish_run(Session& s, TraceSession& trace, bool json, OutputFile* metrics,
+                const std::optional<ValidationResult>& last_step_validation) {
   if (trace.enabled()) {
     const int64_t spans = trace.write();
     if (s.lead() && !json)
       fmt::print("trace: {} ({} spans; open in https://ui.perfetto.dev or chrome://tracing)\n",
                  s.config.metrics.trace, spans);
   }
-  const double val = s.trainer->evaluate(kFinalValidationWindows);
+  // A periodic validation after the last step over the final one's windows is the final one:
+  // not computed or recorded twice (every rank has the same periodic result).
+  const int64_t final_tokens =
+      s.trainer->validation_windows(kFinalValidationWindows) * s.config.training.seq_len;
+  const bool reuse = last_step_validation && last_step_validation->tokens == final_tokens;
+  const double val =
+      reuse ? last_step_validation->loss : s.trainer->evaluate(kFinalValidationWindows);
   s.stop_services();
   if (!s.lead()) return;
-  if (metrics && !std::isnan(val))
+  if (metrics && !std::isnan(val) && !reuse)
     write_metrics_line(*metrics,
-                       validation_record({s.config.training.max_steps, val,
-                                          s.trainer->validation_windows(kFinalValidationWindows) *
-                                              s.config.training.seq_len})
-                           .dump(),
+                       validation_record({s.config.training.max_steps, val, final_tokens}).dump(),
                        "the validation loss");
   // What the heartbeat, the watchdog, the communication threads and the writer cost the run.
   if (metrics)
@@ -357,8 +361,8 @@ int run_train(const CommonOptions& options) {
   // Declared before the session: the outputs are opened and checked before any work.
   RunOutputs outputs;
   Session s = open_session(options, nullptr, [&](Session& session) {
+    check_resume_point(session);  // first: a refused resume leaves metrics.file as it was
     open_run_outputs(session, outputs);
-    check_resume_point(session);
   });
   return run_after_startup([&] {
     std::unique_ptr<OutputFile>& metrics = outputs.metrics;
@@ -405,6 +409,7 @@ int run_train(const CommonOptions& options) {
       fmt::print(options.json ? stderr : stdout,
                  "checkpoint | checkpoint.async: saves are synchronous here: {}\n",
                  s.trainer->background_saves_off());
+    std::optional<ValidationResult> val;  // this step's periodic validation, if one was due
     for (int64_t step = start; step < max_steps; ++step) {
       faults.kill_if_due(step);
       take_background_save(false);
@@ -415,7 +420,7 @@ int run_train(const CommonOptions& options) {
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       liveness::set_steps_done(step + 1);
-      const auto val = validate_if_due(*s.trainer, s.config, step + 1);  // a collective
+      val = validate_if_due(*s.trainer, s.config, step + 1);  // a collective
       if (s.lead())
         report_step(s, st, {step, start, max_steps}, checkpoint_ms, checkpoint_wait_ms,
                     options.json, metrics.get(), step_progress, run_clock, val);
@@ -429,7 +434,7 @@ int run_train(const CommonOptions& options) {
     }
     if (!ckpt.dir.empty() && start < max_steps) save(s, max_steps);
     s.trainer->on_checkpoint_complete(nullptr);  // it refers to this scope's variables
-    finish_run(s, trace, options.json, metrics.get());
+    finish_run(s, trace, options.json, metrics.get(), val);
     return 0;
   });
 }

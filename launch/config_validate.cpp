@@ -86,6 +86,11 @@ void validate_training(const Config& c, int world_size) {
   if (c.training.eval_tokens < 0)
     fail_input("training.eval_tokens = {} must not be negative (0: the final validation's windows)",
                c.training.eval_tokens);
+  if (c.training.eval_tokens > 0 && c.training.eval_every == 0)
+    fail_input(
+        "training.eval_tokens = {} sizes the periodic validations, but training.eval_every = 0 "
+        "asks for none: set training.eval_every = N as well, or leave eval_tokens at 0",
+        c.training.eval_tokens);
 }
 
 void validate_optimizer(const Config& c) {

@@ -188,7 +188,6 @@ void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype) {
     // An existing file is replaced only when asked (--overwrite), the config.json beside it too.
     const auto existing =
         o.overwrite ? StagedOutput::Existing::replace : StagedOutput::Existing::refuse;
-    if (m.ranks.rank() == 0) create_parent_folders(o.out, "export --out");
     weights.emplace(o.out, "export --out", StagedOutput::Targets::regular_only, existing,
                     "add --overwrite");
     if (m.ranks.rank() == 0) {

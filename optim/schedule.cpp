@@ -54,7 +54,7 @@ int64_t LrSchedule::decay_start() const {
     case ScheduleKind::constant:
       return max_steps;
     case ScheduleKind::wsd: {
-      // At least one step of decay; torchtitan rounds the same way.
+      // At least one step of decay (which then goes straight to min_lr).
       const int64_t decay = std::max<int64_t>(1, std::llround(decay_fraction * double(max_steps)));
       return std::max(warmup_steps, max_steps - decay);
     }
@@ -68,7 +68,11 @@ float LrSchedule::at(int64_t step) const {
   const int64_t start = decay_start();
   const int64_t decay_steps = max_steps - start;
   if (decay_steps <= 0 || step < start) return lr;
-  const double progress = std::clamp(double(step - start) / double(decay_steps), 0.0, 1.0);
+  // wsd decays from its first decay step and reaches min_lr at its last trained step
+  // (max_steps - 1), as torchtitan's WSD does, so even a one-step decay decays; cosine and
+  // linear reach min_lr at max_steps, one past the last step, as the cosine always has.
+  const int64_t into_decay = kind == ScheduleKind::wsd ? step - start + 1 : step - start;
+  const double progress = std::clamp(double(into_decay) / double(decay_steps), 0.0, 1.0);
   const DecayShape shape = kind == ScheduleKind::wsd      ? decay_shape
                            : kind == ScheduleKind::linear ? DecayShape::linear
                                                           : DecayShape::cosine;

@@ -16,8 +16,9 @@ const char* decay_shape_name(DecayShape shape);
 //   cosine    cosine decay to `min_lr` at `max_steps`;
 //   linear    linear decay to `min_lr` at `max_steps`;
 //   constant  `lr` (min_lr unused);
-//   wsd       `lr` until the last `decay_fraction` of `max_steps` (never into the warm-up), then
-//             `decay_shape` down to `min_lr` at `max_steps`.
+//   wsd       `lr` until the last `decay_fraction` of `max_steps` (at least one step, never
+//             into the warm-up), then `decay_shape` down to `min_lr` at the last step trained,
+//             `max_steps` - 1 (its first decay step already decays, as torchtitan's WSD).
 // A pure function of the step and these fields: a resumed or restarted run continues it exactly.
 struct LrSchedule {
   float lr = 1e-3f;

@@ -140,9 +140,23 @@ existing)
   run 2 "$st" export --checkpoint "$ck" --out hf --dtype fp32
   printf '%s' "$out" | grep -q "export --out: 'hf' is a folder with files in it: not replaced.*--overwrite" \
     || fail "$out"
-  touch hf/stale-file
+  touch hf/stale.json
   run 0 "$st" export --checkpoint "$ck" --out hf --dtype fp32 --overwrite
-  [ -f hf/model.safetensors ] && [ ! -e hf/stale-file ] || fail "not replaced whole: $(ls -A hf)"
+  [ -f hf/model.safetensors ] && [ ! -e hf/stale.json ] || fail "not replaced whole: $(ls -A hf)"
+  # --overwrite replaces an earlier export only: never a folder with anything else in it (the
+  # checkpoints, the folder it runs in).
+  touch hf/notes.md
+  run 2 "$st" export --checkpoint "$ck" --out hf --overwrite
+  printf '%s' "$out" | grep -q "'hf' holds 'notes.md', which no export writes: not replaced" || fail "$out"
+  [ -f hf/notes.md ] && [ -f hf/model.safetensors ] || fail "the refused folder changed: $(ls -A hf)"
+  run 2 "$st" export --checkpoint "$ck" --out a/ck --overwrite
+  printf '%s' "$out" | grep -q "'a/ck' holds '.*', which no export writes" || fail "$out"
+  [ -d "$ck" ] || fail "the checkpoints are gone"
+  rm hf/notes.md
+  (cd hf || exit 1
+   run 2 "$st" export --checkpoint "../$ck" --out . --overwrite
+   printf '%s' "$out" | grep -q "'.' is the current folder or holds it: not replaced" || fail "$out"
+  ) || exit 1
   [ -z "$(ls -A | grep -E 'partial|replaced')" ] || fail "left behind: $(ls -A)"
   ;;
 *) fail "unknown case $case_name" ;;

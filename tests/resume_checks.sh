@@ -26,8 +26,10 @@ run() {  # run CODE ARGS...: shardtrain train ARGS must exit with CODE; output i
 }
 tiny=(model.n_layer=1 model.n_embd=32 model.n_head=2 model.block_size=16 training.seq_len=16
       precision.param_dtype=fp32 "checkpoint.dir=$dir/ck" checkpoint.every=2)
-run 0 training.max_steps=4
-run 2 training.max_steps=6 training.global_batch=16
+run 0 training.max_steps=4 "metrics.file=$dir/m.jsonl"
+cp "$dir/m.jsonl" "$dir/before.jsonl"
+run 2 training.max_steps=6 training.global_batch=16 "metrics.file=$dir/m.jsonl"
+cmp -s "$dir/m.jsonl" "$dir/before.jsonl" || fail "a refused resume changed metrics.file"
 printf '%s' "$out" | grep -q "saved with training.global_batch = 8, this run has 16: resuming would repeat or skip training samples" || fail "$out"
 # Refused before any work: no start-up summary, no peak measured.
 printf '%s' "$out" | grep -q "^matmul peak\|^model:" && fail "refused only after the start-up work: $out"

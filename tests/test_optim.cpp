@@ -199,8 +199,8 @@ TEST(Schedule, WarmupThenConstant) {
   EXPECT_FLOAT_EQ(s.at(500), 1.0f);
 }
 
-// Warmup-stable-decay over 50 steps, 10 of warm-up, the last 0.4 (20 steps, from step 30)
-// decaying; p = 0.25 at step 35, 0.75 at step 45.
+// Warmup-stable-decay over 50 steps, 10 of warm-up, the last 0.4 (20 steps, 30-49) decaying;
+// p = (step - 29) / 20: 0.05 at step 30, 0.25 at 34, 0.5 at 39, 0.75 at 44, 1 at 49 (the last).
 LrSchedule wsd(DecayShape shape) {
   return {1.0f, 0.1f, 10, 50, ScheduleKind::wsd, 0.4, shape};
 }
@@ -209,43 +209,46 @@ TEST(Schedule, WsdLinear) {
   const LrSchedule s = wsd(DecayShape::linear);
   EXPECT_FLOAT_EQ(s.at(0), 0.1f);
   EXPECT_FLOAT_EQ(s.at(20), 1.0f);
-  EXPECT_FLOAT_EQ(s.at(30), 1.0f);
-  EXPECT_NEAR(s.at(35), 0.775f, 1e-6);
-  EXPECT_NEAR(s.at(45), 0.325f, 1e-6);  // 0.1 + 0.9 x 0.25
-  EXPECT_FLOAT_EQ(s.at(50), 0.1f);
+  EXPECT_FLOAT_EQ(s.at(29), 1.0f);
+  EXPECT_NEAR(s.at(30), 0.955f, 1e-6);  // 0.1 + 0.9 x 0.95
+  EXPECT_NEAR(s.at(34), 0.775f, 1e-6);
+  EXPECT_NEAR(s.at(44), 0.325f, 1e-6);  // 0.1 + 0.9 x 0.25
+  EXPECT_FLOAT_EQ(s.at(49), 0.1f);      // the last step trained is at min_lr
 }
 
 TEST(Schedule, WsdCosine) {
   const LrSchedule s = wsd(DecayShape::cosine);
   EXPECT_FLOAT_EQ(s.at(29), 1.0f);
-  EXPECT_NEAR(s.at(35), 0.868198f, 1e-6);  // 0.1 + 0.9 x (1 + cos(pi/4)) / 2
-  EXPECT_NEAR(s.at(40), 0.55f, 1e-6);
-  EXPECT_NEAR(s.at(45), 0.231802f, 1e-6);  // 0.1 + 0.9 x (1 - cos(pi/4)) / 2
-  EXPECT_FLOAT_EQ(s.at(50), 0.1f);
+  EXPECT_NEAR(s.at(34), 0.868198f, 1e-6);  // 0.1 + 0.9 x (1 + cos(pi/4)) / 2
+  EXPECT_NEAR(s.at(39), 0.55f, 1e-6);
+  EXPECT_NEAR(s.at(44), 0.231802f, 1e-6);  // 0.1 + 0.9 x (1 - cos(pi/4)) / 2
+  EXPECT_FLOAT_EQ(s.at(49), 0.1f);
 }
 
 TEST(Schedule, WsdSqrt) {
   const LrSchedule s = wsd(DecayShape::sqrt);
-  EXPECT_FLOAT_EQ(s.at(30), 1.0f);
-  EXPECT_NEAR(s.at(35), 0.55f, 1e-6);      // 0.1 + 0.9 x (1 - sqrt(0.25))
-  EXPECT_NEAR(s.at(45), 0.220577f, 1e-6);  // 0.1 + 0.9 x (1 - sqrt(0.75))
-  EXPECT_FLOAT_EQ(s.at(50), 0.1f);
+  EXPECT_FLOAT_EQ(s.at(29), 1.0f);
+  EXPECT_NEAR(s.at(34), 0.55f, 1e-6);      // 0.1 + 0.9 x (1 - sqrt(0.25))
+  EXPECT_NEAR(s.at(44), 0.220577f, 1e-6);  // 0.1 + 0.9 x (1 - sqrt(0.75))
+  EXPECT_FLOAT_EQ(s.at(49), 0.1f);
 }
 
-// The decay never starts inside the warm-up, and lasts at least one step; decaying over all
-// of the steps is the cosine schedule, bitwise.
+// The decay never starts inside the warm-up, and lasts at least one step (which is at min_lr);
+// decaying over all of the steps is the cosine schedule one step ahead, bitwise.
 TEST(Schedule, WsdDecayBounds) {
   const LrSchedule late{1.0f, 0.1f, 40, 50, ScheduleKind::wsd, 0.5, DecayShape::linear};
   EXPECT_EQ(late.decay_start(), 40);
   EXPECT_FLOAT_EQ(late.at(39), 1.0f);
-  EXPECT_NEAR(late.at(45), 0.55f, 1e-6);
+  EXPECT_NEAR(late.at(44), 0.55f, 1e-6);  // p = 5 / 10
   const LrSchedule brief{1.0f, 0.1f, 0, 4, ScheduleKind::wsd, 0.1, DecayShape::linear};
-  EXPECT_EQ(brief.decay_start(), 3);
-  EXPECT_FLOAT_EQ(brief.at(3), 1.0f);
-  EXPECT_FLOAT_EQ(brief.at(4), 0.1f);
+  EXPECT_EQ(brief.decay_start(), 3);  // 0.1 x 4 steps rounds to none: one step
+  EXPECT_FLOAT_EQ(brief.at(2), 1.0f);
+  EXPECT_FLOAT_EQ(brief.at(3), 0.1f);
   const LrSchedule cosine{1.0f, 0.1f, 10, 110};
   const LrSchedule whole{1.0f, 0.1f, 10, 110, ScheduleKind::wsd, 1.0, DecayShape::cosine};
-  for (int64_t step = 0; step <= 120; ++step) EXPECT_EQ(whole.at(step), cosine.at(step)) << step;
+  for (int64_t step = 0; step < 10; ++step) EXPECT_EQ(whole.at(step), cosine.at(step)) << step;
+  for (int64_t step = 10; step <= 120; ++step)
+    EXPECT_EQ(whole.at(step), cosine.at(step + 1)) << step;
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 #   log_every   metrics.log_every = 3 over 7 steps prints steps 3, 6 and 7 (text and --json);
 #               metrics.file keeps all 7.
 #   validation  training.eval_every = 3 over 6 steps: records after steps 3 and 6, each on its
-#               step line; the one after step 6 equals the final validation loss (the same
-#               windows); the training losses equal those of a run without it, bitwise;
+#               step line; the one after step 6 is the final validation (the same windows,
+#               recorded once), equal to a run's without periodic ones; the training losses
+#               equal that run's, bitwise;
 #               training.eval_tokens = 65 scores 3 windows of 32 (96 tokens).
 #   ranks       the same validations at 2 ranks, FSDP and DDP, within 1e-5 of 1 rank's.
 #   resume      optimizer.schedule = wsd (sqrt decay over half the steps) resumed after step 3 at
@@ -52,11 +53,15 @@ case $case_ in
     run every3 "$st" "${train[@]}" training.eval_every=3 metrics.file=a.jsonl
     run none "$st" "${train[@]}" metrics.file=b.jsonl
     vals a.jsonl > a.tsv
-    [ "$(cut -f1 a.tsv | tr '\n' ' ')" = "3 6 6 " ] ||
-      fail "validation records after steps '$(cut -f1 a.tsv | tr '\n' ' ')', want 3, 6 and the final 6"
+    # The validation after the last step, over the final one's windows, is the final one:
+    # recorded once, and equal to the final validation of the run without periodic ones.
+    [ "$(cut -f1 a.tsv | tr '\n' ' ')" = "3 6 " ] ||
+      fail "validation records after steps '$(cut -f1 a.tsv | tr '\n' ' ')', want 3 and 6 (the final)"
     grep -q '"val_tokens":2048}' a.jsonl || fail "a periodic record scores other than 64 x 32 tokens"
-    [ "$(sed -n 2p a.tsv | cut -f2)" = "$(sed -n 3p a.tsv | cut -f2)" ] ||
-      fail "the validation after step 6 ($(sed -n 2p a.tsv)) is not the final one ($(sed -n 3p a.tsv))"
+    [ "$(sed -n 2p a.tsv | cut -f2)" = "$(vals b.jsonl | cut -f2)" ] ||
+      fail "the validation after step 6 ($(sed -n 2p a.tsv)) is not the final one ($(vals b.jsonl))"
+    grep -q "^validation loss: $(awk 'NR == 2 { printf "%.4f", $2 }' a.tsv)\$" every3.out ||
+      fail "the final validation line differs from step 6's: $(grep '^validation' every3.out)"
     for n in 3 6; do
       v=$(awk -v n="$n" '$1 == n { printf "%.4f", $2; exit }' a.tsv)
       grep -Eq "^step +$n/6 \| loss .* \| val $v\$" every3.out || fail "step $n's line lacks '| val $v'"
@@ -91,9 +96,9 @@ case $case_ in
     lrs a.jsonl > a.tsv
     lrs b.jsonl > b.tsv
     [ "$(cut -f1 b.tsv | tr '\n' ' ')" = "3 4 5 " ] || fail "the resumed run trained steps $(cut -f1 b.tsv)"
-    # Warm-up to 3e-3 in 1 step, stable to step 3, then min_lr + (lr - min_lr)(1 - sqrt(p)) over
-    # the last 3 steps, p = 0, 1/3, 2/3: by hand, 3e-4 + 2.7e-3 x (1, 0.42265, 0.18350).
-    printf '0\t0.003\n1\t0.003\n2\t0.003\n3\t0.003\n4\t0.00144115\n5\t0.00079546\n' > want.tsv
+    # Warm-up to 3e-3 in 1 step, stable to step 2, then min_lr + (lr - min_lr)(1 - sqrt(p)) over
+    # the last 3 steps, p = 1/3, 2/3, 1: by hand, 3e-4 + 2.7e-3 x (0.42265, 0.18350, 0).
+    printf '0\t0.003\n1\t0.003\n2\t0.003\n3\t0.00144115\n4\t0.00079546\n5\t0.0003\n' > want.tsv
     close want.tsv a.tsv || fail "the schedule's learning rates: $(paste want.tsv a.tsv)"
     join <(sort a.tsv) <(sort b.tsv) | awk '$2 != $3 { bad = 1; print } END { exit bad || NR != 3 }' ||
       fail "the resumed run's learning rates differ"
