@@ -132,6 +132,10 @@ void report_background_save(Session& s, const BackgroundSave& done, double durat
     case BackgroundSave::Outcome::failed:
       if (!done.lowest_failed) return;  // that rank ends the job
       remove_unfinished_save(s.config.checkpoint.dir, done.step);
+      // An I/O error keeps its errno, so the failure record says ENOSPC, not "other".
+      if (done.error != 0)
+        fail_io(done.error, "checkpoint.async: the background save of step {} failed: {}",
+                done.step, done.message);
       fail("checkpoint.async: the background save of step {} failed: {}", done.step, done.message);
   }
 }

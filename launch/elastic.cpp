@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "sharding/fsdp_runtime.hpp"
 
 namespace st {
 namespace {
@@ -72,21 +74,14 @@ std::vector<int64_t> injected_kills_from_environment(int world_rank) {
   return steps;
 }
 
-std::string adapt_config_to_restart(Config& c, int world_size) {
-  std::string changes;
-  if (!c.checkpoint.resume.newest() && !c.checkpoint.dir.empty()) {
-    changes = fmt::format("checkpoint.resume = {} becomes auto (the newest complete checkpoint). ",
-                          c.checkpoint.resume.name());
-    c.checkpoint.resume = ResumeFrom{};  // the newest
-  }
-  if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0) {
-    changes += fmt::format("sharding.ranks_per_node = {} does not divide {} ranks: detected. ",
-                           c.sharding.ranks_per_node, world_size);
-    c.sharding.ranks_per_node = 0;
-  }
+namespace {
+
+// The mesh the config asks for at `world_size`, fitted: the shard group's size kept where it
+// divides the ranks, else the replicas' count, else FSDP over all. Returns what changed.
+std::string fit_mesh(Config& c, int world_size) {
   try {
     mesh_shape(c, world_size);
-    return changes;
+    return "";
   } catch (const InputError&) {
   }
   const int64_t shard = c.sharding.shard_degree, replicate = c.sharding.replicate_degree;
@@ -98,11 +93,120 @@ std::string adapt_config_to_restart(Config& c, int world_size) {
     c.sharding.shard_degree = world_size;
     c.sharding.replicate_degree = 1;
   }
-  return changes + fmt::format(
-                       "sharding.shard_degree = {} x replicate_degree = {} does not fit {} "
-                       "ranks: {} x {} instead.",
-                       shard, replicate, world_size, c.sharding.shard_degree,
-                       c.sharding.replicate_degree);
+  return fmt::format(
+      "sharding.shard_degree = {} x replicate_degree = {} does not fit {} ranks: {} x {} "
+      "instead. ",
+      shard, replicate, world_size, c.sharding.shard_degree, c.sharding.replicate_degree);
+}
+
+// Each rank's node at the restart: r / ranks_per_node where the config emulates nodes, else
+// the detected map (empty when not known yet: the first run's guess at a restart's hosts).
+std::vector<int> restart_nodes(const Config& c, int world_size, const std::vector<int>& detected) {
+  if (c.sharding.ranks_per_node > 0) {
+    std::vector<int> nodes(static_cast<size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) nodes[size_t(r)] = int(r / c.sharding.ranks_per_node);
+    return nodes;
+  }
+  return int(detected.size()) == world_size ? detected : std::vector<int>{};
+}
+
+// `nodes` renumbered in order of first appearance: groups laid out alike compare equal.
+std::vector<int> relabelled(const std::vector<int>& nodes) {
+  std::map<int, int> label;
+  std::vector<int> out;
+  for (int n : nodes) out.push_back(label.emplace(n, int(label.size())).first->second);
+  return out;
+}
+
+// Each group's layout as an index into `layouts`, the distinct layouts (nodes relabelled).
+std::vector<size_t> layout_ids(const std::vector<std::vector<int>>& groups,
+                               std::vector<std::vector<int>>& layouts) {
+  std::map<std::vector<int>, size_t> seen;
+  std::vector<size_t> ids;
+  for (const auto& g : groups) {
+    auto [it, added] = seen.emplace(relabelled(g), layouts.size());
+    if (added) layouts.push_back(g);
+    ids.push_back(it->second);
+  }
+  return ids;
+}
+
+// Whether plan_quantization accepts every rank's shard and replica groups on `nodes`; each
+// distinct pair of group layouts is judged once (meshes repeat one layout).
+bool quantization_applies(const Config& c, const MeshShape& shape, const std::vector<int>& nodes) {
+  std::vector<std::vector<int>> shards(size_t(shape.replicate)), replicas(size_t(shape.shard));
+  for (int r = 0; r < shape.shard * shape.replicate; ++r) {
+    shards[size_t(r / shape.shard)].push_back(nodes[size_t(r)]);
+    if (shape.replicate > 1) replicas[size_t(r % shape.shard)].push_back(nodes[size_t(r)]);
+  }
+  std::vector<std::vector<int>> shard_layouts, replica_layouts;
+  const auto shard_id = layout_ids(shards, shard_layouts);
+  const auto replica_id = layout_ids(replicas, replica_layouts);
+  std::set<std::pair<size_t, size_t>> judged;
+  for (int r = 0; r < shape.shard * shape.replicate; ++r) {
+    const size_t s = shard_id[size_t(r / shape.shard)], p = replica_id[size_t(r % shape.shard)];
+    if (!judged.emplace(s, p).second) continue;
+    try {
+      plan_quantization(c.sharding.gather_quantization, c.sharding.reduce_quantization,
+                        shard_layouts[s], replica_layouts[p]);
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Options that shape the collectives and cannot apply on the restart's mesh are dropped (they
+// change memory or traffic, never what a step computes on one node), each named.
+std::string drop_options_that_cannot_apply(Config& c, int world_size,
+                                           const std::vector<int>& nodes) {
+  const MeshShape shape = mesh_shape(c, world_size);
+  std::string changes;
+  if (c.sharding.reshard_to != 0) {
+    try {
+      check_reshard_to(int(c.sharding.reshard_to), shape.shard);
+    } catch (const InputError&) {
+      changes += fmt::format(
+          "sharding.reshard_after_forward = {} does not divide a shard group of {}: true. ",
+          c.sharding.reshard_to, shape.shard);
+      c.sharding.reshard_to = 0;
+      c.sharding.reshard_after_forward = true;
+    }
+  }
+  const bool quantized = c.sharding.gather_quantization != Quantization::none ||
+                         c.sharding.reduce_quantization != Quantization::none;
+  if (quantized && !nodes.empty() && !quantization_applies(c, shape, nodes)) {
+    changes += fmt::format(
+        "sharding.gather_quantization = {}, reduce_quantization = {} have no link between nodes "
+        "to quantize on {} ranks: none. ",
+        quantization_name(c.sharding.gather_quantization),
+        quantization_name(c.sharding.reduce_quantization), world_size);
+    c.sharding.gather_quantization = Quantization::none;
+    c.sharding.reduce_quantization = Quantization::none;
+  }
+  return changes;
+}
+
+}  // namespace
+
+std::string adapt_config_to_restart(Config& c, int world_size,
+                                    const std::vector<int>& detected_nodes) {
+  std::string changes;
+  if (!c.checkpoint.resume.newest() && !c.checkpoint.dir.empty()) {
+    changes = fmt::format("checkpoint.resume = {} becomes auto (the newest complete checkpoint). ",
+                          c.checkpoint.resume.name());
+    c.checkpoint.resume = ResumeFrom{};  // the newest
+  }
+  if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0) {
+    changes += fmt::format("sharding.ranks_per_node = {} does not divide {} ranks: detected. ",
+                           c.sharding.ranks_per_node, world_size);
+    c.sharding.ranks_per_node = 0;
+  }
+  changes += fit_mesh(c, world_size);
+  changes +=
+      drop_options_that_cannot_apply(c, world_size, restart_nodes(c, world_size, detected_nodes));
+  while (!changes.empty() && changes.back() == ' ') changes.pop_back();
+  return changes;
 }
 
 RunnableWorldSizes runnable_world_sizes(const Config& config, int world_size) {

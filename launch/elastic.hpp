@@ -35,8 +35,13 @@ std::vector<int64_t> injected_kills_from_environment(int world_rank);
 // A restarted run resumes (checkpoint.resume = auto), and a mesh the configured degrees no
 // longer fit (HSDP 2x2 on 3 ranks) falls back to the nearest valid one: the shard group's size
 // kept where it divides the ranks, else the replicas' count, else FSDP over all. Returns what
-// changed, one sentence each ("" when nothing did).
-std::string adapt_config_to_restart(Config& config, int world_size);
+// changed, one sentence each ("" when nothing did). Options the restart's mesh cannot apply
+// are dropped, each named: hpZ's reshard_after_forward = N that does not divide the new shard
+// group (true instead), and quantized collectives with no link between nodes left to quantize
+// (none; judged on `detected_nodes`, each rank's node, or on sharding.ranks_per_node's pretend
+// nodes; not judged when neither is known).
+std::string adapt_config_to_restart(Config& config, int world_size,
+                                    const std::vector<int>& detected_nodes = {});
 
 // The world sizes from 1 to `world_size` this config can run at once adapt_config_to_restart
 // has fitted the mesh (the global batch must split over the ranks, ...), and why each refused

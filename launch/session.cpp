@@ -153,7 +153,8 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     if (adjust) adjust(s.config);
     if (s.lead()) write_runnable_world_sizes(s.config, group.size());
     s.restart = restart_notice_from_environment();
-    if (s.restart) s.restart_changes = adapt_config_to_restart(s.config, group.size());
+    if (s.restart)
+      s.restart_changes = adapt_config_to_restart(s.config, group.size(), group.nodes());
     s.threads = use_threads(s.config, s.ranks.ranks_on_node);
     s.data.emplace(load_data(s.config));
     check_validation_split(s.config, *s.data);

@@ -13,6 +13,7 @@
 
 #include "collectives/agreement.hpp"
 #include "collectives/mpi_runtime.hpp"
+#include "core/failure_record.hpp"
 #include "core/file_io.hpp"
 #include "core/liveness.hpp"
 
@@ -224,12 +225,13 @@ struct RankSlots {
 };
 
 // Rank 0's part of a background save once every rank's files are durable: their checksums into
-// the manifest, then the checkpoint published. Returns "" or what failed.
+// the manifest, then the checkpoint published. Returns "" or what failed (its errno, for an I/O
+// error, in `error`).
 std::string publish_background_save(const std::string& root, const fs::path& tmp_dir,
                                     const fs::path& final_dir, int64_t step,
                                     const nlohmann::json& meta, const FsdpRuntime& fsdp,
                                     const std::vector<ShardedState>& states, RankSlots slots,
-                                    const SaveOptions& options) {
+                                    const SaveOptions& options, int& error) {
   const size_t n = states.size();
   Tensor sums = Tensor::empty("checkpoint.all_sums", {int64_t(2 * n) * slots.world}, DType::u64);
   for (int r = 0; r < slots.world; ++r)
@@ -241,6 +243,7 @@ std::string publish_background_save(const std::string& root, const fs::path& tmp
             options);
     return "";
   } catch (const std::exception& e) {
+    classify_failure(e, error);
     return e.what();
   }
 }
@@ -289,6 +292,7 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
     mine[0] = 1;
   } catch (const std::exception& e) {
     error = e.what();
+    classify_failure(e, result.error);  // ENOSPC stays ENOSPC in the failure record
   }
   AllReduceOptions no_watchdog;
   no_watchdog.timeout_s = 0;  // the deadline above bounds the wait instead
@@ -307,7 +311,7 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   Tensor published = Tensor::zeros("checkpoint.published", {1}, DType::i64);
   if (rank == 0) {
     error = publish_background_save(root, tmp_dir, final_dir, step, meta, fsdp, states,
-                                    {all, slot, world}, options);
+                                    {all, slot, world}, options, result.error);
     published.data<int64_t>()[0] = error.empty() ? 1 : 0;
   }
   if (!finished(commit.all_reduce(published, no_watchdog))) return result;

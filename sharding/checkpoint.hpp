@@ -52,6 +52,7 @@ struct BackgroundSave {
   int64_t step = 0;
   std::string path;     // the checkpoint's directory
   std::string message;  // failed: this rank's error ("" if only others failed); abandoned: why
+  int error = 0;        // failed: the errno of this rank's I/O error (ENOSPC...), else 0
   std::vector<int> failed_ranks;  // failed: the ranks whose part failed
   // failed: this rank is the lowest that failed: it removes the temporaries and reports (the
   // others stay silent, so the job ends with one message)

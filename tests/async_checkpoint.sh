@@ -5,7 +5,8 @@
 #                  flight (checkpoint_wait_ms in the metrics, "checkpoint wait" in the trace),
 #                  and every checkpoint kept is complete and loads
 #   disk_full      the second save meets a full disk: exit 1 at a step boundary naming the file
-#                  and the cause, its temporaries gone, the first checkpoint loadable
+#                  and the cause, its temporaries gone, the first checkpoint loadable; under
+#                  --max-restarts not restarted (the record says ENOSPC)
 #   given_up       rank 1's writes are too slow for checkpoint.async_timeout: the save is given
 #                  up, said, its temporaries removed; training goes on, later saves are
 #                  synchronous, the job ends 0 with a loadable final checkpoint
@@ -68,6 +69,17 @@ case $case_ in
     ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck | tr "\n" " ")"
     [ -f disk/ck/step-00000003/COMPLETE ] || fail "the first checkpoint is gone: $(ls -a disk/ck)"
     loads disk/ck/step-00000003
+    # Under --max-restarts it is not restarted: the writer thread's failure record says ENOSPC
+    # (it said {"class":"other","errno":0}, so every restart was burnt on the same full disk).
+    rm -rf disk/ck
+    "$shardrun" -n 2 --max-restarts 2 --restart-backoff 0 "$st" train "${model[@]}" \
+      training.max_steps=20 checkpoint.dir=disk/ck checkpoint.every=3 checkpoint.async=true \
+      > out 2>&1
+    rc=$?
+    [ "$rc" = 1 ] || fail "exit $rc under --max-restarts (want 1)"
+    grep -q "^shardrun: not restarting: No space left on device (free space first) fails again on a restart; the failure, after step [0-9]*: rank [01]: failed: checkpoint.async: the background save of step 6 failed: .*No space left on device" out ||
+      fail "want the refusal to restart naming ENOSPC"
+    grep -q '^restart 1' out && fail "restarted after a full disk"
     ;;
   given_up)
     # Rank 1 writes 1 unit in 0.4 s, 12 in all: past the 1 s timeout of the step-4 save.

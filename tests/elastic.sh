@@ -12,6 +12,11 @@
 #   startup_death    the same, and restart 1 loses rank 1 before its first step: restart 2's
 #                    line names that, and counts the steps recomputed from step 12, not from 0
 #   hsdp_mesh        HSDP 2x2 losing rank 3: falls back to FSDP over 3, and says so
+#   quantized        int8 all-gathers and reductions between 2 pretend nodes of 2 ranks and
+#                    hpZ (reshard_after_forward = 2), global batch 8, rank 1 lost: restarts at
+#                    2 ranks on one node, dropping the quantization (nothing left to quantize)
+#                    and hpZ (a shard group of 2 has no smaller group), saying so; every step once
+#   quantized_host   (emulated hosts) int8 reductions between 2 hosts, host1 lost: the same
 #   lost_host        4 ranks on 2 emulated hosts, host1's link down for good after step 11:
 #                    finishes on host0
 #   link_outage      host1's link down for 3 s: survived, no restart
@@ -112,6 +117,24 @@ case $case_ in
       fail "want the restart line to name the mesh it fell back to"
     one_restart m.jsonl 3
     same_curve m.jsonl
+    ;;
+  quantized)
+    "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:1@12 "$st" "${train[@]}" \
+      training.global_batch=8 sharding.ranks_per_node=2 sharding.gather_quantization=int8 \
+      sharding.reduce_quantization=int8 sharding.reshard_after_forward=2 checkpoint.dir=ck \
+      checkpoint.every=10 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q '^restart 1 of 1 | .* | 2 ranks (was 4), FSDP over 2 ranks | sharding.reshard_after_forward = 2 does not divide a shard group of 2: true. sharding.gather_quantization = int8, reduce_quantization = int8 have no link between nodes to quantize on 2 ranks: none.$' out ||
+      fail "want the restart line to name hpZ and the quantization it dropped"
+    one_restart m.jsonl 2
+    [ "$(losses m.jsonl | cut -f1 | sort -n | uniq | wc -l)" = 20 ] || fail "want steps 0-19 in m.jsonl"
+    ;;
+  quantized_host)
+    "$shardrun" -n 4 --nodes 2 --max-restarts 1 --restart-backoff 0.5 --fault link-down:1@11 "$st" \
+      "${train[@]}" sharding.reduce_quantization=int8 checkpoint.dir=ck checkpoint.every=10 \
+      training.stall_timeout=5 metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
+    grep -q '^restart 1 of 1 | .* | 2 ranks (was 4), FSDP over 2 ranks | sharding.gather_quantization = none, reduce_quantization = int8 have no link between nodes to quantize on 2 ranks: none.$' out ||
+      fail "want the restart line to name the quantization it dropped"
+    one_restart m.jsonl 2
     ;;
   lost_host)
     "$shardrun" -n 4 --nodes 2 --max-restarts 1 --restart-backoff 0.5 --fault link-down:1@11 "$st" \

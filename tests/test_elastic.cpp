@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "launch/elastic.hpp"
+#include "sharding/fsdp_runtime.hpp"
 
 namespace st {
 namespace {
@@ -118,6 +119,83 @@ TEST(Elastic, AMeshThatNoLongerFitsFallsBackToTheNearestValidOne) {
   c.sharding.replicate_degree = 1;
   EXPECT_EQ(adapt_config_to_restart(c, 3), "");
   EXPECT_EQ(c.sharding.shard_degree, -1);
+}
+
+// Every option that constrains the mesh: a restart on a mesh where it cannot apply drops it
+// and names it, so the restarted job never refuses its own config.
+TEST(Elastic, ARestartDropsOptionsTheNewMeshCannotApply) {
+  Config c;
+  c.sharding.ranks_per_node = 2;
+  c.sharding.gather_quantization = Quantization::int8;
+  c.sharding.reduce_quantization = Quantization::int8;
+  // 4 ranks on two pretend nodes lose one: 2 ranks, one node, nothing to quantize.
+  Config two = c;
+  std::string changes = adapt_config_to_restart(two, 2);
+  EXPECT_EQ(two.sharding.gather_quantization, Quantization::none);
+  EXPECT_EQ(two.sharding.reduce_quantization, Quantization::none);
+  EXPECT_NE(changes.find("gather_quantization = int8, reduce_quantization = int8 have no link "
+                         "between nodes to quantize on 2 ranks: none"),
+            std::string::npos)
+      << changes;
+  EXPECT_NO_THROW(validate_config(two, 2));
+  // Still two nodes at 4 of 6 ranks: kept, nothing said.
+  Config four = c;
+  EXPECT_EQ(adapt_config_to_restart(four, 4), "");
+  EXPECT_EQ(four.sharding.gather_quantization, Quantization::int8);
+  // Detected nodes (a lost host): judged on each rank's node; unknown nodes are not judged.
+  Config hosts = c;
+  hosts.sharding.ranks_per_node = 0;
+  hosts.sharding.gather_quantization = Quantization::none;
+  adapt_config_to_restart(hosts, 2, {0, 0});
+  EXPECT_EQ(hosts.sharding.reduce_quantization, Quantization::none);
+  hosts.sharding.reduce_quantization = Quantization::int8;
+  adapt_config_to_restart(hosts, 2, {0, 1});
+  EXPECT_EQ(hosts.sharding.reduce_quantization, Quantization::int8);
+  adapt_config_to_restart(hosts, 2);
+  EXPECT_EQ(hosts.sharding.reduce_quantization, Quantization::int8);
+  // HSDP 2 x 2 on nodes of 2: the replicas span nodes, so reduce quantization still applies
+  // to them after losing nothing; on 2 ranks (one node) it goes.
+  Config hsdp = c;
+  hsdp.sharding.gather_quantization = Quantization::none;
+  hsdp.sharding.shard_degree = 2;
+  hsdp.sharding.replicate_degree = 2;
+  EXPECT_EQ(adapt_config_to_restart(hsdp, 4), "");
+  adapt_config_to_restart(hsdp, 2);
+  EXPECT_EQ(hsdp.sharding.reduce_quantization, Quantization::none);
+  // hpZ: reshard_after_forward = 4 on 8 ranks, restarted on 6 (4 does not divide 6): true.
+  Config hpz;
+  hpz.sharding.reshard_to = 4;
+  changes = adapt_config_to_restart(hpz, 6);
+  EXPECT_EQ(hpz.sharding.reshard_to, 0);
+  EXPECT_TRUE(hpz.sharding.reshard_after_forward);
+  EXPECT_NE(changes.find("reshard_after_forward = 4 does not divide a shard group of 6: true"),
+            std::string::npos)
+      << changes;
+  hpz.sharding.reshard_to = 2;
+  EXPECT_EQ(adapt_config_to_restart(hpz, 6), "");
+  EXPECT_EQ(hpz.sharding.reshard_to, 2);
+}
+
+// The sizes a job can restart at count every option: with the options above dropped where
+// they cannot apply, only the batch decides (8 sequences: 1, 2, 4, 8 of 8 ranks).
+TEST(Elastic, RunnableWorldSizesHoldWithConstrainingOptions) {
+  Config c;
+  c.training.global_batch = 8;
+  c.sharding.ranks_per_node = 2;
+  c.sharding.gather_quantization = Quantization::int8;
+  c.sharding.reduce_quantization = Quantization::int8;
+  c.sharding.reshard_to = 2;
+  const RunnableWorldSizes sizes = runnable_world_sizes(c, 8);
+  EXPECT_EQ(sizes.runnable, (std::vector<int>{1, 2, 4, 8}));
+  for (int w : sizes.runnable) {
+    Config r = c;
+    adapt_config_to_restart(r, w);
+    EXPECT_NO_THROW(validate_config(r, w)) << w;
+    const MeshShape shape = mesh_shape(r, w);
+    if (r.sharding.reshard_to) {
+      EXPECT_NO_THROW(check_reshard_to(int(r.sharding.reshard_to), shape.shard)) << w;
+    }
+  }
 }
 
 TEST(Elastic, TheRestartLineSaysWhyFromWhereAndOnWhat) {
