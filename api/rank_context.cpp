@@ -17,6 +17,7 @@
 #include "collectives/fake_process_group.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "collectives/mpi_runtime.hpp"
+#include "collectives/startup_deadline.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/failure_record.hpp"
@@ -30,6 +31,15 @@ bool under_mpirun() {
     if (std::getenv(var) != nullptr) return true;
   return false;
 }
+
+namespace {
+// This rank as the launcher told it, before MPI can say (0 when none did).
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return 0;
+}
+}  // namespace
 
 void use_collective_algorithm(ProcessGroup& world, Algorithm algorithm) {
   // Rank start-up knows the backend it started: the one place that asks for it by type.
@@ -136,6 +146,8 @@ RankContext start_ranks() {
   RankContext ctx;
   if (under_mpirun()) {
     ctx.owns_mpi_ = !mpi_is_initialized();  // a program that started MPI itself ends it too
+    const char* stall = std::getenv("SHARDTRAIN_TEST_STARTUP_STALL");
+    set_startup_identity(launcher_rank(), stall ? stall : "");
     mpi_init(nullptr, nullptr);
     ctx.group = MpiProcessGroup::world();
     ctx.mpi = true;
@@ -147,7 +159,19 @@ RankContext start_ranks() {
 }
 
 void agree_on_startup(ProcessGroup& group, const std::function<void()>& fn) {
-  const std::optional<RankFailure> f = agree_on_failure(group, fn);
+  // The first agreement is part of the start-up's bound (collectives/startup_deadline.hpp).
+  static bool first = true;
+  std::optional<RankFailure> f;
+  if (first && group.size() > 1) {
+    first = false;
+    startup_stage("agreement", "the ranks' first agreement (reading the config, data and model)");
+    struct Done {
+      ~Done() { startup_done(); }
+    } done;
+    f = agree_on_failure(group, fn);
+  } else {
+    f = agree_on_failure(group, fn);
+  }
   if (!f) return;
   if (group.rank() == f->rank) {
     std::fflush(stdout);

@@ -22,10 +22,12 @@
 #include "bench/bench_step.hpp"
 #include "bench/calibrate.hpp"
 #include "collectives/mpi_runtime.hpp"
+#include "collectives/startup_deadline.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
+#include "launch/interrupt.hpp"
 #include "launch/names.hpp"
 #include "launch/plot.hpp"
 #include "launch/restart_decision.hpp"
@@ -306,6 +308,9 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
   sim->add_option(
       "--max-ring-steps", o.simulate.max_ring_steps,
       "ring steps simulated message by message before the rest are extrapolated (0: all)");
+  sim->add_option("--max-memory", o.simulate.max_memory_gib,
+                  "GiB one simulation may take (its estimate is checked before it runs; "
+                  "default: half of the available memory)");
   sim->add_flag("--all-nodes", o.simulate.every_node,
                 "simulate every node (default: nodes that behave alike are simulated once)");
 
@@ -359,6 +364,8 @@ int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) makes writes fail with EFBIG, reported with the file, instead
   // of killing the process before it can say so or remove its temporaries.
   std::signal(SIGXFSZ, SIG_IGN);
+  st::install_startup_interrupt_handlers(argc > 1 && std::string(argv[1]) == "train");
+  st::startup_timeout_from_arguments(argc, argv);  // bounds MPI's start-up, before any config
   CLI::App app{"shardtrain: FSDP-style sharded training on CPUs"};
   app.require_subcommand(1);
   Options options;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "collectives/pending_work.hpp"
+#include "collectives/startup_deadline.hpp"
 #include "core/error.hpp"
 #include "core/liveness.hpp"
 #include "core/thread_cpu.hpp"
@@ -52,6 +53,7 @@ void mpi_init(int* argc, char*** argv) {
   MPI_Initialized(&already);
   if (already) return;
   int provided = 0;
+  startup_stage("mpi_init", "MPI_Init_thread (Open MPI's start-up)");
   const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) {
     std::fprintf(stderr, "shardtrain: MPI_Init_thread failed with code %d\n", rc);
@@ -66,11 +68,13 @@ void mpi_init(int* argc, char*** argv) {
   // Errors come back as return codes, which check_mpi turns into exceptions with context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm node;
+  startup_stage("node_split", "MPI_Comm_split_type (finding the ranks that share a node)");
   check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
             "MPI_Comm_split_type");
   check_mpi(MPI_Comm_size(node, &g_ranks_on_node), "MPI_Comm_size");
   MPI_Comm_free(&node);
   g_oversubscribed = ranks_on_machine() > int(std::max(1u, std::thread::hardware_concurrency()));
+  startup_done();
 }
 
 bool mpi_machine_oversubscribed() {

@@ -6,8 +6,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/staged_output.hpp"
 
 namespace st {
 namespace fs = std::filesystem;
@@ -60,7 +64,7 @@ void check_replaceable(const fs::path& target, const std::string& what, const st
 }  // namespace
 
 StagedFolder::StagedFolder(std::string path, std::string what, bool owner, bool replace,
-                           std::string how_to_replace)
+                           std::string how_to_replace, std::string staging_tag)
     : path_(std::move(path)),
       what_(std::move(what)),
       how_to_replace_(std::move(how_to_replace)),
@@ -69,10 +73,9 @@ StagedFolder::StagedFolder(std::string path, std::string what, bool owner, bool 
   fs::path target = fs::absolute(path_).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();  // "dir/" names dir
   target_ = target.string();
-  std::string hidden = target.filename().string();
-  hidden.insert(hidden.begin(), '.');
-  hidden.append(".partial");
-  temp_ = (target.parent_path() / hidden).string();
+  if (staging_tag.empty()) staging_tag = make_staging_tag();
+  temp_ = staging_path(target, staging_tag, ".partial");
+  aside_ = staging_path(target, staging_tag, ".replaced");
 }
 
 StagedFolder::~StagedFolder() {
@@ -104,7 +107,9 @@ void StagedFolder::create() {
   const std::string parent = parent_of(fs::path(temp_));
   fs::create_directories(parent, ec);
   if (ec) fail_input("{}: cannot create '{}': {}", what_, parent, ec.message());
-  fs::remove_all(temp_, ec);  // what a killed export left
+  // What killed exports left (each job stages under its own name).
+  remove_stale_temporaries(target_, ".partial");
+  remove_stale_temporaries(target_, ".replaced");
   if (!fs::create_directory(temp_, ec) || ec)
     fail_input("{}: cannot create '{}': {}", what_, temp_, ec ? ec.message() : "it exists");
   created_ = true;
@@ -114,22 +119,46 @@ void StagedFolder::commit() {
   if (!owner_ || committed_) return;
   sync_directory(temp_);  // its files were each synced when closed
   std::error_code ec;
-  std::string aside;
+  bool moved_aside = false;
   if (replace_ && fs::is_directory(target_, ec) && !fs::is_empty(target_, ec)) {
-    aside = temp_.substr(0, temp_.size() - std::string(".partial").size()) + ".replaced";
-    fs::remove_all(aside, ec);  // what a killed replacement left
-    if (::rename(target_.c_str(), aside.c_str()) != 0)
+    check_replaceable(target_, what_, path_);  // again: it may have appeared since create()
+    if (::rename(target_.c_str(), aside_.c_str()) != 0)
       fail_io(errno, "{}: moving the old '{}' aside: {}", what_, path_, std::strerror(errno));
+    moved_aside = true;
   }
-  // rename(2) replaces an empty folder, never one with files (create() checked it is empty).
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
-    const int error = errno;
-    if (!aside.empty()) ::rename(aside.c_str(), target_.c_str());  // the old one back in place
-    fail_io(error, "{}: renaming '{}' to '{}': {}", what_, temp_, path_, std::strerror(error));
+  try {
+    move_into_place();
+  } catch (...) {
+    // The old one back in place; if something took its place meanwhile, it stays aside, named.
+    if (moved_aside && rename_no_replace(aside_, target_) != 0)
+      fail_io(errno, "{}: the old '{}' could not be moved back (it is kept as '{}'): {}", what_,
+              path_, aside_, std::strerror(errno));
+    throw;
   }
   committed_ = true;
-  if (!aside.empty()) fs::remove_all(aside, ec);
+  if (moved_aside) fs::remove_all(aside_, ec);
   sync_directory(parent_of(fs::path(target_)));
+}
+
+void StagedFolder::move_into_place() {
+  auto appeared = [&] {
+    fail_input("{}: '{}' appeared while exporting (another job writing it?): not replaced", what_,
+               path_);
+  };
+  // An empty folder at the path (create() checked it) is removed first, so that the rename
+  // never replaces anything: rmdir(2) fails if files appeared in it.
+  struct stat st {};
+  const bool empty_folder = ::lstat(target_.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (empty_folder && ::rmdir(target_.c_str()) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST) appeared();
+    fail_io(errno, "{}: removing the empty folder '{}': {}", what_, path_, std::strerror(errno));
+  }
+  if (rename_no_replace(temp_, target_) != 0) {
+    const int error = errno;
+    if (error == EEXIST || error == ENOTEMPTY) appeared();
+    if (empty_folder) ::mkdir(target_.c_str(), st.st_mode & 07777);  // as it was
+    fail_io(error, "{}: renaming '{}' to '{}': {}", what_, temp_, path_, std::strerror(error));
+  }
 }
 
 }  // namespace st

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -19,18 +20,13 @@ namespace st {
 namespace {
 
 constexpr double kGbit = 1e9 / 8;  // bytes/s per Gbit/s
+constexpr int kMaxNodes = 1 << 20;
 
 struct ClusterKey {
   bool integer;  // else a number (or, for the few string keys, a string)
   bool text;
   std::function<void(ClusterSpec&, double, const std::string&)> set;
 };
-
-void check_range(double v, double lo, double hi, const std::string& key, const std::string& where,
-                 const char* what) {
-  if (!std::isfinite(v) || v < lo || v > hi)
-    fail_input("{}: '{}' = {} must be {}", where, key, v, what);
-}
 
 const std::map<std::string, ClusterKey>& cluster_keys() {
   static const std::map<std::string, ClusterKey> keys = {
@@ -84,17 +80,43 @@ const std::map<std::string, ClusterKey>& cluster_keys() {
   return keys;
 }
 
-// Ranges, per numeric key: [lo, hi] and the message.
-void check_value(const std::string& key, double v, const std::string& where) {
-  if (key == "nodes") return check_range(v, 1, 1 << 20, key, where, "a whole number of nodes >= 1");
-  if (key == "ranks_per_node" || key == "threads_per_rank" || key == "cores_per_node" ||
-      key == "nodes_per_machine")
-    return check_range(v, key == "cores_per_node" ? 0 : 1, 1 << 16, key, where, "an integer >= 1");
-  if (key == "fabric.oversubscription")
-    return check_range(v, 1, 1e6, key, where, ">= 1 (1: non-blocking)");
-  if (key.ends_with("latency_us"))
-    return check_range(v, 0, 1e7, key, where, "a latency >= 0 microseconds");
-  check_range(v, 1e-9, 1e12, key, where, "> 0");
+// A numeric key's valid values: [lo, hi], what they are, and the unit after the range.
+struct KeyRange {
+  double lo, hi;
+  const char* what;
+  const char* unit = "";
+};
+
+KeyRange key_range(const std::string& key) {
+  if (key == "nodes") return {1, kMaxNodes, "a whole number of nodes"};
+  if (key == "cores_per_node") return {0, 1 << 16, "an integer", " (0: ranks x threads)"};
+  if (key == "ranks_per_node" || key == "threads_per_rank" || key == "nodes_per_machine")
+    return {1, 1 << 16, "an integer"};
+  if (key == "fabric.oversubscription") return {1, 1e6, "a ratio", " (1: non-blocking)"};
+  if (key.ends_with("latency_us")) return {0, 1e7, "a latency", " microseconds"};
+  // Rates and sizes: positive and finite (1e308 GB/s would make every transfer take 0 s).
+  const char* unit = key.ends_with("_gbit")    ? " Gbit/s"
+                     : key.ends_with("gflops") ? " GFLOP/s"
+                     : key.ends_with("_gib")   ? " GiB"
+                                               : " GB/s";
+  return {1e-9, 1e12, "a finite positive number", unit};
+}
+
+// A bound as people write it: whole numbers below 10^7 in full, others as 1e-09 or 1e+12.
+std::string bound(double v) {
+  return v == std::floor(v) && std::abs(v) < 1e7 ? fmt::format("{}", int64_t(v))
+                                                 : fmt::format("{:g}", v);
+}
+
+std::string range_text(const KeyRange& r) {
+  return fmt::format("{} in [{}, {}]{}", r.what, bound(r.lo), bound(r.hi), r.unit);
+}
+
+// An InputError naming the key, its value and its range unless `v` lies in the range.
+void check_value(const std::string& key, double v, bool integer, const std::string& where) {
+  const KeyRange r = key_range(key);
+  if (!std::isfinite(v) || v < r.lo || v > r.hi || (integer && v != std::floor(v)))
+    fail_input("{}: '{}' = {} must be {}", where, key, v, range_text(r));
 }
 
 std::string known_keys() {
@@ -138,14 +160,15 @@ void read_cluster_keys(const toml::table& root, const std::string& where, Cluste
             strings[key] = *v;
             continue;
           }
+          // A whole float (1e6) counts as an integer; anything but a number names the range.
           double v = 0;
           if (auto i = node.value_exact<int64_t>())
             v = double(*i);
-          else if (auto d = node.value_exact<double>(); d && !spec.integer)
+          else if (auto d = node.value_exact<double>())
             v = *d;
           else
-            fail_input("{}: '{}' must be {}", where, key, spec.integer ? "an integer" : "a number");
-          check_value(key, v, where);
+            fail_input("{}: '{}' must be {}", where, key, range_text(key_range(key)));
+          check_value(key, v, spec.integer, where);
           spec.set(c, v, key);
         }
       };
@@ -216,6 +239,9 @@ ClusterSpec parse_cluster(const std::string& text, const std::string& where) {
   ClusterSpec c;
   ClusterStrings strings;
   read_cluster_keys(root, where, c, strings);
+  if (int64_t(c.nodes) * c.ranks_per_node > kMaxSimulatedRanks)
+    fail_input("{}: 'nodes' x 'ranks_per_node' = {} x {} ranks must be at most {}", where, c.nodes,
+               c.ranks_per_node, kMaxSimulatedRanks);
   apply_cluster_strings(strings, where, c);
   return c;
 }

@@ -68,9 +68,10 @@ struct Config {
     double grad_clip = 1.0;
     int64_t threads = 0;  // 0: cores / ranks on this node
     std::string init_from;
-    double stall_timeout = 30;  // s a rank may be silent or stuck before the job ends; 0: off
-    int64_t eval_every = 0;     // validate every this many steps; 0: only after the last
-    int64_t eval_tokens = 0;    // tokens each of those scores; 0: the final validation's
+    double stall_timeout = 30;    // s a rank may be silent or stuck before the job ends; 0: off
+    double startup_timeout = 40;  // s for MPI's start-up and the first agreement; 0: none
+    int64_t eval_every = 0;       // validate every this many steps; 0: only after the last
+    int64_t eval_tokens = 0;      // tokens each of those scores; 0: the final validation's
   } training;
   OptimizerConfig optimizer;
   struct {

@@ -232,7 +232,7 @@ KeyTable data_keys() {
         "the last fraction of the data is the validation split"}},
       {"data.tokens",
        {str_key(&Config::data, &Data::tokens), "a path or glob",
-        "token file(s) (`shards/train_*.bin`, sorted, read as one stream), memory-mapped"}},
+        "token file(s) (`shards/train_*.bin`, sorted, read as one stream), read where sampled"}},
       {"data.val_tokens",
        {str_key(&Config::data, &Data::val_tokens), "a path or glob",
         "validation token file(s); empty: the last `data.val_fraction` of `data.tokens`"}},
@@ -272,6 +272,11 @@ KeyTable training_keys() {
         "a rank that sends no heartbeat, or stays outside every collective without progress while "
         "the others wait, this long ends the job, named with its step; 0: off (the collectives' "
         "300 s watchdog remains)"}},
+      {"training.startup_timeout",
+       {num_key(&Config::training, &Training::startup_timeout), "0 – 86400 (seconds)",
+        "a rank not through MPI's start-up, or the ranks' first agreement, this long ends the "
+        "job naming the stage (Open MPI can hang in its start-up when many jobs start at once "
+        "on one host); on the command line it bounds MPI's start-up too; 0: off"}},
       {"training.eval_every",
        {int_key(&Config::training, &Training::eval_every), "≥ 0",
         "validate every this many steps (on the step line and in `metrics.file`); 0: only "

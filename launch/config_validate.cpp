@@ -74,6 +74,11 @@ void validate_training(const Config& c, int world_size) {
   in_range(c.training.threads, 0, 1024, "training.threads",
            "OpenMP threads per rank; 0: cores / ranks on the node");
   if (c.training.seed < 0) fail_input("training.seed = {} must not be negative", c.training.seed);
+  if (!(c.training.startup_timeout >= 0 && c.training.startup_timeout <= 86400))
+    fail_input(
+        "training.startup_timeout = {} must be in [0, 86400] seconds (how long MPI's start-up "
+        "and the first agreement may take; 0: no bound)",
+        c.training.startup_timeout);
   if (!(c.training.stall_timeout >= 0 && c.training.stall_timeout <= 86400))
     fail_input(
         "training.stall_timeout = {} must be in [0, 86400] seconds (how long a rank may be "

@@ -77,7 +77,13 @@ int run_tokenize(const TokenizeOptions& o) {
   }
   const std::string text = read_text_file(o.in);
   const auto [ids, how] = encode_text(o, text);
-  if (ids.empty()) fail_input("tokenize: '{}' holds no text: nothing to tokenize", o.in);
+  if (text.empty()) fail_input("tokenize: '{}' holds no text: nothing to tokenize", o.in);
+  // (A tokenizer drops what it has no token for, when it has no unk_token or byte fallback.)
+  if (ids.empty())
+    fail_input(
+        "tokenize: '{}' ({} bytes) encodes to no tokens with the tokenizer '{}': no token of its "
+        "vocabulary matched the text",
+        o.in, text.size(), how);
   if (o.val_tokens >= int64_t(ids.size()))
     fail_input("tokenize: --val-tokens {} leaves no training tokens ('{}' gives {})", o.val_tokens,
                o.in, ids.size());

@@ -1,5 +1,6 @@
 #include "launch/interrupt.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <time.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/liveness.hpp"
 
@@ -19,19 +22,37 @@ constexpr size_t kLineBytes = 1024;
 char g_lines[2][kLineBytes];
 std::atomic<int> g_current{0};
 volatile sig_atomic_t g_speaks = 0;
+// The process that started this rank when it is mpirun or Open MPI's daemon (else 0): its
+// SIGTERM ends the job, as after another rank ended, not the user's signal.
+volatile pid_t g_launcher = 0;
 
-void write_line(int slot, const std::string& text) {
+// Rewrites the line the handler prints (after the signal's words); its callers serialize
+// (TrainingStateNote; the installs, before there is one).
+void set_line(const std::string& text) {
+  const int next = 1 - g_current.load();
   const size_t n = std::min(text.size(), kLineBytes - 1);
-  std::memcpy(g_lines[slot], text.data(), n);
-  g_lines[slot][n] = '\0';
+  std::memcpy(g_lines[next], text.data(), n);
+  g_lines[next][n] = '\0';
+  g_current.store(next);
 }
 
-// Rewrites the line the handler prints; its callers (TrainingStateNote) serialize.
 void note_training_state(int64_t step, int64_t max_steps, const std::string& checkpoint) {
-  const int next = 1 - g_current.load();
-  write_line(next, fmt::format("in step {} of {}; newest complete checkpoint: {}\n", step + 1,
-                               max_steps, checkpoint.empty() ? std::string("none") : checkpoint));
-  g_current.store(next);
+  set_line(fmt::format(" in step {} of {}; newest complete checkpoint: {}\n", step + 1, max_steps,
+                       checkpoint.empty() ? std::string("none") : checkpoint));
+}
+
+// The parent process if it is Open MPI's launcher (mpirun, its daemon orted), else 0.
+pid_t open_mpi_launcher() {
+  const pid_t parent = ::getppid();
+  char name[64] = {};
+  const int fd = ::open(fmt::format("/proc/{}/comm", parent).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, name, sizeof name - 1);
+  ::close(fd);
+  const std::string_view comm(name, n > 0 ? size_t(n) : 0);
+  for (std::string_view launcher : {"mpirun\n", "orterun\n", "mpiexec\n", "orted\n"})
+    if (comm == launcher) return parent;
+  return 0;
 }
 
 // Every rank has the forwarded SIGUSR1/SIGUSR2. Should another rank end first, mpirun ends the
@@ -47,15 +68,19 @@ void wait_for_the_speaker() {
   }
 }
 
-extern "C" void on_interrupt(int sig) {
+extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
   // Under mpirun a SIGTERM may be mpirun ending the job for another rank that failed and said
   // why; its notice (sent through the heartbeat before its MPI_Abort) is here by then, and this
-  // rank stays silent rather than print a contradictory line.
+  // rank stays silent rather than print a contradictory line. A rank killed (SIGKILL) sends no
+  // notice: the line then says that mpirun stopped this rank (its note naming the dead rank
+  // follows), not that someone sent the user's SIGTERM.
   // launch/shardrun passes Ctrl-C on as SIGUSR1 and SIGTERM as SIGUSR2 (see the header).
   const bool interrupted = sig == SIGINT || sig == SIGUSR1;
+  const bool by_launcher = sig == SIGTERM && g_launcher != 0 && info && info->si_pid == g_launcher;
   if (g_speaks && !liveness::peer_failed()) {
-    const char* prefix =
-        interrupted ? "shardtrain: interrupted (SIGINT) " : "shardtrain: terminated (SIGTERM) ";
+    const char* prefix = interrupted   ? "shardtrain: interrupted (SIGINT)"
+                         : by_launcher ? "shardtrain: stopped by mpirun (SIGTERM)"
+                                       : "shardtrain: terminated (SIGTERM)";
     const char* line = g_lines[g_current.load()];
     // One write: under mpirun, its own messages on the same stream could otherwise land in the
     // middle of the line.
@@ -70,18 +95,38 @@ extern "C" void on_interrupt(int sig) {
   ::_exit(128 + (interrupted ? SIGINT : SIGTERM));
 }
 
+struct sigaction handler_action() {
+  struct sigaction action {};
+  action.sa_sigaction = on_interrupt;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  return action;
+}
+
 }  // namespace
+
+void install_startup_interrupt_handlers(bool training) {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!std::getenv("SHARDRUN_JOB") || !rank) return;
+  g_speaks = std::string_view(rank) == "0";
+  set_line(training ? " before the first step\n" : "\n");
+  const struct sigaction action = handler_action();
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);
+}
 
 void install_interrupt_handlers(bool speaks, bool under_mpirun) {
   g_speaks = speaks;
-  write_line(0, "before the first step\n");
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  sigemptyset(&action.sa_mask);
+  if (under_mpirun) g_launcher = open_mpi_launcher();
+  set_line(" before the first step\n");
+  struct sigaction action = handler_action();
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGUSR1, &action, nullptr);
   sigaction(SIGUSR2, &action, nullptr);
-  if (under_mpirun) action.sa_handler = SIG_IGN;
+  if (under_mpirun) {
+    action.sa_handler = SIG_IGN;
+    action.sa_flags = 0;
+  }
   sigaction(SIGINT, &action, nullptr);
 }
 

@@ -16,7 +16,16 @@ namespace st {
 // wait up to 5 s for mpirun to end them after rank 0: should one of them end first, mpirun kills
 // a rank 0 slow to take the signal before it said its line. SIGTERM itself (mpirun's own kill,
 // a scheduler's) is handled too, at once.
+// A SIGTERM from mpirun (or its daemon) itself, the parent process, is mpirun ending the job,
+// as it does when another rank ended: rank 0 says "stopped by mpirun (SIGTERM)" then, not
+// "terminated (SIGTERM)", which is kept for the user's or a scheduler's own SIGTERM.
 void install_interrupt_handlers(bool speaks, bool under_mpirun);
+// Under launch/shardrun, at the start of main: SIGUSR1 and SIGUSR2 (the user's Ctrl-C and
+// SIGTERM, as shardrun passes them on) end the process at once, rank 0 (by Open MPI's
+// OMPI_COMM_WORLD_RANK, set before MPI_Init) saying so; their default action would kill it
+// during start-up ("exited on signal 12", exit 140). `training`: the line says "before the
+// first step", as train's does until then. Elsewhere nothing changes.
+void install_startup_interrupt_handlers(bool training);
 // The state the line reports (training is in step N of max_steps; the newest complete
 // checkpoint, "none" for none), as training changes it: the step from the training thread, a
 // checkpoint from whichever thread makes it complete (a background save's writer, the moment its

@@ -39,7 +39,10 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 DType parse_float_dtype(std::string_view text, std::string_view key) {
   if (text == "fp32" || text == "f32" || text == "float32") return DType::f32;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
-  fail_input("{}: '{}' is not a floating-point dtype (expected fp32 or bf16)", key, text);
+  fail_input(
+      "{}: '{}' is not a dtype shardtrain stores: the accepted ones are fp32 (f32, float32) "
+      "and bf16 (bfloat16)",
+      key, text);
 }
 
 Algorithm parse_algorithm(std::string_view text, std::string_view key) {

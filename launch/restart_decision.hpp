@@ -61,7 +61,10 @@ RunFailure run_failure_from_line(const std::string& line, const std::string& whe
 // records and output, compares with --previous (this run's line goes to --save) and either
 // prints "restart", the steps done, the cause and the restart's world size on four lines
 // (exit 0; a note on stderr when that size is below the ranks available) or its "not
-// restarting" message on stderr (exit 1).
+// restarting" message on stderr (exit 1). It reads regular files only (a FIFO would hang the
+// launcher) and refuses, naming the flag or field (an InputError: exit 2), an exit code of 0,
+// counts out of range, a steps_done beyond any run, and a --save it cannot write (without it
+// the same failure twice would go unnoticed).
 struct RestartDecisionOptions {
   int exit_code = 1;
   std::string failures, log, previous, save, world_sizes;

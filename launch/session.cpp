@@ -1,6 +1,7 @@
 #include "launch/session.hpp"
 
 #include "collectives/agreement.hpp"
+#include "collectives/startup_deadline.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -150,6 +151,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
   agree_on_startup(group, [&] {
     s.config = load_config(options.config, options.overrides);
     adopt_init_from_model(s.config, options.overrides);
+    set_startup_timeout(s.config.training.startup_timeout);
     if (adjust) adjust(s.config);
     if (s.lead()) write_runnable_world_sizes(s.config, group.size());
     s.restart = restart_notice_from_environment();

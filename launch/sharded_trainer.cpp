@@ -278,9 +278,7 @@ void check_memory_fits(const Config& config, const Model& model, const ProcessGr
   const int states = states_per_element(config.optimizer.kind);
   const MemoryBudget b = config_memory_budget(
       config, model, layout_units(model.param_specs(), model.num_units(), S), states, group.size());
-  const auto& nodes = group.nodes();
-  const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group.rank())]));
-  const std::string beyond = machine_memory().shortfall(b.total(), on_node);
+  const std::string beyond = memory_shortfall_on_node(b.total(), group);
   if (beyond.empty()) return;
   const double gib = 1024.0 * kMiB;
   fail_input(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cctype>
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <type_traits>
@@ -17,6 +20,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "core/staged_output.hpp"
 #include "launch/cache_dir.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
@@ -156,15 +160,29 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
 
 }  // namespace
 
-Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ranks,
-                   const std::string& mesh_name, MeshShape mesh, const SimOptions& options) {
+namespace {
+
+// One row before the engine runs: the prediction but its simulated step, and what the engine
+// is given.
+struct PlannedRow {
+  Prediction p;  // all but sim, tokens_per_s and mfu
+  SimPlatform platform;
+  StepPlan plan;
+  double tokens = 0;           // per step
+  double flops_per_token = 0;  // the model's
+  double peak = 0;             // one rank's matmul FLOP/s; 0: unknown
+};
+
+PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int ranks,
+                    const std::string& mesh_name, MeshShape mesh) {
   Config config = config_in;
   config.sharding.shard_degree = mesh.shard;
   config.sharding.replicate_degree = mesh.replicate;
   validate_config(config, ranks);  // the batch must split over the ranks, as train requires
-  const SimPlatform platform = platform_for(cluster, ranks);
+  PlannedRow row;
+  row.platform = platform_for(cluster, ranks);
   ClusterSpec spec = cluster.spec;
-  spec.ranks_per_node = platform.ranks_per_node;
+  spec.ranks_per_node = row.platform.ranks_per_node;
   // training.threads as the runtime reads it: given, or the node's cores over its ranks.
   if (config.training.threads > 0)
     spec.threads_per_rank = int(config.training.threads);
@@ -181,11 +199,10 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   shape.threads = spec.threads_per_rank;
   shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs and bytes
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
+  row.plan =
+      step_plan(config, mesh, units, times, spec.threads_per_rank, row.platform.ranks_per_node);
 
-  const StepPlan plan =
-      step_plan(config, mesh, units, times, spec.threads_per_rank, platform.ranks_per_node);
-
-  Prediction p;
+  Prediction& p = row.p;
   p.ranks = ranks;
   p.mesh_name = mesh_name;
   p.mesh = mesh;
@@ -202,21 +219,36 @@ Prediction predict(const Config& config_in, const LoadedCluster& cluster, int ra
   }
   model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   p.fits = !(spec.memory_per_node > 0) ||
-           p.memory_bytes * platform.ranks_per_node <= spec.memory_per_node;
-  p.sim = simulate_step(platform, mesh, plan, options);
-  const double tokens = double(t.global_batch * t.seq_len);
-  p.tokens_per_s = tokens / p.sim.step;
-  double peak = spec.matmul_flops;
+           p.memory_bytes * row.platform.ranks_per_node <= spec.memory_per_node;
+  row.tokens = double(t.global_batch * t.seq_len);
+  row.flops_per_token = model->flops_per_token();
+  row.peak = spec.matmul_flops;
   if (cluster.profile && !cluster.profile->matmul_peak.empty()) {
     const auto& peaks = cluster.profile->matmul_peak;
     auto it = peaks.find(spec.threads_per_rank);
-    peak = it != peaks.end()
-               ? it->second
-               : peaks.rbegin()->second * spec.threads_per_rank / peaks.rbegin()->first;
-    peak /= std::max(1.0, spec.ranks_per_core() * spec.threads_per_rank);  // cores shared
+    row.peak = it != peaks.end()
+                   ? it->second
+                   : peaks.rbegin()->second * spec.threads_per_rank / peaks.rbegin()->first;
+    row.peak /= std::max(1.0, spec.ranks_per_core() * spec.threads_per_rank);  // cores shared
   }
-  if (peak > 0) p.mfu = model->flops_per_token() * p.tokens_per_s / (double(ranks) * peak);
+  return row;
+}
+
+// The prediction of a planned row, once the engine has simulated its step.
+Prediction finish_row(const PlannedRow& row, const SimResult& sim) {
+  Prediction p = row.p;
+  p.sim = sim;
+  p.tokens_per_s = row.tokens / sim.step;
+  if (row.peak > 0) p.mfu = row.flops_per_token * p.tokens_per_s / (double(p.ranks) * row.peak);
   return p;
+}
+
+}  // namespace
+
+Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks,
+                   const std::string& mesh_name, MeshShape mesh, const SimOptions& options) {
+  const PlannedRow row = plan_row(config, cluster, ranks, mesh_name, mesh);
+  return finish_row(row, simulate_step(row.platform, mesh, row.plan, options));
 }
 
 namespace {
@@ -440,9 +472,87 @@ void calibrate_or_refuse(LoadedCluster& cluster, const SimulateOptions& o, const
                       : ", and point the cluster's compute.profile at it");
 }
 
+constexpr double kGiB = 1073741824.0;
+constexpr double kMaxMemoryGib = 1 << 20;  // a PiB: any machine's
+
+// Half of this machine's available memory (MemAvailable), or 4 GiB where it cannot be read.
+double default_memory_limit() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, line;
+  double kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024 / 2;
+    std::getline(meminfo, line);
+  }
+  return 4 * kGiB;
+}
+
+// Refuses the run, before any simulation, when the engine would need more memory for one of
+// its rows than `max_gib` (0: the default) allows: the largest row is named, with its estimate.
+void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& options,
+                         double max_gib) {
+  const double limit = max_gib > 0 ? max_gib * kGiB : default_memory_limit();
+  const PlannedRow* largest = nullptr;
+  EngineFootprint most;
+  int over = 0;
+  for (const PlannedRow& row : rows) {
+    const EngineFootprint f = engine_footprint(row.platform, row.p.mesh, row.plan, options);
+    over += f.bytes > limit;
+    if (!largest || f.bytes > most.bytes) largest = &row, most = f;
+  }
+  if (over == 0) return;
+  const Prediction& p = largest->p;
+  const bool folded = most.simulated_ranks < p.ranks;
+  constexpr int kFewest = 4;  // nodes simulated at least (represented_nodes)
+  fail_input(
+      "simulate: {} ranks as {} {}x{} would take an estimated {:.2f} GiB in the engine ({} ranks "
+      "simulated, {:.0f} actors{}), over the limit of {:.2f} GiB ({}){}; {}, or raise "
+      "--max-memory GIB on a machine with the memory",
+      p.ranks, p.mesh_name, p.mesh.shard, p.mesh.replicate, most.bytes / kGiB, most.simulated_ranks,
+      most.actors,
+      options.every_node                  ? ": --all-nodes"
+      : folded                            ? ": nodes that behave alike once"
+      : largest->platform.nodes > kFewest ? ": every node, as this mesh's nodes do not behave alike"
+                                          : "",
+      limit / kGiB,
+      max_gib > 0 ? "--max-memory" : "half of the available memory, the default of --max-memory",
+      over > 1 ? fmt::format("; {} of the {} rows are over it", over, rows.size()) : "",
+      options.every_node ? "drop --all-nodes or simulate fewer ranks"
+                         : "simulate fewer ranks or another mesh");
+}
+
+// --plot's file, checked before any simulation: its extension, gnuplot, a place to write it.
+void check_plot_destination(const std::string& plot) {
+  const std::string ext = std::filesystem::path(plot).extension().string();
+  if (ext != ".png" && ext != ".svg")
+    fail_input("--plot '{}' must be a file name ending in .png or .svg", plot);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
+    fail_input("--plot '{}': gnuplot is not installed (apt-get install gnuplot-nox)", plot);
+  struct stat st {};
+  if (::stat(plot.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) return;  // opened once, to write
+  StagedOutput(plot, "--plot").check_writable();
+}
+
+// The flags' values, before any work: each out of its range is exit 2 naming the flag.
+void check_simulate_flags(const SimulateOptions& o) {
+  for (int n : o.ranks)
+    if (n < 1 || n > kMaxSimulatedRanks)
+      fail_input("--ranks: {} must be in [1, {}]", n, kMaxSimulatedRanks);
+  if (o.max_ring_steps < 0)
+    fail_input(
+        "--max-ring-steps {} must be in [0, {}] (0: simulate every step of every ring; else the "
+        "steps simulated message by message before the rest are extrapolated)",
+        o.max_ring_steps, std::numeric_limits<int>::max());
+  if (!(o.max_memory_gib >= 0 && o.max_memory_gib <= kMaxMemoryGib))
+    fail_input("--max-memory {} must be in [0, {}] GiB (0: half of the available memory)",
+               o.max_memory_gib, kMaxMemoryGib);
+  if (!o.plot.empty()) check_plot_destination(o.plot);
+}
+
 }  // namespace
 
 int run_simulate(const SimulateOptions& o) {
+  check_simulate_flags(o);
   const Config config = load_config(o.common.config, o.common.overrides);
   if (o.cluster.empty())
     fail_input("simulate: --cluster FILE.toml (or a bundled cluster name) is required");
@@ -454,21 +564,24 @@ int run_simulate(const SimulateOptions& o) {
   SimOptions options;
   options.max_ring_steps = o.max_ring_steps;
   options.every_node = o.every_node;
-  std::vector<Prediction> rows;
   // Rows a mesh cannot run at a rank count (FSDP cannot split a unit that finely) are named
   // with the reason; the rows that can run are still predicted. Nothing runnable: exit 2.
+  std::vector<PlannedRow> planned;
   std::vector<std::string> skipped;
   for (int n : ranks) {
-    if (n < 1) fail_input("--ranks: {} must be at least 1", n);
     for (const auto& [name, mesh] : meshes_for(config, o.meshes, n, cluster.spec.ranks_per_node)) {
       try {
-        rows.push_back(predict(config, cluster, n, name, mesh, options));
+        planned.push_back(plan_row(config, cluster, n, name, mesh));
       } catch (const InputError& e) {
         skipped.push_back(
             fmt::format("{} ranks, {} {}x{}: {}", n, name, mesh.shard, mesh.replicate, e.what()));
       }
     }
   }
+  check_engine_memory(planned, options, o.max_memory_gib);
+  std::vector<Prediction> rows;
+  for (const PlannedRow& row : planned)
+    rows.push_back(finish_row(row, simulate_step(row.platform, row.p.mesh, row.plan, options)));
   if (rows.empty() && !skipped.empty())
     fail_input("simulate: no mesh can run: {}", fmt::join(skipped, "; "));
   if (o.common.json) {

@@ -1,7 +1,7 @@
 #pragma once
 // shardtrain simulate --config C [overrides] --cluster FILE.toml [--ranks 8,64] [--mesh ...]
-// [--json] [--plot OUT]: the predicted step time, exposed communication, bytes per link class,
-// memory, tokens/s and MFU of a config on a cluster, per rank count and mesh.
+// [--json] [--plot OUT] [--max-memory GIB]: the predicted step time, exposed communication, bytes
+// per link class, memory, tokens/s and MFU of a config on a cluster, per rank count and mesh.
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +22,9 @@ struct SimulateOptions {
   std::string plot;
   int max_ring_steps = SimOptions{}.max_ring_steps;
   bool every_node = false;
+  // The most memory one simulation may take (GiB): a larger estimate (engine_footprint) is
+  // refused before any runs. 0: half of this machine's available memory.
+  double max_memory_gib = 0;
   // Calibrates this machine (`simulate calibrate --config tiny OVERRIDES --out OUT`) when the
   // bundled this-machine cluster has no calibration of it yet; app/ wires it to bench/'s
   // calibrate, which launch/ does not include. Empty: say which command makes it instead.

@@ -23,13 +23,28 @@ const char* replica_sync_name(ReplicaSync s) {
 }
 
 void check_reshard_to(int N, int S) {
-  if (N < 2 || N >= S || S % N != 0)
+  if (N >= 2 && N < S && S % N == 0) return;
+  // The valid N: the divisors of S from 2 to S / 2, found in pairs up to its square root.
+  std::vector<int> valid;
+  for (int d = 2; int64_t(d) * d <= S; ++d)
+    if (S % d == 0) {
+      valid.push_back(d);
+      if (d != S / d) valid.push_back(S / d);
+    }
+  std::sort(valid.begin(), valid.end());
+  const std::string options =
+      "true (reshards to the whole shard group) or false (keeps whole units)";
+  if (valid.empty())
     fail_input(
-        "sharding.reshard_after_forward = {} must be a divisor of the shard group's {} ranks "
-        "between 2 and {} (a smaller group for the backward's all-gathers, e.g. the ranks of a "
-        "node{}); true reshards to the whole shard group, false keeps whole units",
-        N, S, std::max(2, S / 2),
-        S < 4 ? fmt::format(": a shard group of {} has none", S) : std::string());
+        "sharding.reshard_after_forward = {}: a shard group of {} rank{} has no divisor N with "
+        "2 <= N < {} to reshard to; the options here are {}",
+        N, S, S == 1 ? "" : "s", S, options);
+  std::string list = fmt::format("{}", fmt::join(valid.begin(), valid.end() - 1, ", "));
+  list += (list.empty() ? "" : " or ") + std::to_string(valid.back());
+  fail_input(
+      "sharding.reshard_after_forward = {} must be a divisor of the shard group's {} ranks below "
+      "{}: {} (a smaller group for the backward's all-gathers, e.g. the ranks of a node); or {}",
+      N, S, S, list, options);
 }
 
 int ranks_per_node_block(const std::vector<int>& nodes) {

@@ -138,7 +138,8 @@ std::string weights_config_json(const std::string& weights) {
 std::string weights_tokenizer_json(const std::string& weights) {
   if (!is_folder(weights)) return "";
   const std::string path = (fs::path(weights) / "tokenizer.json").string();
-  return fs::is_regular_file(path) ? path : "";
+  // One that is not a regular file (a FIFO) is refused by name where it is read, not missed.
+  return fs::exists(path) ? path : "";
 }
 
 WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec>& specs) {

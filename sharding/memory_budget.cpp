@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/memory_stats.hpp"
 #include "sharding/unit_topology.hpp"
 
 namespace st {
@@ -57,6 +58,27 @@ MemoryBudget memory_budget(const BudgetInputs& in) {
   }
   b.activations = in.activation_bytes;
   return b;
+}
+
+MemoryBudget forward_memory_budget(const std::vector<UnitLayout>& units, DType param_dtype,
+                                   int prefetch, int64_t activation_bytes) {
+  BudgetInputs in{};
+  in.units = &units;
+  in.param_dtype = param_dtype;
+  in.prefetch = prefetch;
+  in.optimizer_moments = 0;
+  in.reduce_last = false;
+  in.grads_in_place = true;  // no backward: no unsharded gradient is ever made
+  in.reshard_after_forward = true;
+  in.reshard_to = 0;
+  in.activation_bytes = activation_bytes;
+  return memory_budget(in);
+}
+
+std::string memory_shortfall_on_node(int64_t per_rank_bytes, const ProcessGroup& group) {
+  const auto& nodes = group.nodes();
+  const int on_node = int(std::count(nodes.begin(), nodes.end(), nodes[size_t(group.rank())]));
+  return machine_memory().shortfall(per_rank_bytes, on_node);
 }
 
 }  // namespace st

@@ -2,6 +2,7 @@
 // The analytical per-rank memory budget of DESIGN.md, term by term, so a run can print what it
 // should take beside what it does take.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -47,5 +48,16 @@ struct BudgetInputs {
 };
 
 MemoryBudget memory_budget(const BudgetInputs& in);
+
+// A model loaded to run forwards only (eval, sample) or to be written out (export), on `units`:
+// its FP32 master and gradient shards (the runtime makes both), the units a forward gathers in
+// `param_dtype` (the root, the block computing and those prefetched) and one forward's
+// `activation_bytes`; no optimizer state and no unsharded gradients.
+MemoryBudget forward_memory_budget(const std::vector<UnitLayout>& units, DType param_dtype,
+                                   int prefetch, int64_t activation_bytes);
+
+// What this machine lacks for `per_rank_bytes` on each of `group`'s ranks sharing this rank's
+// node ("" when it fits): MachineMemory::shortfall with the node's rank count.
+std::string memory_shortfall_on_node(int64_t per_rank_bytes, const ProcessGroup& group);
 
 }  // namespace st

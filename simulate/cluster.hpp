@@ -6,6 +6,11 @@
 
 namespace st {
 
+// The most ranks a simulated job may have (16,777,216): rank arithmetic and group ids
+// (symmetry.hpp) stay well inside an int, planning a row (a node per rank of a group) takes
+// seconds at most, and it is far above the largest worlds simulated (131,072 ranks).
+constexpr int kMaxSimulatedRanks = 1 << 24;
+
 // A point-to-point link class: one message of n bytes takes latency + n / bandwidth.
 struct LinkSpec {
   double bandwidth = 0;  // bytes/s

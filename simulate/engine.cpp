@@ -22,6 +22,40 @@ std::string default_engine_path() {
   return (std::filesystem::path(this_executable()).parent_path() / "shardtrain-simgrid").string();
 }
 
+bool group_has_thread(const StepPlan& plan, GroupKind kind) {
+  const int L = plan.quantized.reduce_per_node;
+  switch (kind) {
+    case GroupKind::reshard:
+      return plan.reshard_to > 1;
+    case GroupKind::node:
+      return L > 1;
+    case GroupKind::column:
+      return L > 0;
+    default:
+      return true;
+  }
+}
+
+RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
+  return {platform.nodes, platform.ranks_per_node, mesh.shard,
+          mesh.replicate, plan.reshard_to,         plan.quantized.reduce_per_node};
+}
+
+EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
+                                 const SimOptions& options) {
+  const int nodes = options.every_node ? platform.nodes
+                                       : represented_nodes(rank_layout(platform, mesh, plan),
+                                                           platform.nodes_per_machine);
+  EngineFootprint f;
+  f.simulated_ranks = nodes * platform.ranks_per_node;
+  int threads = 1;  // the compute thread
+  for (int k = 0; k < kGroupKinds; ++k) threads += group_has_thread(plan, GroupKind(k));
+  f.actors = double(threads) * f.simulated_ranks;
+  constexpr double KiB = 1024;
+  f.bytes = 40 * KiB * KiB + f.simulated_ranks * 32 * KiB + f.actors * 12 * KiB;
+  return f;
+}
+
 namespace {
 
 // Writes all of `text` to `fd`.

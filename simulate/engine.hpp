@@ -16,6 +16,7 @@
 #include "simulate/alpha_beta.hpp"
 #include "simulate/cluster.hpp"
 #include "simulate/step_plan.hpp"
+#include "simulate/symmetry.hpp"
 
 namespace st {
 
@@ -84,10 +85,31 @@ struct SimResult {
   std::vector<SimSpan> timeline;
 };
 
-// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate =
-// world; shard groups are consecutive ranks). An Error if the simulation fails.
 // Where the engine is looked for by default: shardtrain-simgrid beside this program.
 std::string default_engine_path();
+
+// The groups a rank runs a communication thread (an actor) for: shard, replicas and world
+// always; reshard groups only with reshard_to, node and column groups only with hierarchical
+// quantized reductions (node groups when a node holds more than one rank of them).
+bool group_has_thread(const StepPlan& plan, GroupKind kind);
+// The ranks and groups the engine lays out (symmetry.hpp).
+RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan);
+
+// What the engine will hold for a step, known before it starts: the ranks it simulates (nodes
+// that behave alike once, unless every_node), their actors (a compute thread and a
+// communication thread per group each), and its peak memory: 40 MiB of program and platform,
+// 32 KiB a rank and 12 KiB an actor, a little above what shardtrain-simgrid was measured to
+// take (1024 ranks of 4 actors: 101-110 MiB, estimated 120; of 7 actors: 139, estimated 156).
+struct EngineFootprint {
+  int simulated_ranks = 0;
+  double actors = 0;
+  double bytes = 0;
+};
+EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
+                                 const SimOptions& options);
+
+// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate =
+// world; shard groups are consecutive ranks). An Error if the simulation fails.
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options = {});

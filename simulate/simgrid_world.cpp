@@ -58,8 +58,7 @@ class World {
       : platform_(p),
         plan_(plan),
         options_(o),
-        layout_{p.nodes,        p.ranks_per_node, mesh.shard,
-                mesh.replicate, plan.reshard_to,  plan.quantized.reduce_per_node},
+        layout_(rank_layout(p, mesh, plan)),
         folding_(layout_,
                  o.every_node ? p.nodes : represented_nodes(layout_, p.nodes_per_machine)) {}
 
@@ -67,19 +66,7 @@ class World {
   // Communication actors per rank, one per group as the runtime has a thread per group: the
   // reshard groups' only with reshard_to, the node and column groups' only with hierarchical
   // quantized reductions (a node of more than one rank for the node groups).
-  bool active(GroupKind kind) const {
-    const int L = plan_.quantized.reduce_per_node;
-    switch (kind) {
-      case GroupKind::reshard:
-        return plan_.reshard_to > 1;
-      case GroupKind::node:
-        return L > 1;
-      case GroupKind::column:
-        return L > 0;
-      default:
-        return true;
-    }
-  }
+  bool active(GroupKind kind) const { return group_has_thread(plan_, kind); }
   int comm_groups() const {
     int n = 0;
     for (int k = 0; k < kGroupKinds; ++k) n += active(GroupKind(k));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # launcher_death.sh SHARDRUN SHARDTRAIN [--nodes 2]: SIGKILL of shardrun while its job trains
 # ends the job within seconds (no rank runs on to completion), and the next shardrun removes
-# what the killed one left (its emulated hosts' folder under /tmp, stale shared memory).
+# what the killed one left (its emulated hosts' folder under $TMPDIR, stale shared memory).
 set -u
 shardrun=$1 st=$2
 shift 2
@@ -21,7 +21,7 @@ done
 # namespaces keeps the launcher's pid). Other tests' launchers come and go meanwhile.
 own=""
 if [ "$*" = "--nodes 2" ]; then
-  own=$(grep -lx "$launcher" /tmp/shardrun-hosts-*/pid 2> /dev/null | head -1)
+  own=$(grep -lx "$launcher" "${TMPDIR:-/tmp}"/shardrun-hosts-*/pid 2> /dev/null | head -1)
   [ -n "$own" ] || fail "no hosts folder names the launcher (pid $launcher); the test tests nothing"
   own=$(dirname "$own")
 fi

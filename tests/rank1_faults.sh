@@ -68,7 +68,7 @@ expect "a corrupt file verified by rank 1" 2 \
   "" train "${model[@]}" training.max_steps=4 "checkpoint.dir=$dir/ck2"
 
 # Rank 1 killed (SIGKILL) 3 s into a long run: mpirun ends the job and names the rank.
-allowed="shardtrain: terminated \\(SIGTERM\\) in step" expect "rank 1 killed" nonzero "process rank 1 .*exited on signal 9" \
+allowed="shardtrain: stopped by mpirun \\(SIGTERM\\) in step" expect "rank 1 killed" nonzero "process rank 1 .*exited on signal 9" \
   '(sleep 3; kill -9 $$) &' train "${model[@]}" training.max_steps=100000
 
 exit $failed

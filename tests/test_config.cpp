@@ -1,9 +1,11 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "launch/config.hpp"
 #include "launch/session.hpp"
+#include "sharding/fsdp_runtime.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace st {
@@ -76,9 +78,48 @@ TEST(Config, WrongTypesAndRangesNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of("tiny", {"precision.param_dtype=fp16"}).find("precision.param_dtype: 'fp16'"),
             std::string::npos);
+  // fp16 is a floating-point dtype: the message says which ones are accepted instead.
+  EXPECT_NE(error_of("tiny", {"precision.param_dtype=fp16"})
+                .find("is not a dtype shardtrain stores: the accepted ones are fp32 (f32, "
+                      "float32) and bf16 (bfloat16)"),
+            std::string::npos);
   EXPECT_NE(error_of("tiny", {"optimizer.name=lamb"}).find("optimizer.name"), std::string::npos);
   EXPECT_NE(error_of("tiny", {"sharding.accumulation=sometimes"}).find("sharding.accumulation"),
             std::string::npos);
+}
+
+// hpZ's group size (sharding.reshard_after_forward = N) is refused with the sizes this shard
+// group allows, or with its having none (never "between 2 and 2"), and the other options.
+TEST(Config, ReshardToNamesTheValidGroupSizes) {
+  auto message = [](int n, int shard) {
+    try {
+      check_reshard_to(n, shard);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message(4, 16), "accepted");
+  EXPECT_EQ(message(2, 4), "accepted");
+  const std::string options =
+      "true (reshards to the whole shard group) or false (keeps whole units)";
+  EXPECT_EQ(message(3, 16),
+            "sharding.reshard_after_forward = 3 must be a divisor of the shard group's 16 ranks "
+            "below 16: 2, 4 or 8 (a smaller group for the backward's all-gathers, e.g. the ranks "
+            "of a node); or " +
+                options);
+  EXPECT_NE(message(3, 4).find("the shard group's 4 ranks below 4: 2 (a smaller"),
+            std::string::npos);
+  EXPECT_NE(message(16, 16).find("below 16: 2, 4 or 8"), std::string::npos);
+  EXPECT_EQ(message(3, 1),
+            "sharding.reshard_after_forward = 3: a shard group of 1 rank has no divisor N with 2 "
+            "<= N < 1 to reshard to; the options here are " +
+                options);
+  for (const int shard : {2, 3, 7})
+    EXPECT_EQ(message(3, shard),
+              fmt::format("sharding.reshard_after_forward = 3: a shard group of {} ranks has no "
+                          "divisor N with 2 <= N < {} to reshard to; the options here are {}",
+                          shard, shard, options));
 }
 
 // The training loop's keys: schedules, validation and the step line's cadence; each bad value

@@ -5,6 +5,7 @@
 #include "core/data/builtin_corpus.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/tokenizer.hpp"
+#include "core/error.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace st {
@@ -75,6 +76,27 @@ TEST(Dataset, BadFilesAreInputErrorsNamingTheFile) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("sequence length + 1 = 9"), std::string::npos);
+  }
+}
+
+// A tokenizer whose vocabulary matches nothing of the text (no unk_token, no byte fallback:
+// each character dropped) is named for it, not the text called empty.
+TEST(Dataset, TextTheTokenizerEncodesToNothingNamesTheTokenizer) {
+  const testing::ScopedTempDir tmp;
+  std::ofstream(tmp.path("tokenizer.json"))
+      << R"({"model": {"type": "BPE", "vocab": {"x": 0}, "merges": []}})";
+  const std::string text = tmp.path("text.txt");
+  std::ofstream(text) << "hello world";
+  try {
+    Dataset::from_tokenized_file(text, tmp.path("tokenizer.json"), 256, 0.1, 4);
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(text + "' (11 bytes) encodes to no tokens with data.tokenizer '" +
+                           tmp.path("tokenizer.json") + "'"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("no token of its vocabulary matched"), std::string::npos) << message;
   }
 }
 

@@ -4,6 +4,10 @@
 
 #include <cmath>
 
+#include "core/error.hpp"
+#include "core/ops/layernorm.hpp"
+#include "launch/model_factory.hpp"
+#include "models/family.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "tests/grad_check.hpp"
 #include "tests/support/local_params.hpp"
@@ -185,6 +189,32 @@ TEST(GPT, PaddedVocabularyChangesNothing) {
     pb.cast_for_compute();
     for (int64_t j = real; j < all; ++j) ASSERT_EQ(pb.master(0).data<float>()[j], 0.f);
   }
+}
+
+// The LayerNorms compute with kLayerNormEps: a config.json asking for another epsilon describes
+// another model, refused by name (it was ignored: 0.5 and 1e-5 gave the same loss); the
+// epsilon an export writes reads back.
+TEST(GPT, AConfigJsonWithAnotherLayerNormEpsilonIsRefused) {
+  ModelConfig shape;
+  shape.n_layer = 2, shape.n_embd = 16, shape.n_head = 2, shape.block_size = 8;
+  nlohmann::json j =
+      nlohmann::json::parse(model_family("gpt2").hf_config(shape, DType::f32).dump());
+  EXPECT_EQ(j["layer_norm_epsilon"].get<double>(), 1e-5);
+  EXPECT_EQ(model_config_from_hf(j, "config.json").n_embd, 16);
+  j["layer_norm_epsilon"] = 0.5;
+  try {
+    model_config_from_hf(j, "'hf/config.json'");
+    FAIL() << "layer_norm_epsilon = 0.5 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'hf/config.json': layer_norm_epsilon = 0.5 is not "
+                                         "supported (this GPT-2's LayerNorm uses 1e-05)"),
+              std::string::npos)
+        << e.what();
+  }
+  j["layer_norm_epsilon"] = double(kLayerNormEps);  // the float's own value, as written by some
+  EXPECT_NO_THROW(model_config_from_hf(j, "config.json"));
+  j["layer_norm_epsilon"] = "1e-5";
+  EXPECT_THROW(model_config_from_hf(j, "config.json"), InputError);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // tests/tokenizers/texts.json to the ids Hugging Face's tokenizers.js gave (expected.json, made
 // by tests/tokenizers/regenerate) and decode them back to its text.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -303,6 +304,77 @@ TEST(HfTokenizerFile, RefusesWhatItDoesNotImplementByName) {
   EXPECT_THROW(t.encode("a\xFF"), InputError);              // not UTF-8
   const std::vector<int32_t> with_missing = {0, 7, -1, 0};  // skipped, as Hugging Face does
   EXPECT_EQ(t.decode(with_missing.data(), with_missing.size()), "a a");
+}
+
+// The InputError `f` throws, holding every fragment of `expected`.
+template <class F>
+void expect_refused(F f, const std::vector<std::string>& expected) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    for (const auto& want : expected)
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+// An id far beyond any real vocabulary (10^9 once ended in std::bad_alloc: memory went with the
+// largest id) is refused naming the file, the token and its id; so is an id two tokens share.
+// Ids need not be dense (the fixtures above keep real ids), nor cost memory for their gaps.
+TEST(HfTokenizerFile, IdsAreBoundedAndUnique) {
+  TokenizerFile f;
+  const std::string file = f.dir.path("tokenizer.json");
+  expect_refused(
+      [&] {
+        f.load(bpe_file({{"vocab", {{"a", 0}, {"b", 1000000000}}}, {"merges", json::array()}}));
+      },
+      {file, "model.vocab['b'] has id 1000000000, beyond any real vocabulary",
+       "below 16777216 (2^24; this file holds 2 entries)"});
+  expect_refused(
+      [&] {
+        f.load(bpe_file({{"vocab", {{"a", 0}}}, {"merges", json::array()}},
+                        json::array({{{"id", 100000000}, {"content", "<x>"}}})));
+      },
+      {file, "added_tokens[0] '<x>' has id 100000000"});
+  expect_refused(
+      [&] {
+        f.load(bpe_file({{"vocab", {{"a", 0}, {"b", 1}, {"c", 1}}}, {"merges", json::array()}}));
+      },
+      {file, "model.vocab['b'] and vocab['c'] both have id 1"});
+  // Added tokens that repeat vocabulary entries (Llama 2's <s>), and a gap up to 2^24 - 1.
+  const auto t =
+      f.load(bpe_file({{"vocab", {{"<s>", 0}, {"a", 16777215}}}, {"merges", json::array()}},
+                      json::array({{{"id", 0}, {"content", "<s>"}}})));
+  EXPECT_EQ(t.vocab_size(), 16777216);
+  EXPECT_EQ(t.encode("<s>a"), (std::vector<int32_t>{0, 16777215}));
+  const std::vector<int32_t> ids = {16777215, 5, 0};
+  EXPECT_EQ(t.decode(ids.data(), ids.size()), "a <s>");
+}
+
+// A regex that backtracks without end on the text (a nested repetition on a long run) hits
+// PCRE2's match limit: an InputError naming the file, the pattern and the limit.
+TEST(HfTokenizerFile, CatastrophicBacktrackingNamesThePattern) {
+  TokenizerFile f;
+  const std::string text = std::string(10000, 'a') + "b";
+  json j = bpe_file({{"vocab", {{"a", 0}, {"b", 1}}}, {"merges", json::array()}});
+  j["pre_tokenizer"] = split("(a+)+$", "Isolated");
+  expect_refused([&] { f.load(j).encode(text); },
+                 {f.dir.path("tokenizer.json") + ": pre_tokenizer.pattern: the regex '(a+)+$'",
+                  "PCRE2's match limit (catastrophic backtracking)", "10001 bytes"});
+  j["pre_tokenizer"] = nullptr;
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"content", "x"}};
+  expect_refused([&] { f.load(j).encode(text); },
+                 {"tokenizer.json: normalizer.pattern: the regex '(a+)+$'", "match limit"});
+}
+
+// A tokenizer.json that is not a regular file (a FIFO would block) is named as what it is,
+// not taken for missing.
+TEST(HfTokenizerFile, FifoIsNotARegularFile) {
+  TokenizerFile f;
+  const std::string file = f.dir.path("tokenizer.json");
+  ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+  expect_refused([&] { HfTokenizer::load(f.dir.dir()); }, {file, "is a FIFO, not a regular file"});
+  expect_refused([&] { HfTokenizer::load(file); }, {file, "is a FIFO, not a regular file"});
 }
 
 TEST(HfTokenizerFile, SectionSeparatorFromTemplateOrConfig) {

@@ -2,6 +2,7 @@
 // (core/failure_record): the cause is the oldest record; what no restart can fix is not
 // restarted; "the same failure twice" is the same class, errno and step whatever the wording.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -184,6 +185,7 @@ TEST(RestartDecision, TheOldestRecordIsTheCauseElseTheOutputSays) {
   // No record (a rank killed): mpirun's note of the death, a lost rank; the last step printed.
   write(dir.path("log2"),
         "step     2/10 | loss 1\nstep     3/10 | loss 1\nshardtrain: terminated at step 3\n"
+        "shardtrain: stopped by mpirun (SIGTERM) in step 4 of 10; newest complete checkpoint: c\n"
         "mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 "
         "(Killed).\n");
   f = run_failure(1, dir.path("none"), dir.path("log2"));
@@ -195,6 +197,122 @@ TEST(RestartDecision, TheOldestRecordIsTheCauseElseTheOutputSays) {
   EXPECT_EQ(back.kind, f.kind);
   EXPECT_EQ(back.steps_done, f.steps_done);
   EXPECT_EQ(back.why, f.why);
+}
+
+// restart-decision as shardrun calls it, the files in `dir`: an empty failures folder, a log,
+// no previous run, this run's line to `save`.
+RestartDecisionOptions decision_options(const testing::ScopedTempDir& dir) {
+  std::filesystem::create_directories(dir.path("failures"));
+  write(dir.path("log"), "step     3/10 | loss 1\n");
+  RestartDecisionOptions o;
+  o.exit_code = 137;
+  o.failures = dir.path("failures");
+  o.log = dir.path("log");
+  o.previous = dir.path("previous");
+  o.save = dir.path("save");
+  o.world_sizes = dir.path("sizes");
+  o.limits = limits(0);
+  return o;
+}
+
+// The InputError's message of run_restart_decision(o), "" when it throws none.
+std::string refusal(const RestartDecisionOptions& o) {
+  try {
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    run_restart_decision(o);
+  } catch (const InputError& e) {
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(out, "") << "no decision printed when refusing";
+    return e.what();
+  }
+  ::testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStderr();
+  return "";
+}
+
+TEST(RestartDecision, FifosAreRefusedNotWaitedOn) {
+  testing::ScopedTempDir dir;
+  RestartDecisionOptions o = decision_options(dir);
+  EXPECT_EQ(refusal(o), "");
+  // Each flag's FIFO, and a record that is one: opened, it would wait for a writer forever.
+  for (const char* flag : {"--log", "--previous", "--world-sizes", "--failures"}) {
+    RestartDecisionOptions f = decision_options(dir);
+    const std::string fifo = dir.path(std::string("fifo") + flag);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::string named = fifo;
+    if (std::string(flag) == "--log") f.log = fifo;
+    if (std::string(flag) == "--previous") f.previous = fifo;
+    if (std::string(flag) == "--world-sizes") f.world_sizes = fifo;
+    if (std::string(flag) == "--failures") {
+      named = f.failures + "/rank-1.json";
+      ASSERT_EQ(::mkfifo(named.c_str(), 0600), 0);
+    }
+    const std::string why = refusal(f);
+    EXPECT_NE(why.find(flag), std::string::npos) << why;
+    EXPECT_NE(why.find("'" + named + "' is a FIFO; "), std::string::npos) << why;
+    std::filesystem::remove(named);
+  }
+}
+
+TEST(RestartDecision, AnUnwritableSaveIsRefused) {
+  testing::ScopedTempDir dir;
+  RestartDecisionOptions o = decision_options(dir);
+  // Without this run's line the next failure is never compared with it.
+  o.save = dir.path("no-such-folder/save");
+  EXPECT_EQ(refusal(o), "restart-decision: --save '" + o.save +
+                            "' cannot be written: No such file or directory");
+  o.save = "/dev/full";  // a device: not a place to keep a line
+  EXPECT_EQ(refusal(o),
+            "restart-decision: --save '/dev/full' is a character device; it must be "
+            "a regular file");
+  o.save = dir.path("save");
+  EXPECT_EQ(refusal(o), "");
+  std::ifstream in(o.save);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(run_failure_from_line(line, "save").steps_done, 3);
+}
+
+TEST(RestartDecision, FlagsAndCountsOutOfRangeAreRefusedByName) {
+  testing::ScopedTempDir dir;
+  RestartDecisionOptions o = decision_options(dir);
+  o.exit_code = 0;  // a run that succeeded is no failure to restart
+  EXPECT_EQ(refusal(o),
+            "restart-decision: --exit-code = 0 must be in [1, 255] (a failed run's exit code; 0 "
+            "is a success)");
+  o = decision_options(dir);
+  o.limits.attempt = -1;
+  EXPECT_NE(refusal(o).find("--attempt = -1 must be in [0, 1000]"), std::string::npos);
+  o = decision_options(dir);
+  o.limits.max_restarts = -3;
+  EXPECT_NE(refusal(o).find("--max-restarts = -3 must be in [0, 1000]"), std::string::npos);
+  o = decision_options(dir);
+  o.limits.available = -2;
+  EXPECT_NE(refusal(o).find("--available = -2 must be in [0, 65536]"), std::string::npos);
+  o = decision_options(dir);
+  o.limits.min_ranks = 0;
+  EXPECT_NE(refusal(o).find("--min-ranks = 0 must be in [1, 65536]"), std::string::npos);
+  // steps_done beyond any run: in the previous run's line, a rank's record, the log.
+  o = decision_options(dir);
+  RunFailure huge = failure(FailureClass::other, 0, INT64_MAX, "x");
+  write(o.previous, run_failure_line(huge) + "\n");
+  EXPECT_NE(refusal(o).find("--previous '" + o.previous + "': steps_done"), std::string::npos)
+      << refusal(o);
+  std::filesystem::remove(o.previous);
+  FailureRecord record{1, "h1", INT64_MAX, FailureClass::other, 0, "failed: x", 1.0};
+  write(o.failures + "/rank-1.json", failure_record_json(record).dump());
+  EXPECT_EQ(refusal(o), "restart-decision: --failures '" + o.failures +
+                            "': rank 1's record: steps_done = 9223372036854775807 must be in "
+                            "[0, 1000000000000]");
+  std::filesystem::remove(o.failures + "/rank-1.json");
+  write(o.log, "step 99999999999999999999/10 | loss 1\n");
+  EXPECT_EQ(refusal(o), "restart-decision: --log '" + o.log +
+                            "' line 1: steps_done = 99999999999999999999 must be in [0, "
+                            "1000000000000]");
+  // Nothing was saved by the refusals.
+  EXPECT_FALSE(std::filesystem::exists(o.save));
 }
 
 TEST(FailureRecord, ClassesOfCaughtFailures) {

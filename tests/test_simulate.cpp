@@ -319,6 +319,37 @@ TEST(Simulate, AnEngineThatDiesIsNamedWithWhatToChange) {
   }
 }
 
+// The engine's size is known before it starts (simulate refuses a run over its memory limit
+// then): the ranks it simulates, as it reports them, their actors, and an estimate of its
+// memory that stays small for the folded 131,072 ranks and is huge for a million nodes that
+// do not fold.
+TEST(Simulate, EngineFootprintIsKnownBeforeItRuns) {
+  const SimPlatform p = free_platform(16, 4, {1e-6, 1e-9});
+  const StepPlan plan = one_unit(1 << 16, 64);
+  SimOptions every;
+  every.every_node = true;
+  const EngineFootprint folded = engine_footprint(p, {64, 1}, plan, {});
+  EXPECT_EQ(folded.simulated_ranks, 16);  // 4 nodes of 4
+  EXPECT_EQ(folded.simulated_ranks, simulate_step(p, {64, 1}, plan).simulated_ranks);
+  const EngineFootprint all = engine_footprint(p, {64, 1}, plan, every);
+  EXPECT_EQ(all.simulated_ranks, 64);
+  EXPECT_EQ(all.actors, 64 * 4.0);  // a compute thread, and shard, replica and world threads
+  EXPECT_GT(all.bytes, folded.bytes);
+  StepPlan hpz = plan;
+  hpz.reshard_to = 2;  // the reshard groups' threads too
+  EXPECT_EQ(engine_footprint(p, {64, 1}, hpz, every).actors, 64 * 5.0);
+  const double MiB = 1048576, GiB = 1024 * MiB;
+  const EngineFootprint frontier =
+      engine_footprint(free_platform(16384, 8, {1e-6, 1e-9}), {131072, 1}, plan, {});
+  EXPECT_EQ(frontier.simulated_ranks, 32);
+  EXPECT_LT(frontier.bytes, 100 * MiB);
+  // 8,000,000 ranks in one shard group (not a power of two) is simulated whole.
+  const EngineFootprint million =
+      engine_footprint(free_platform(1000000, 8, {1e-6, 1e-9}), {8000000, 1}, plan, {});
+  EXPECT_EQ(million.simulated_ranks, 8000000);
+  EXPECT_GT(million.bytes, 500 * GiB);
+}
+
 // A NIC per rank (GPU pods) against one link per node: HSDP's 4 replica rings cross between
 // 2 nodes at once; through one node link they share it (4x the bandwidth term), through their
 // own NICs they do not.
@@ -701,13 +732,41 @@ latency_us = 5
           .find(
               "unknown cluster key 'inter_node.latncy_us' (did you mean 'inter_node.latency_us'?)"),
       std::string::npos);
-  EXPECT_NE(message("bandwidth_gbit = 25", "bandwidth_gbit = -25")
-                .find("'inter_node.bandwidth_gbit' = -25 must be > 0"),
+  // Out of range, each message gives the key, the value and the range, never a bound the value
+  // meets ("nodes = 1000000000 must be >= 1", "1e308 must be > 0").
+  const std::string rate = "must be a finite positive number in [1e-09, 1e+12] Gbit/s";
+  for (const std::string bad : {"-25", "0", "1e308", "1e-300", "inf", "nan"})
+    EXPECT_NE(message("bandwidth_gbit = 25", "bandwidth_gbit = " + bad)
+                  .find("'inter_node.bandwidth_gbit' = " + (bad == "1e308" ? "1e+308" : bad) + " " +
+                        rate),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(message("bandwidth_gbps = 10", "bandwidth_gbps = 1e13")
+                .find("'intra_node.bandwidth_gbps' = 10000000000000 must be a finite positive "
+                      "number in [1e-09, 1e+12] GB/s"),
             std::string::npos);
-  EXPECT_NE(
-      message("nodes = 2", "nodes = 0").find("'nodes' = 0 must be a whole number of nodes >= 1"),
-      std::string::npos);
-  EXPECT_NE(message("nodes = 2", "nodes = 2.5").find("'nodes' must be an integer"),
+  const std::string nodes = "must be a whole number of nodes in [1, 1048576]";
+  EXPECT_NE(message("nodes = 2", "nodes = 0").find("'nodes' = 0 " + nodes), std::string::npos);
+  EXPECT_NE(message("nodes = 2", "nodes = 1000000000").find("'nodes' = 1000000000 " + nodes),
+            std::string::npos);
+  EXPECT_NE(message("nodes = 2", "nodes = 1e9").find("'nodes' = 1000000000 " + nodes),
+            std::string::npos);
+  EXPECT_NE(message("nodes = 2", "nodes = 2.5").find("'nodes' = 2.5 " + nodes), std::string::npos);
+  EXPECT_NE(message("nodes = 2", "nodes = \"2\"").find("'nodes' " + nodes), std::string::npos);
+  EXPECT_EQ(parse_cluster(good.substr(0, good.find("nodes = 2")) + "nodes = 2e0" +
+                              good.substr(good.find("nodes = 2") + 9),
+                          "whole.toml")
+                .nodes,
+            2);
+  EXPECT_NE(message("ranks_per_node = 4", "ranks_per_node = 0")
+                .find("'ranks_per_node' = 0 must be an integer in [1, 65536]"),
+            std::string::npos);
+  EXPECT_NE(message("latency_us = 5", "latency_us = -1")
+                .find("'inter_node.latency_us' = -1 must be a latency in [0, 1e+07] microseconds"),
+            std::string::npos);
+  // Nodes times ranks a node beyond an int's reach, or beyond the simulator's bound.
+  EXPECT_NE(message("nodes = 2\nranks_per_node = 4", "nodes = 1048576\nranks_per_node = 4096")
+                .find("'nodes' x 'ranks_per_node' = 1048576 x 4096 ranks must be at most 16777216"),
             std::string::npos);
   EXPECT_NE(message("matmul_gflops = 100", "").find("[compute] needs profile"), std::string::npos);
   EXPECT_NE(message("[inter_node]", "[fabric]\nkind = \"torus\"\n[inter_node]")

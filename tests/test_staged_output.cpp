@@ -2,11 +2,17 @@
 // and the clean-up of interrupted saves: what each does to what a path already names.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/file_io.hpp"
+#include "core/staged_folder.hpp"
 #include "core/staged_output.hpp"
 #include "sharding/checkpoint.hpp"
 #include "temp_dir.hpp"
@@ -135,6 +141,115 @@ TEST(StagedOutput, OutputsCommittedTogetherAppearTogether) {
   b.file().sync_and_close();
   commit_together({&a, &b});
   EXPECT_EQ(names_in(tmp.dir()), (std::vector<std::string>{"a.bin", "b.bin"}));
+}
+
+void expect_message(const std::function<void()>& fn, const std::string& part) {
+  try {
+    fn();
+    FAIL() << "no error; expected one with: " << part;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// Two jobs exporting one new file at once: each stages its own temporary, the first to commit
+// wins, the second is refused (its file appeared meanwhile) and leaves nothing.
+TEST(StagedOutput, TwoJobsStageApartAndTheSecondIsRefusedAtCommit) {
+  testing::ScopedTempDir tmp;
+  const auto refuse = StagedOutput::Existing::refuse;
+  {
+    StagedOutput a(tmp.path("w.safetensors"), "export --out", StagedOutput::Targets::regular_only,
+                   refuse, "add --overwrite");
+    StagedOutput b(tmp.path("w.safetensors"), "export --out", StagedOutput::Targets::regular_only,
+                   refuse, "add --overwrite");
+    EXPECT_NE(a.write_path(), b.write_path());
+    a.file().write("a", 1);
+    a.file().sync_and_close();
+    b.file().write("b", 1);
+    b.file().sync_and_close();
+    a.commit();
+    expect_message([&] { b.commit(); }, "'" + tmp.path("w.safetensors") + "' appeared while");
+  }
+  EXPECT_EQ(read_text_file(tmp.path("w.safetensors")), "a");
+  EXPECT_EQ(names_in(tmp.dir()), std::vector<std::string>{"w.safetensors"});
+}
+
+// A command's outputs appear together: when the second cannot be committed (its file appeared
+// meanwhile), the first, already renamed into place, is withdrawn.
+TEST(StagedOutput, AFailedCommitWithdrawsTheNewOutputsBeforeIt) {
+  testing::ScopedTempDir tmp;
+  const auto refuse = StagedOutput::Existing::refuse;
+  {
+    StagedOutput a(tmp.path("w.safetensors"), "export --out", StagedOutput::Targets::regular_only,
+                   refuse);
+    StagedOutput b(tmp.path("config.json"), "export's config.json", StagedOutput::Targets::any,
+                   refuse);
+    write_text_file(a.write_path(), "weights");
+    b.file().write("{}", 2);
+    b.file().sync_and_close();
+    write_text_file(tmp.path("config.json"), "someone else's");
+    expect_message([&] { commit_together({&a, &b}); }, "config.json' appeared while");
+  }
+  EXPECT_EQ(names_in(tmp.dir()), std::vector<std::string>{"config.json"});
+  EXPECT_EQ(read_text_file(tmp.path("config.json")), "someone else's");
+}
+
+// Two jobs exporting one new folder at once (a folder export's .NAME.partial was shared: one
+// failed with ENOENT, the other merged both into 7 files where 4 belong): each stages its own,
+// the second to commit is refused and its files go; one that files appeared in is refused too.
+TEST(StagedFolder, TwoJobsWritingOneNewFolderNeverMerge) {
+  testing::ScopedTempDir tmp;
+  const std::string out = tmp.path("hf");
+  {
+    StagedFolder a(out, "export --out", true), b(out, "export --out", true);
+    a.create();
+    b.create();
+    EXPECT_NE(a.file("x"), b.file("x"));
+    write_text_file(a.file("a.json"), "a");
+    write_text_file(b.file("b.json"), "b");
+    write_text_file(b.file("c.json"), "b");
+    a.commit();
+    expect_message([&] { b.commit(); }, "'" + out + "' appeared while exporting");
+  }
+  EXPECT_EQ(names_in(tmp.dir()), std::vector<std::string>{"hf"});
+  EXPECT_EQ(names_in(out), std::vector<std::string>{"a.json"});
+  fs::create_directory(tmp.path("empty"));
+  {
+    StagedFolder c(tmp.path("empty"), "export --out", true);
+    c.create();
+    write_text_file(c.file("c.json"), "c");
+    write_text_file(tmp.path("empty/other.txt"), "meanwhile");
+    expect_message([&] { c.commit(); }, "appeared while exporting");
+  }
+  EXPECT_EQ(names_in(tmp.path("empty")), std::vector<std::string>{"other.txt"});
+  EXPECT_EQ(names_in(tmp.dir()), (std::vector<std::string>{"empty", "hf"}));
+}
+
+// Temporaries left by a killed export (its process gone from this host) are removed when the
+// same output is staged again; a running job's, and another host's, are kept.
+TEST(StagedFolder, LeftoversOfKilledJobsGoOthersStay) {
+  testing::ScopedTempDir tmp;
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // a process that no longer runs
+  const std::string dead = fmt::format(".hf.{}.{}.0000abcd", host, child);
+  const std::string alive = fmt::format(".hf.{}.{}.0000abcd.partial", host, ::getpid());
+  const std::string elsewhere = fmt::format(".hf.not-{}.{}.0000abcd.partial", host, child);
+  for (const std::string& name :
+       {dead + ".partial", dead + ".replaced", alive, elsewhere, std::string(".hf.partial")})
+    fs::create_directories(tmp.path(name + "/x"));
+  write_text_file(tmp.path(dead + ".shardtrain-tmp"), "half a file");
+  {
+    StagedFolder folder(tmp.path("hf"), "export --out", true);
+    folder.create();
+  }
+  StagedOutput file(tmp.path("hf"), "--out");  // a file staged there: its leftovers go too
+  std::vector<std::string> kept{alive, elsewhere};
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(names_in(tmp.dir()), kept);
 }
 
 TEST(DirectoryLock, ASecondHolderIsRefusedWithTheFirstNamed) {

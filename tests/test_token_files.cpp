@@ -192,6 +192,24 @@ TEST(TokenFiles, WideIdsUseLlmcUint32AndRawU32) {
             (std::vector<int32_t>{65536, 128000}));
 }
 
+// A token file truncated while a run reads it (once SIGBUS from its memory map, exit 135 with
+// no word): the reads past its new end are an InputError naming the file; those before still
+// read.
+TEST(TokenFiles, FileThatShrinksWhileOpenIsNamed) {
+  std::vector<int32_t> ids(100000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i % 251);
+  const std::string path = temp_path("shrinks.bin");
+  write_llmc_tokens(path, ids);
+  const TokenStream s = TokenStream::from_files({path}, TokenFormat::automatic, 256);
+  fs::resize_file(path, 1024 + 2 * 100);
+  EXPECT_EQ(s.at(99), 99);
+  int32_t window[65];
+  expect_input_error(
+      [&] { s.read(90000, 65, window); },
+      {path, "shrank while in use", "had 201024 bytes when opened and has 1224 now"});
+  expect_input_error([&] { s.to_vector(); }, {path, "shrank while in use"});
+}
+
 TEST(TokenFiles, DatasetFromTokensEqualsTheSameTextAsBytes) {
   std::string text;
   for (int i = 0; i < 400; ++i) text += char('a' + (i * 7) % 26);

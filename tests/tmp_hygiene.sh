@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # tmp_hygiene.sh snapshot|check LIST: what the suite may leave behind in /tmp and /dev/shm.
 # `snapshot` (the first test) lists what is there; `check` (the last) fails naming every new
-# entry that is shardtrain's (/tmp/shardtrain-*, /tmp/shardrun-*) or belongs to a process that
-# is gone: Open MPI's shared-memory segments and session directories, OpenMP's registrations,
-# and any session folder of an emulated host (/tmp/ompi.hostN.*: shardrun --nodes keeps them in
-# its own folder; a lost host's once stayed behind, 8 MB a run).
+# entry that is shardtrain's (/tmp/shardtrain-*, /tmp/shardrun-*, /dev/shm/shardrun-*) or
+# belongs to a process that is gone: Open MPI's shared-memory segments and session
+# directories, OpenMP's registrations, and any session folder of an emulated host
+# (/tmp/ompi.hostN.*: shardrun --nodes keeps them in its own folder; a lost host's once stayed
+# behind, 8 MB a run).
 # Entries of processes still running (a second suite side by side) are not counted.
 set -u
 mode=$1 list=$2
 entries() {
   ls -d /tmp/shardtrain-* /tmp/shardrun-* /tmp/ompi.*/pid.* /tmp/ompi.host[0-9]* \
-    /dev/shm/vader_segment.* \
+    /dev/shm/vader_segment.* /dev/shm/shardrun-* \
     /dev/shm/__KMP_REGISTERED_LIB_* 2> /dev/null | sort
 }
 # The process an entry belongs to, where its name says: pid.N, __KMP_REGISTERED_LIB_N_...,

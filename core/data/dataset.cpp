@@ -1,6 +1,7 @@
 #include "core/data/dataset.hpp"
 
 #include <cstring>
+#include <optional>
 
 #include "core/data/builtin_corpus.hpp"
 #include "core/data/tokenizer.hpp"
@@ -48,21 +49,36 @@ Dataset Dataset::from_file(const std::string& path, double val_fraction, int64_t
 
 Dataset Dataset::from_tokenized_file(const std::string& path, const std::string& tokenizer,
                                      int64_t vocab_size, double val_fraction, int64_t seq_len) {
-  const HfTokenizer hf = HfTokenizer::load(tokenizer);
-  if (hf.vocab_size() > vocab_size)
-    fail_input("data.tokenizer '{}' has ids up to {}, beyond model.vocab_size = {}", hf.json_path(),
-               hf.vocab_size() - 1, vocab_size);
-  const std::string text = read_text_file(path);
-  std::vector<int32_t> ids;
+  std::optional<HfTokenizer> hf;
   try {
-    ids = hf.encode(text);
+    hf.emplace(HfTokenizer::load(tokenizer));
   } catch (const InputError& e) {
-    fail_input("'{}': {}", path, e.what());
+    fail_input("data.tokenizer: {}", e.what());
   }
-  return from_streams(
-      TokenStream::in_memory(fmt::format("{} (tokenized by {})", path, hf.json_path()),
-                             std::move(ids)),
-      val_fraction, seq_len);
+  if (hf->vocab_size() > vocab_size)
+    fail_input("data.tokenizer '{}' has ids up to {}, beyond model.vocab_size = {}",
+               hf->json_path(), hf->vocab_size() - 1, vocab_size);
+  try {
+    const std::string text = read_text_file(path);
+    std::vector<int32_t> ids;
+    try {
+      ids = hf->encode(text);
+    } catch (const InputError& e) {
+      fail_input("'{}': {}", path, e.what());
+    }
+    // (A tokenizer drops what it has no token for, when it has no unk_token or byte fallback.)
+    if (ids.empty() && !text.empty())
+      fail_input(
+          "'{}' ({} bytes) encodes to no tokens with data.tokenizer '{}': no token of its "
+          "vocabulary matched the text",
+          path, text.size(), hf->json_path());
+    return from_streams(
+        TokenStream::in_memory(fmt::format("{} (tokenized by {})", path, hf->json_path()),
+                               std::move(ids)),
+        val_fraction, seq_len);
+  } catch (const InputError& e) {
+    fail_input("data.path: {}", e.what());
+  }
 }
 
 Dataset Dataset::builtin(double val_fraction, int64_t seq_len) {
@@ -96,11 +112,12 @@ Dataset Dataset::open(const DataSource& source, int64_t vocab_size, int64_t seq_
     fail_input("model.vocab_size = {} is too small for byte tokens ({}); it must be at least {}",
                vocab_size, source.path.empty() ? "the built-in corpus" : "data.path",
                kByteVocabSize);
-  try {
-    if (source.path.empty()) return builtin(source.val_fraction, seq_len);
-    if (source.tokenizer.empty()) return from_file(source.path, source.val_fraction, seq_len);
+  if (!source.tokenizer.empty())  // its messages start with data.tokenizer or data.path
     return from_tokenized_file(source.path, source.tokenizer, vocab_size, source.val_fraction,
                                seq_len);
+  try {
+    if (source.path.empty()) return builtin(source.val_fraction, seq_len);
+    return from_file(source.path, source.val_fraction, seq_len);
   } catch (const InputError& e) {
     fail_input("data.path: {}", e.what());
   }

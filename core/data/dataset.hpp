@@ -29,7 +29,8 @@ class Dataset {
   // Reads `path` as bytes; the last `val_fraction` of it is the validation split.
   static Dataset from_file(const std::string& path, double val_fraction, int64_t seq_len);
   // Reads `path` tokenized by the tokenizer.json `tokenizer` names (its ids checked against
-  // `vocab_size`); the last `val_fraction` of it is the validation split.
+  // `vocab_size`); the last `val_fraction` of it is the validation split. InputErrors start
+  // with the key at fault: data.tokenizer or data.path.
   static Dataset from_tokenized_file(const std::string& path, const std::string& tokenizer,
                                      int64_t vocab_size, double val_fraction, int64_t seq_len);
   // The built-in generated corpus.

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <glob.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,16 +30,17 @@ const char* token_format_name(TokenFormat format) {
   return "?";
 }
 
-// One file mapped (uint16 or uint32 tokens after `header_bytes`) or one vector owned (int32).
+// One file read with pread (uint16 or uint32 tokens after `header_bytes`) or one vector owned
+// (int32). Files are read, not memory-mapped: a mapped file that shrinks under a run (rewritten,
+// truncated) kills the process with SIGBUS where it is touched, while a short read is an error
+// that names the file.
 struct TokenStream::Storage {
   struct Segment {
     std::string path;
     int64_t first = 0, count = 0;  // global index of its first token, tokens held
-    const uint16_t* u16 = nullptr;
-    const uint32_t* u32 = nullptr;
-    const int32_t* i32 = nullptr;
-    void* map = nullptr;
-    size_t map_bytes = 0;
+    const int32_t* i32 = nullptr;  // owned ids, else the file's
+    int fd = -1;
+    int64_t file_bytes = 0, header_bytes = 0, token_bytes = 2;
   };
   std::vector<Segment> segments;
   std::vector<int32_t> owned;
@@ -50,7 +50,7 @@ struct TokenStream::Storage {
   Storage& operator=(const Storage&) = delete;
   ~Storage() {
     for (const Segment& s : segments)
-      if (s.map) ::munmap(s.map, s.map_bytes);
+      if (s.fd >= 0) ::close(s.fd);
   }
   const Segment& segment_of(int64_t index) const {
     auto it = std::upper_bound(segments.begin(), segments.end(), index,
@@ -61,28 +61,44 @@ struct TokenStream::Storage {
 
 namespace {
 
-// Maps `path` whole, read-only; the segment's tokens are set by the caller.
-TokenStream::Storage::Segment map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_input("cannot open token file '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail_input("token file '{}' is not a regular file", path);
-  }
+// Opens `path` for reading; the segment's tokens are set by the caller.
+TokenStream::Storage::Segment open_file(const std::string& path) {
   TokenStream::Storage::Segment s;
   s.path = path;
-  s.map_bytes = size_t(st.st_size);
-  if (s.map_bytes > 0) {
-    s.map = ::mmap(nullptr, s.map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (s.map == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail_input("cannot map token file '{}': {}", path, std::strerror(err));
-    }
+  s.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (s.fd < 0) fail_input("cannot open token file '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(s.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(s.fd);
+    fail_input("token file '{}' is not a regular file", path);
   }
-  ::close(fd);
+  s.file_bytes = int64_t(st.st_size);
   return s;
+}
+
+// Up to `n` bytes at `offset`; fewer only at the end of the file.
+int64_t read_at(const TokenStream::Storage::Segment& s, void* out, int64_t n, int64_t offset) {
+  int64_t done = 0;
+  while (done < n) {
+    const ssize_t got =
+        ::pread(s.fd, static_cast<char*>(out) + done, size_t(n - done), off_t(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail_io(errno, "reading token file '{}': {}", s.path, std::strerror(errno));
+    if (got == 0) break;
+    done += got;
+  }
+  return done;
+}
+
+// Exactly `n` bytes at `offset`: a file shorter now than when it was opened is named.
+void read_exactly(const TokenStream::Storage::Segment& s, void* out, int64_t n, int64_t offset) {
+  if (read_at(s, out, n, offset) == n) return;
+  struct stat st {};
+  const int64_t now = ::fstat(s.fd, &st) == 0 ? int64_t(st.st_size) : -1;
+  fail_input(
+      "token file '{}' shrank while in use: it had {} bytes when opened and has {} now, too few "
+      "for bytes {}..{} (was it truncated or rewritten during the run?)",
+      s.path, s.file_bytes, now, offset, offset + n);
 }
 
 int32_t read_le_i32(const unsigned char* p) {
@@ -135,23 +151,26 @@ int64_t token_at(const unsigned char* tokens, int64_t width, int64_t i) {
 
 }  // namespace
 
-TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
-                                   int64_t size, TokenFormat format, int64_t vocab_size) {
+namespace {
+
+// A token file's layout for `format` from its size and first bytes (`head`: at least the first
+// min(size, 1024)). `guess` gets what the messages about its ids add in auto mode.
+TokenFileLayout token_layout(const std::string& path, const unsigned char* head, int64_t size,
+                             TokenFormat format, std::string& guess) {
   // A file without llm.c's magic read as raw ids in auto mode: if ids then fail, the magic (the
   // format) is the likelier fault, and the message says so.
   const bool guessed_raw =
-      format == TokenFormat::automatic && !(size >= 4 && is_llmc_magic(read_le_i32(bytes)));
+      format == TokenFormat::automatic && !(size >= 4 && is_llmc_magic(read_le_i32(head)));
   if (format == TokenFormat::automatic) format = guessed_raw ? TokenFormat::u16 : TokenFormat::llmc;
-  const std::string guess =
-      guessed_raw ? fmt::format(
-                        " (it does not start with llm.c's magic {}, so data.token_format = auto "
-                        "read it as raw uint16 ids: a damaged llm.c header, raw uint32 ids "
-                        "(data.token_format = u32), or not a token file?)",
-                        kLlmcMagic)
-                  : std::string();
+  guess = guessed_raw ? fmt::format(
+                            " (it does not start with llm.c's magic {}, so data.token_format = "
+                            "auto read it as raw uint16 ids: a damaged llm.c header, raw uint32 "
+                            "ids (data.token_format = u32), or not a token file?)",
+                            kLlmcMagic)
+                      : std::string();
   TokenFileLayout layout;
   if (format == TokenFormat::llmc) {
-    layout = llmc_layout(path, bytes, size);
+    layout = llmc_layout(path, head, size);
   } else {
     const int64_t width = format == TokenFormat::u32 ? 4 : 2;
     if (size % width != 0)
@@ -162,17 +181,59 @@ TokenFileLayout inspect_token_file(const std::string& path, const unsigned char*
     layout = {0, size / width, width};
   }
   if (layout.count == 0) fail_input("token file '{}' holds no tokens", path);
-  const unsigned char* tokens = bytes + layout.header_bytes;
-  const int64_t width = layout.token_bytes;
-  int64_t first_bad = layout.count;
-#pragma omp parallel for reduction(min : first_bad) schedule(static) if (layout.count > (1 << 20))
-  for (int64_t i = 0; i < layout.count; ++i)
+  return layout;
+}
+
+// The index of the first of `count` ids (`width` bytes each) at or above `vocab_size`, else
+// `count`.
+int64_t first_id_beyond(const unsigned char* tokens, int64_t width, int64_t count,
+                        int64_t vocab_size) {
+  int64_t first_bad = count;
+#pragma omp parallel for reduction(min : first_bad) schedule(static) if (count > (1 << 20))
+  for (int64_t i = 0; i < count; ++i)
     if (token_at(tokens, width, i) >= vocab_size && i < first_bad) first_bad = i;
-  if (first_bad < layout.count)
-    fail_input(
-        "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}{}",
-        path, first_bad, layout.header_bytes + width * first_bad,
-        token_at(tokens, width, first_bad), vocab_size, guess);
+  return first_bad;
+}
+
+[[noreturn]] void id_beyond(const std::string& path, const TokenFileLayout& layout, int64_t index,
+                            int64_t id, int64_t vocab_size, const std::string& guess) {
+  fail_input(
+      "token file '{}': token {} (byte offset {}) is id {}, not below model.vocab_size = {}{}",
+      path, index, layout.header_bytes + layout.token_bytes * index, id, vocab_size, guess);
+}
+
+// Checks an open file as inspect_token_file does, reading it in pieces.
+TokenFileLayout inspect_open_file(const TokenStream::Storage::Segment& s, TokenFormat format,
+                                  int64_t vocab_size) {
+  const int64_t head_bytes = std::min<int64_t>(s.file_bytes, kLlmcHeaderInts * 4);
+  std::vector<unsigned char> buf(size_t(std::max<int64_t>(head_bytes, 1)));
+  read_exactly(s, buf.data(), head_bytes, 0);
+  std::string guess;
+  const TokenFileLayout layout = token_layout(s.path, buf.data(), s.file_bytes, format, guess);
+  const int64_t chunk = int64_t(1) << 22;  // tokens a read checks
+  buf.resize(size_t(std::min(chunk, layout.count) * layout.token_bytes));
+  for (int64_t first = 0; first < layout.count; first += chunk) {
+    const int64_t n = std::min(chunk, layout.count - first);
+    read_exactly(s, buf.data(), n * layout.token_bytes,
+                 layout.header_bytes + first * layout.token_bytes);
+    const int64_t bad = first_id_beyond(buf.data(), layout.token_bytes, n, vocab_size);
+    if (bad < n)
+      id_beyond(s.path, layout, first + bad, token_at(buf.data(), layout.token_bytes, bad),
+                vocab_size, guess);
+  }
+  return layout;
+}
+
+}  // namespace
+
+TokenFileLayout inspect_token_file(const std::string& path, const unsigned char* bytes,
+                                   int64_t size, TokenFormat format, int64_t vocab_size) {
+  std::string guess;
+  const TokenFileLayout layout = token_layout(path, bytes, size, format, guess);
+  const unsigned char* tokens = bytes + layout.header_bytes;
+  const int64_t bad = first_id_beyond(tokens, layout.token_bytes, layout.count, vocab_size);
+  if (bad < layout.count)
+    id_beyond(path, layout, bad, token_at(tokens, layout.token_bytes, bad), vocab_size, guess);
   return layout;
 }
 
@@ -197,17 +258,11 @@ TokenStream TokenStream::from_files(const std::vector<std::string>& paths, Token
   auto storage = std::make_shared<Storage>();
   int64_t total = 0;
   for (const std::string& path : paths) {
-    storage->segments.push_back(map_file(path));
+    storage->segments.push_back(open_file(path));
     Storage::Segment& s = storage->segments.back();
-    const auto* bytes = static_cast<const unsigned char*>(s.map);
-    const TokenFileLayout layout =
-        inspect_token_file(path, bytes, int64_t(s.map_bytes), format, vocab_size);
-    // Read in place: the llm.c header is 1024 bytes and mappings are page-aligned.
-    static_assert(std::endian::native == std::endian::little, "token files are little-endian");
-    if (layout.token_bytes == 4)
-      s.u32 = reinterpret_cast<const uint32_t*>(bytes + layout.header_bytes);
-    else
-      s.u16 = reinterpret_cast<const uint16_t*>(bytes + layout.header_bytes);
+    const TokenFileLayout layout = inspect_open_file(s, format, vocab_size);
+    s.header_bytes = layout.header_bytes;
+    s.token_bytes = layout.token_bytes;
     s.count = layout.count;
     s.first = total;
     total += s.count;
@@ -236,10 +291,20 @@ void TokenStream::read(int64_t begin, int64_t count, int32_t* out) const {
     const int64_t n = std::min(count, s.count - local);
     if (s.i32) {
       std::memcpy(out, s.i32 + local, size_t(n) * 4);
-    } else if (s.u32) {  // ids were checked below vocab_size, which fits int32
-      for (int64_t i = 0; i < n; ++i) out[i] = int32_t(s.u32[local + i]);
     } else {
-      for (int64_t i = 0; i < n; ++i) out[i] = int32_t(s.u16[local + i]);
+      // Read into `out` itself: uint32 ids (checked below vocab_size, which fits int32) are
+      // its int32s already; uint16 ones, in its first half, widen from the last down, each
+      // written at or past where it was read.
+      static_assert(std::endian::native == std::endian::little, "token files are little-endian");
+      read_exactly(s, out, n * s.token_bytes, s.header_bytes + local * s.token_bytes);
+      if (s.token_bytes == 2) {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(out);
+        for (int64_t i = n - 1; i >= 0; --i) {
+          uint16_t v;
+          std::memcpy(&v, bytes + 2 * i, 2);
+          out[i] = int32_t(v);
+        }
+      }
     }
     out += n;
     g += n;

@@ -1,6 +1,6 @@
 #pragma once
 // A read-only sequence of token ids: bytes of a text held in memory, or one or many token
-// files memory-mapped (never loaded whole) and read as one stream in the order given.
+// files read where needed (never loaded whole, never mapped) as one stream in the order given.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,7 +43,7 @@ class TokenStream {
   TokenStream slice(int64_t begin, int64_t end) const;
   std::vector<int32_t> to_vector() const;
 
-  struct Storage;  // mapped files or owned ids, shared by slices; opaque
+  struct Storage;  // open files or owned ids, shared by slices; opaque
 
  private:
   std::shared_ptr<const Storage> storage_;

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <queue>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/tokenizer/json_fields.hpp"
@@ -45,6 +47,21 @@ bool only_leading(const TokenIds& vocab, const std::string& mark) {
   return true;
 }
 
+// Two tokens with one id would decode that id to either: refused, naming both.
+void check_unique_ids(const TokenIds& vocab, const std::string& where) {
+  std::vector<std::pair<int32_t, const std::string*>> by_id;
+  by_id.reserve(vocab.size());
+  for (const auto& [token, id] : vocab) by_id.emplace_back(id, &token);
+  std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
+  });
+  for (size_t i = 1; i < by_id.size(); ++i)
+    if (by_id[i].first == by_id[i - 1].first)
+      fail_input(
+          "{}.vocab['{}'] and vocab['{}'] both have id {}; each token needs an id of its own",
+          where, printable(*by_id[i - 1].second), printable(*by_id[i].second), by_id[i].first);
+}
+
 }  // namespace
 
 BpeModel::BpeModel(const Json& j, const std::string& where) {
@@ -58,6 +75,7 @@ BpeModel::BpeModel(const Json& j, const std::string& where) {
                  INT32_MAX - 1);
     vocab_.emplace(token, int32_t(id.get<int64_t>()));
   }
+  check_unique_ids(vocab_, where);
   require_default(j, "dropout", where, nullptr);
   unk_id_ = -1;
   if (find(j, "unk_token")) {

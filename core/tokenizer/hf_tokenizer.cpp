@@ -1,8 +1,12 @@
 #include "core/tokenizer/hf_tokenizer.hpp"
 
+#include <sys/stat.h>
+#include <algorithm>
+
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "core/data/tokenizer.hpp"
 #include "core/error.hpp"
@@ -25,6 +29,7 @@ namespace fs = std::filesystem;
 constexpr const char* kTokenizerJson = "tokenizer.json";
 constexpr const char* kTokenizerConfig = "tokenizer_config.json";
 constexpr uint64_t kMaxTokenizerBytes = uint64_t(512) << 20;
+constexpr int64_t kMaxTokenId = int64_t(1) << 24;
 
 struct HfTokenizer::Impl {
   std::string json_path, folder;
@@ -33,8 +38,10 @@ struct HfTokenizer::Impl {
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   DecodeChain decoder;
   AddedTokenMatcher raw_tokens, normalized_tokens;
-  std::vector<std::string> id_to_token;
-  std::vector<bool> has_id;
+  // Held by id, not indexed: ids need not be dense (the test fixtures, real files cut down to
+  // what their texts use, keep the real ids), so memory goes with the entries, not the ids.
+  std::unordered_map<int32_t, std::string> id_to_token;
+  int64_t size = 0;  // one more than the largest id
   SectionTokens sections;
 
   void encode_plain(std::string_view text, bool first, std::vector<int32_t>& ids) const {
@@ -44,19 +51,35 @@ struct HfTokenizer::Impl {
 
   // id -> token string over the vocabulary and the added tokens (which win, as in Hugging Face).
   void index_ids(const std::vector<AddedToken>& added) {
-    int64_t size = 0;
-    for (const auto& [token, id] : model->vocab()) size = std::max<int64_t>(size, id + 1);
-    for (const AddedToken& t : added) size = std::max<int64_t>(size, t.id + 1);
-    id_to_token.assign(size_t(size), "");
-    has_id.assign(size_t(size), false);
+    check_id_bound(added);
+    id_to_token.reserve(model->vocab().size() + added.size());
     for (const auto& [token, id] : model->vocab()) {
-      id_to_token[size_t(id)] = token;
-      has_id[size_t(id)] = true;
+      id_to_token[id] = token;
+      size = std::max<int64_t>(size, id + 1);
     }
     for (const AddedToken& t : added) {
-      id_to_token[size_t(t.id)] = t.content;
-      has_id[size_t(t.id)] = true;
+      id_to_token[t.id] = t.content;
+      size = std::max<int64_t>(size, t.id + 1);
     }
+  }
+
+  // An id far beyond any real vocabulary (10^9, where the largest hold about 262,144) is a
+  // damaged or hand-made file, refused naming the token: it would size a model's embedding.
+  void check_id_bound(const std::vector<AddedToken>& added) const {
+    const auto refuse = [&](const std::string& what, int64_t id) {
+      fail_input(
+          "{}: {} has id {}, beyond any real vocabulary: token ids must be below {} (2^24; "
+          "this file holds {} entries)",
+          json_path, what, id, kMaxTokenId, model->vocab().size() + added.size());
+    };
+    const auto top = std::max_element(
+        model->vocab().begin(), model->vocab().end(),
+        [](const auto& a, const auto& b) { return a.second < b.second; });  // ids are unique
+    if (top->second >= kMaxTokenId)
+      refuse(fmt::format("model.vocab['{}']", printable(top->first)), top->second);
+    for (size_t i = 0; i < added.size(); ++i)
+      if (added[i].id >= kMaxTokenId)
+        refuse(fmt::format("added_tokens[{}] '{}'", i, printable(added[i].content)), added[i].id);
   }
 };
 
@@ -71,9 +94,8 @@ namespace {
 std::pair<std::string, std::string> locate(const std::string& path) {
   if (fs::is_directory(path)) {
     const std::string file = (fs::path(path) / kTokenizerJson).string();
-    if (!fs::is_regular_file(file))
-      fail_input("tokenizer '{}' is a folder without a tokenizer.json", path);
-    return {file, path};
+    if (!fs::exists(file)) fail_input("tokenizer '{}' is a folder without a tokenizer.json", path);
+    return {file, path};  // one that is not a regular file is refused by read_json
   }
   if (!fs::exists(path))
     fail_input(
@@ -84,6 +106,9 @@ std::pair<std::string, std::string> locate(const std::string& path) {
 }
 
 nlohmann::json read_json(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail_input("tokenizer file '{}' is {}, not a regular file", path, file_type_name(st.st_mode));
   const uint64_t size = fs::file_size(path);
   if (size > kMaxTokenizerBytes)
     fail_input("'{}' is {} MiB; a tokenizer file this reader takes is at most {} MiB", path,
@@ -113,8 +138,7 @@ HfTokenizer HfTokenizer::load(const std::string& path) {
   const auto [file, folder] = locate(path);
   const std::string config_path = (fs::path(folder) / kTokenizerConfig).string();
   return from_json(read_json(file), file,
-                   fs::is_regular_file(config_path) ? read_json(config_path) : Json::object(),
-                   config_path);
+                   fs::exists(config_path) ? read_json(config_path) : Json::object(), config_path);
 }
 
 HfTokenizer HfTokenizer::from_json(const nlohmann::json& j, const std::string& file,
@@ -145,9 +169,10 @@ HfTokenizer HfTokenizer::from_json(const nlohmann::json& j, const std::string& f
   const auto id_of = [&impl](const std::string& token) -> std::optional<int32_t> {
     const auto it = impl->model->vocab().find(token);
     if (it != impl->model->vocab().end()) return it->second;
-    for (size_t id = 0; id < impl->id_to_token.size(); ++id)
-      if (impl->has_id[id] && impl->id_to_token[id] == token) return int32_t(id);
-    return std::nullopt;
+    std::optional<int32_t> found;  // (not in the vocab: an added token) its lowest id
+    for (const auto& [id, text] : impl->id_to_token)
+      if (text == token && (!found || id < *found)) found = id;
+    return found;
   };
   impl->sections =
       section_tokens(at("post_processor"), file + ": post_processor", config, config_path, id_of);
@@ -190,8 +215,8 @@ std::string HfTokenizer::decode(const int32_t* ids, size_t n) const {
   std::vector<std::string> tokens;
   tokens.reserve(n);
   for (size_t i = 0; i < n; ++i)
-    if (ids[i] >= 0 && size_t(ids[i]) < impl_->has_id.size() && impl_->has_id[size_t(ids[i])])
-      tokens.push_back(impl_->id_to_token[size_t(ids[i])]);
+    if (const auto it = impl_->id_to_token.find(ids[i]); it != impl_->id_to_token.end())
+      tokens.push_back(it->second);
   std::string text;
   if (!impl_->decoder) {
     for (size_t i = 0; i < tokens.size(); ++i) text += (i ? " " : "") + tokens[i];
@@ -202,7 +227,7 @@ std::string HfTokenizer::decode(const int32_t* ids, size_t n) const {
 }
 
 int64_t HfTokenizer::vocab_size() const {
-  return int64_t(impl_->id_to_token.size());
+  return impl_->size;
 }
 const std::string& HfTokenizer::json_path() const {
   return impl_->json_path;

@@ -70,9 +70,29 @@ std::string oniguruma_to_pcre2(std::string_view pattern, const std::string& wher
 
 struct Pattern::Impl {
   std::string literal;
+  std::string regex, where;  // the regex as the file gives it, and where it is (for messages)
   pcre2_code* code = nullptr;
   ~Impl() {
     if (code) pcre2_code_free(code);
+  }
+
+  // A match that PCRE2 gave up on. Its limits stop a regex that backtracks without end (a
+  // nested repetition such as (a+)+ on a long run): the file's pattern is at fault for that
+  // text, an InputError naming both.
+  [[noreturn]] void match_failed(int rc, std::string_view text, size_t at) const {
+    const bool limit = rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+                       rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT;
+    const std::string applied = fmt::format("applied to {} bytes of text from byte {} ('{}')",
+                                            text.size() - at, at, printable(text.substr(at), 40));
+    if (limit)
+      fail_input(
+          "{}: the regex '{}' hit PCRE2's match limit (catastrophic backtracking) {}; rewrite "
+          "it without nested repetition such as (a+)+",
+          where, printable(regex), applied);
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof message);
+    fail("{}: the regex '{}' failed {}: PCRE2 error {} ({})", where, printable(regex), applied, rc,
+         reinterpret_cast<const char*>(message));
   }
 };
 
@@ -90,6 +110,8 @@ Pattern Pattern::literal(std::string text) {
 Pattern Pattern::regex(const std::string& oniguruma, const std::string& where) {
   const std::string translated = oniguruma_to_pcre2(oniguruma, where);
   auto impl = std::make_unique<Impl>();
+  impl->regex = oniguruma;
+  impl->where = where;
   int error = 0;
   PCRE2_SIZE offset = 0;
   impl->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
@@ -124,7 +146,7 @@ std::vector<Span> Pattern::find_all(std::string_view text) const {
     const int rc = pcre2_match(impl_->code, subject, text.size(), at, PCRE2_NO_UTF_CHECK,
                                match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) fail("PCRE2 match error {} at byte {}", rc, at);
+    if (rc < 0) impl_->match_failed(rc, text, at);
     const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
     if (span[1] > span[0]) {
       spans.push_back({span[0], span[1]});

@@ -1,4 +1,7 @@
 // GPT-2 as a model family: no keys of its own, Hugging Face's GPT2LMHeadModel config.json.
+#include <cmath>
+
+#include "core/ops/layernorm.hpp"
 #include "models/family.hpp"
 #include "models/gpt2/gpt.hpp"
 
@@ -34,7 +37,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"activation_function", "gelu_new"},
-          {"layer_norm_epsilon", 1e-5},
+          {"layer_norm_epsilon", 1e-5},  // kLayerNormEps
           {"resid_pdrop", 0.0},
           {"embd_pdrop", 0.0},
           {"attn_pdrop", 0.0},
@@ -61,6 +64,13 @@ ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
       json_int_at(j, "n_inner", where, 1, INT64_MAX) != 4 * c.n_embd)
     fail_input("{}: n_inner = {} is not supported (GPT-2's MLP is 4 x n_embd = {} wide)", where,
                j["n_inner"].dump(), 4 * c.n_embd);
+  // The LayerNorms use kLayerNormEps: another epsilon would give another model than the file's.
+  if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_null()) {
+    const double eps = json_number_at(j, "layer_norm_epsilon", where);
+    if (std::abs(eps - double(kLayerNormEps)) > 1e-6 * double(kLayerNormEps))
+      fail_input("{}: layer_norm_epsilon = {} is not supported (this GPT-2's LayerNorm uses {:g})",
+                 where, j["layer_norm_epsilon"].dump(), double(kLayerNormEps));
+  }
   for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
     if (j.contains(key) && j[key] == true) fail_input("{}: {} = true is not supported", where, key);
   return c;
