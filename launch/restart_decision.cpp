@@ -14,19 +14,11 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/file_io.hpp"
 #include "core/json_parse.hpp"
 
 namespace st {
 namespace {
-
-const char* kind_of(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 // The text of the regular file `path` that `flag` names; nullopt when it does not exist and
 // `may_be_missing`. Anything else is refused: opening a FIFO would wait for a writer, and the
@@ -48,7 +40,7 @@ std::optional<std::string> read_regular(const char* flag, const std::string& pat
   ::close(fd);
   if (!regular)
     fail_input("restart-decision: {} '{}' is {}; it must be a regular file", flag, path,
-               kind_of(st.st_mode));
+               file_type_name(st.st_mode));
   if (n < 0)
     fail_input("restart-decision: {} '{}' cannot be read: {}", flag, path, std::strerror(error));
   return text;
@@ -63,7 +55,7 @@ void check_records_folder(const std::string& dir) {
   }
   if (!S_ISDIR(st.st_mode))
     fail_input("restart-decision: --failures '{}' is {}; it must be a folder", dir,
-               kind_of(st.st_mode));
+               file_type_name(st.st_mode));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string path = entry.path().string(), name = entry.path().filename().string();
@@ -72,7 +64,7 @@ void check_records_folder(const std::string& dir) {
       fail_input(
           "restart-decision: --failures: '{}' is {}; a rank's failure record must be a "
           "regular file",
-          path, kind_of(st.st_mode));
+          path, file_type_name(st.st_mode));
   }
 }
 
@@ -296,7 +288,7 @@ void save_line(const std::string& path, const std::string& line) {
   const bool closed = ::close(fd) == 0;
   if (!regular)
     fail_input("restart-decision: --save '{}' is {}; it must be a regular file", path,
-               kind_of(st.st_mode));
+               file_type_name(st.st_mode));
   if (!written || !closed)
     fail_input("restart-decision: --save '{}' cannot be written: {}", path,
                std::strerror(written ? errno : error));
