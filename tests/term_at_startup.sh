@@ -7,7 +7,8 @@
 # rank 0's ("terminated (SIGTERM) before the first step" or "... in step N of M"). Was: exit
 # 140 and "exited on signal 12 (User defined signal 2)" (the SIGUSR2 shardrun passes SIGTERM on
 # as reached a rank before it handled it), or the job training on for 10 s to exit 1 (it reached
-# mpirun before the ranks started), or exit 143 and no line.
+# mpirun before the ranks started), or exit 143 and no line; later (CI at 7300316), exit 143 and
+# "exited on signal 12" (a rank that mpirun had forked but not yet started was sent it).
 set -u
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-termstart-XXXXXX)
