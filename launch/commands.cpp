@@ -416,6 +416,7 @@ int run_train(const CommonOptions& options) {
     std::optional<ValidationResult> val;  // this step's periodic validation, if one was due
     for (int64_t step = start; step < max_steps; ++step) {
       faults.kill_if_due(step);
+      faults.hold_if_due(step);
       take_background_save(false);
       note->step(step);
       liveness::set_step(step);

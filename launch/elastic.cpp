@@ -74,6 +74,15 @@ std::vector<int64_t> injected_kills_from_environment(int world_rank) {
   return steps;
 }
 
+std::vector<int64_t> injected_holds_from_environment() {
+  std::vector<int64_t> steps;
+  std::istringstream in(environment("SHARDRUN_FAULT_HOLD"));
+  std::string item;
+  while (std::getline(in, item, ','))
+    steps.push_back(parse_count(item, "SHARDRUN_FAULT_HOLD", int64_t(1) << 40));
+  return steps;
+}
+
 namespace {
 
 // The mesh the config asks for at `world_size`, fitted: the shard group's size kept where it

@@ -31,6 +31,9 @@ std::optional<RestartNotice> restart_notice_from_environment();
 // lands at the same step every time. Returns the steps (1-based, as printed) after which this
 // rank dies; a malformed value is an InputError naming the variable.
 std::vector<int64_t> injected_kills_from_environment(int world_rank);
+// shardrun --fault link-down:H@S, for tests: SHARDRUN_FAULT_HOLD = "S[,S...]" holds every rank
+// after step S until the launcher has taken the link down (launch/fault_injection.hpp).
+std::vector<int64_t> injected_holds_from_environment();
 
 // A restarted run resumes (checkpoint.resume = auto), and a mesh the configured degrees no
 // longer fit (HSDP 2x2 on 3 ranks) falls back to the nearest valid one: the shard group's size

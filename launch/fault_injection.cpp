@@ -17,6 +17,7 @@ namespace st {
 
 FaultInjection::FaultInjection(const CommonOptions& options, int world_rank)
     : kill_after_(injected_kills_from_environment(world_rank)),
+      hold_after_(injected_holds_from_environment()),
       hang_at_step_(options.test_hang_at_step),
       slow_checkpoint_ms_(options.test_slow_checkpoint_ms),
       world_rank_(world_rank) {}
@@ -32,6 +33,16 @@ void FaultInjection::kill_if_due(int64_t step) const {
   }
   // As a killed process dies: no handler runs, no message, no flush.
   ::kill(::getpid(), SIGKILL);
+}
+
+void FaultInjection::hold_if_due(int64_t step) const {
+  if (std::find(hold_after_.begin(), hold_after_.end(), step) == hold_after_.end()) return;
+  const char* dir = std::getenv("SHARDRUN_FAULT_FIRED");
+  if (!dir || !*dir) return;
+  const std::string released = std::string(dir) + "/released-" + std::to_string(step);
+  for (int waited_ms = 0; waited_ms < 60000 && ::access(released.c_str(), F_OK) != 0;
+       waited_ms += 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void FaultInjection::hang_if_due(int64_t step) const {

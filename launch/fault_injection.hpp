@@ -19,6 +19,11 @@ class FaultInjection {
   // At the start of training step `step` (0-based): SIGKILL if this rank is to die after step
   // `step` (1-based: the step just done).
   void kill_if_due(int64_t step) const;
+  // At the start of training step `step` (0-based): when shardrun injects a fault of its own
+  // after step `step` (1-based), waits until it says the fault is in place (the file
+  // released-STEP in SHARDRUN_FAULT_FIRED), at most a minute: the fault lands before the next
+  // step however slowly the launcher runs on a loaded machine.
+  void hold_if_due(int64_t step) const;
   // Once the step is noted as this rank's progress: blocks forever if the main thread is to
   // hang before step `step` + 1 (1-based), so the others see it stuck at that step.
   void hang_if_due(int64_t step) const;
@@ -27,6 +32,7 @@ class FaultInjection {
 
  private:
   std::vector<int64_t> kill_after_;
+  std::vector<int64_t> hold_after_;
   int64_t hang_at_step_ = 0;
   int slow_checkpoint_ms_ = 0;
   int world_rank_ = 0;
