@@ -41,11 +41,6 @@ int launcher_rank() {
 }
 }  // namespace
 
-void use_collective_algorithm(ProcessGroup& world, Algorithm algorithm) {
-  // Rank start-up knows the backend it started: the one place that asks for it by type.
-  if (auto* mpi = dynamic_cast<MpiProcessGroup*>(&world)) mpi->set_algorithm(algorithm);
-}
-
 void apply_kernel_choice_from_environment() {
   const char* value = std::getenv("SHARDTRAIN_KERNELS");
   const std::string choice = value ? value : "";

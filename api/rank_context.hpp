@@ -5,7 +5,6 @@
 #include <functional>
 #include <memory>
 
-#include "collectives/mpi_algorithm.hpp"
 #include "collectives/process_group.hpp"
 
 namespace st {
@@ -44,11 +43,6 @@ struct RankContext {
 // (exit 2 for an InputError, 1 otherwise) on every rank (a terminate without an exception goes
 // to the handler installed before, or abort), then applies SHARDTRAIN_KERNELS.
 RankContext start_ranks();
-
-// The backend's algorithm for the job's all-gathers and reduce-scatters (MPI's: groups split
-// from `world` afterwards inherit it); a one-rank in-process group has no choice to make. Before
-// the group's first operation.
-void use_collective_algorithm(ProcessGroup& world, Algorithm algorithm);
 
 // SHARDTRAIN_KERNELS=portable forces the portable CPU kernels (the packed GEMM's portable
 // micro-kernel, the portable BF16 conversion) in place of AVX2/AVX-512 ones, so that the whole

@@ -13,8 +13,8 @@
 namespace st {
 
 ShardedModel::ShardedModel(Model& model, ProcessGroup& group, const ShardPolicy& policy)
-    : ShardedModel(model, std::make_unique<DeviceMesh>(group, MeshShape{group.size(), 1}), nullptr,
-                   policy) {}
+    : ShardedModel(model, std::make_unique<DeviceMesh>(group, MeshShape{.dp_shard = group.size()}),
+                   nullptr, policy) {}
 
 ShardedModel::ShardedModel(Model& model, DeviceMesh& mesh, const ShardPolicy& policy)
     : ShardedModel(model, nullptr, &mesh, policy) {}

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <barrier>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 
 #include "collectives/pending_work.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "core/bf16.hpp"
 
 namespace st {
 
@@ -20,7 +22,37 @@ struct FakeProcessGroup::Shared {
   std::vector<std::pair<int, int>> split_args;
   std::map<int, std::shared_ptr<Shared>> split_children;
   std::mutex split_mutex;
+  // Point to point: messages sent before their recv, and recvs posted before their message,
+  // each in order (so a pair's messages of one tag match in the order they were sent).
+  struct Message {
+    int from, to, tag;
+    std::vector<char> bytes;
+  };
+  struct PostedRecv {
+    int from, to, tag;
+    char* out;
+    size_t bytes;
+    std::string description;
+    std::shared_ptr<PendingWork> work;
+  };
+  std::mutex p2p_mutex;
+  std::deque<Message> messages;
+  std::deque<PostedRecv> recvs;
 };
+
+namespace {
+// Delivers `bytes` into a posted recv, or fails it when the sizes differ.
+void deliver(const FakeProcessGroup::Shared::PostedRecv& r, const char* bytes, size_t n) {
+  if (n != r.bytes) {
+    r.work->finish(std::make_exception_ptr(Error(fmt::format(
+        "{}: the message sent is {} bytes (a send and its recv must have the same size)",
+        r.description, n))));
+    return;
+  }
+  std::memcpy(r.out, bytes, n);
+  r.work->finish();
+}
+}  // namespace
 
 std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size,
                                                                         int ranks_per_node) {
@@ -92,14 +124,19 @@ std::shared_ptr<Work> FakeProcessGroup::reduce_scatter(const Tensor& input, cons
     fail("reduce_scatter on group '{}': max is not supported", name_);
   const size_t n = size_t(output.numel()), esize = dtype_size(input.dtype());
   const DType dtype = input.dtype();
-  float* out = output.data<float>();
-  return rendezvous(OpType::reduce_scatter, input.raw(), out, [&] {
+  void* result = output.raw();
+  const bool to_bf16 = output.dtype() == DType::bf16;
+  return rendezvous(OpType::reduce_scatter, input.raw(), result, [&] {
+    // A BF16 output is the FP32 result rounded once.
+    std::vector<float> sum(to_bf16 ? n : 0);
+    float* out = to_bf16 ? sum.data() : static_cast<float*>(result);
     const size_t offset = size_t(rank_) * n * esize;
     load_f32(out, static_cast<const char*>(shared_->inputs[0]) + offset, dtype, n);
     for (int r = 1; r < size_; ++r)
       add_into(out, static_cast<const char*>(shared_->inputs[size_t(r)]) + offset, dtype, n);
     if (options.op == ReduceOp::avg)
       for (size_t i = 0; i < n; ++i) out[i] /= float(size_);
+    if (to_bf16) convert_f32_to_bf16(out, static_cast<bf16*>(result), n);
   });
 }
 
@@ -144,11 +181,66 @@ std::shared_ptr<Work> FakeProcessGroup::broadcast(const Tensor& buffer, int root
   });
 }
 
+std::shared_ptr<Work> FakeProcessGroup::send(const Tensor& input, int peer,
+                                             const P2POptions& options) {
+  check_p2p(*this, OpType::send, input, peer, options);
+  auto work = std::make_shared<PendingWork>(
+      fmt::format("{} on group '{}' (rank {} of {})",
+                  describe_p2p(OpType::send, input, peer, options.tag), name_, rank_, size_));
+  if (aborted()) fail_aborted(work->description());
+  const char* data = static_cast<const char*>(input.raw());
+  const size_t n = input.nbytes();
+  Shared& s = *shared_;
+  {
+    std::lock_guard lock(s.p2p_mutex);
+    auto waiting = std::find_if(s.recvs.begin(), s.recvs.end(), [&](const auto& r) {
+      return r.from == rank_ && r.to == peer && r.tag == options.tag;
+    });
+    if (waiting != s.recvs.end()) {
+      deliver(*waiting, data, n);
+      s.recvs.erase(waiting);
+    } else {
+      s.messages.push_back({rank_, peer, options.tag, std::vector<char>(data, data + n)});
+    }
+  }
+  work->finish();
+  return work;
+}
+
+std::shared_ptr<Work> FakeProcessGroup::recv(const Tensor& output, int peer,
+                                             const P2POptions& options) {
+  check_p2p(*this, OpType::recv, output, peer, options);
+  auto work = std::make_shared<PendingWork>(
+      fmt::format("{} on group '{}' (rank {} of {})",
+                  describe_p2p(OpType::recv, output, peer, options.tag), name_, rank_, size_));
+  if (aborted()) fail_aborted(work->description());
+  Shared::PostedRecv r{peer,
+                       rank_,
+                       options.tag,
+                       static_cast<char*>(output.raw()),
+                       output.nbytes(),
+                       work->description(),
+                       work};
+  Shared& s = *shared_;
+  std::lock_guard lock(s.p2p_mutex);
+  auto sent = std::find_if(s.messages.begin(), s.messages.end(), [&](const auto& m) {
+    return m.from == peer && m.to == rank_ && m.tag == options.tag;
+  });
+  if (sent != s.messages.end()) {
+    deliver(r, sent->bytes.data(), sent->bytes.size());
+    s.messages.erase(sent);
+  } else {
+    s.recvs.push_back(std::move(r));
+  }
+  return work;
+}
+
 std::shared_ptr<Work> FakeProcessGroup::barrier(const BarrierOptions&) {
   return rendezvous(OpType::barrier, nullptr, nullptr, [] {});
 }
 
-std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key, std::string name) {
+std::unique_ptr<ProcessGroup> FakeProcessGroup::split(int color, int key, std::string name,
+                                                      const GroupOptions&) {
   Shared& s = *shared_;
   s.split_args[size_t(rank_)] = {color, key};
   s.sync.arrive_and_wait();

@@ -1,7 +1,8 @@
 #pragma once
 // An in-process ProcessGroup for single-process tests of the layers above: `size` ranks that
 // are threads of this process. Each rank's group object is used from its own thread; every
-// operation is a rendezvous of all ranks and completes before it returns (its Work is done).
+// collective is a rendezvous of all ranks and completes before it returns (its Work is done).
+// A send is buffered (done at once); a recv is done when its message has arrived.
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,9 +32,14 @@ class FakeProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                   const BroadcastOptions& options = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
+  std::shared_ptr<Work> send(const Tensor& input, int peer,
+                             const P2POptions& options = {}) override;
+  std::shared_ptr<Work> recv(const Tensor& output, int peer,
+                             const P2POptions& options = {}) override;
   // Every rank calls it; ranks of equal color form a sub-group of the same kind (ordered by
   // key, then rank) named "<name>/<color>"; a negative color gives no group (nullptr).
-  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
+                                      const GroupOptions& options = {}) override;
   // Later operations of this rank fail at once (an in-process group has nothing to interrupt).
   void abort(const std::string& reason) override { mark_aborted(reason); }
   std::string transport(OpType, size_t) const override { return "in-process"; }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/mpi_runtime.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 
 namespace st {
@@ -22,7 +23,7 @@ void divide(float* x, size_t n, float by) {
 }
 }  // namespace
 
-std::unique_ptr<MpiProcessGroup> MpiProcessGroup::world() {
+std::unique_ptr<MpiProcessGroup> MpiProcessGroup::world(const GroupOptions& options) {
   if (!mpi_is_initialized()) fail("MpiProcessGroup::world: MPI is not initialized (call mpi_init)");
   MPI_Comm comm = MPI_COMM_NULL;
   int my_node = 0;
@@ -38,6 +39,7 @@ std::unique_ptr<MpiProcessGroup> MpiProcessGroup::world() {
     MPI_Comm_free(&node);
   });
   auto g = std::unique_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, "world", my_node));
+  g->algorithm_ = options.algorithm.value_or(Algorithm::automatic);
   // Node ids 0, 1, ... in order of their lowest rank.
   std::vector<int> ids = g->nodes_;
   std::sort(ids.begin(), ids.end());
@@ -174,11 +176,15 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
   const Algorithm a = resolve(algorithm, OpType::reduce_scatter, input.nbytes());
   const void* in = input.raw();
   const DType dtype = input.dtype();
-  float* out = output.data<float>();
+  void* result = output.raw();
+  const bool to_bf16 = output.dtype() == DType::bf16;
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
   return submit(describe(OpType::reduce_scatter, input.nbytes(), a), options.timeout_s,
-                [this, a, in, dtype, out, n, average] {
+                [this, a, in, dtype, result, to_bf16, n, average] {
+                  // A BF16 output is the FP32 result rounded once.
+                  std::vector<float> sum(to_bf16 ? n : 0);
+                  float* out = to_bf16 ? sum.data() : static_cast<float*>(result);
                   if (a == Algorithm::ring)
                     ring_reduce_scatter(comm_, in, dtype, out, n);
                   else if (a == Algorithm::shm)
@@ -186,6 +192,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
                   else
                     mpi_reduce_scatter(comm_, in, dtype, out, n);
                   if (average) divide(out, n, float(comm_.size));
+                  if (to_bf16) convert_f32_to_bf16(out, static_cast<bf16*>(result), n);
                 });
 }
 
@@ -270,7 +277,77 @@ std::shared_ptr<Work> MpiProcessGroup::submit(std::string description, double ti
   });
 }
 
-std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::string name) {
+std::shared_ptr<Work> MpiProcessGroup::send(const Tensor& input, int peer,
+                                            const P2POptions& options) {
+  check_p2p(*this, OpType::send, input, peer, options);
+  return point_to_point(OpType::send, input, peer, options);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::recv(const Tensor& output, int peer,
+                                            const P2POptions& options) {
+  check_p2p(*this, OpType::recv, output, peer, options);
+  return point_to_point(OpType::recv, output, peer, options);
+}
+
+std::shared_ptr<Work> MpiProcessGroup::point_to_point(OpType op, const Tensor& buffer, int peer,
+                                                      const P2POptions& options) {
+  const std::string description = fmt::format("{} #{} on group '{}' (rank {} of {})",
+                                              describe_p2p(op, buffer, peer, options.tag),
+                                              ++sequence_, name_, comm_.rank, comm_.size);
+  char* data = static_cast<char*>(buffer.raw());
+  const size_t bytes = buffer.nbytes();
+  const int tag = options.tag;
+  // The buffer lives as long as the operation; after an abort, as long as the process (MPI may
+  // still write into it).
+  return thread_->post(
+      description, options.timeout_s, [=, this, keep = buffer]() -> CommThread::Test {
+        if (aborted()) fail_aborted(description);
+        // Messages above 1 GiB go as pieces of one tag, which arrive in order.
+        const size_t pieces = std::max<size_t>(1, (bytes + kMaxPieceBytes - 1) / kMaxPieceBytes);
+        auto requests = std::make_shared<std::vector<MPI_Request>>();
+        for (size_t i = 0; i < pieces; ++i) {
+          const size_t off = i * kMaxPieceBytes;
+          const int piece = int(std::min(kMaxPieceBytes, bytes - off));
+          MPI_Request request = MPI_REQUEST_NULL;
+          if (op == OpType::send)
+            check_mpi(MPI_Isend(data + off, piece, MPI_BYTE, peer, tag, comm_.comm, &request),
+                      "MPI_Isend");
+          else
+            check_mpi(MPI_Irecv(data + off, piece, MPI_BYTE, peer, tag, comm_.comm, &request),
+                      "MPI_Irecv");
+          requests->push_back(request);
+        }
+        return [=, this] {
+          if (aborted()) {
+            hold_forever(keep);
+            fail_aborted(description);
+          }
+          int done = 0;
+          std::vector<MPI_Status> status(requests->size());
+          const int rc = MPI_Testall(int(requests->size()), requests->data(), &done, status.data());
+          if (rc != MPI_SUCCESS && op == OpType::recv)
+            fail("{}: the message sent is larger (a send and its recv must have the same size)",
+                 description);
+          check_mpi(rc, "MPI_Testall");
+          if (!done) return false;
+          if (op == OpType::recv) {
+            size_t received = 0;
+            for (const MPI_Status& s : status) {
+              int count = 0;
+              MPI_Get_count(&s, MPI_BYTE, &count);
+              received += size_t(count);
+            }
+            if (received != bytes)
+              fail("{}: the message sent is {} bytes (a send and its recv must have the same size)",
+                   description, received);
+          }
+          return true;
+        };
+      });
+}
+
+std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::string name,
+                                                     const GroupOptions& options) {
   MPI_Comm sub = MPI_COMM_NULL;
   thread_->run(describe(OpType::split, 0, Algorithm::mpi), 60, [&] {
     check_mpi(MPI_Comm_split(comm_.comm, color < 0 ? MPI_UNDEFINED : color, key, &sub),
@@ -279,7 +356,7 @@ std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, std::st
   if (sub == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<MpiProcessGroup> group(new MpiProcessGroup(
       sub, name.empty() ? fmt::format("{}/{}", name_, color) : name, nodes_[size_t(comm_.rank)]));
-  group->algorithm_ = algorithm_;
+  group->algorithm_ = options.algorithm.value_or(algorithm_);
   return group;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // ProcessGroup over an MPI communicator. Operations are queued to the communication thread
 // and carry a per-group sequence number. How all-gathers and reduce-scatters move their data is
-// this backend's option (set_algorithm; `automatic` picks by size and topology).
+// this backend's option (GroupOptions::algorithm when the group is made; `automatic` picks by
+// size and topology). Point-to-point operations are started on the same thread and tested
+// there until done (CommThread::post).
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -18,7 +20,7 @@ namespace st {
 class MpiProcessGroup final : public ProcessGroup {
  public:
   // The world group (MPI must be initialized: mpi_init).
-  static std::unique_ptr<MpiProcessGroup> world();
+  static std::unique_ptr<MpiProcessGroup> world(const GroupOptions& options = {});
   ~MpiProcessGroup() override;
 
   int rank() const override { return comm_.rank; }
@@ -28,10 +30,6 @@ class MpiProcessGroup final : public ProcessGroup {
   bool single_node() const { return single_node_; }
   // Also drops the shared-memory window when the group now spans nodes.
   void set_ranks_per_node(int ranks_per_node) override;
-
-  // The algorithm of this group's all-gathers and reduce-scatters, and of the groups split
-  // from it afterwards (automatic unless set). Before the group's first operation.
-  void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                    const AllGatherOptions& options = {}) override;
@@ -51,7 +49,12 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                   const BroadcastOptions& options = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) override;
-  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") override;
+  std::shared_ptr<Work> send(const Tensor& input, int peer,
+                             const P2POptions& options = {}) override;
+  std::shared_ptr<Work> recv(const Tensor& output, int peer,
+                             const P2POptions& options = {}) override;
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
+                                      const GroupOptions& options = {}) override;
   void abort(const std::string& reason) override;
   void make_interruptible() override { comm_.interrupt = &aborted_; }
   // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
@@ -68,6 +71,8 @@ class MpiProcessGroup final : public ProcessGroup {
   // Queues an operation on this group's thread; it fails without running once aborted.
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
+  std::shared_ptr<Work> point_to_point(OpType op, const Tensor& buffer, int peer,
+                                       const P2POptions& options);
   // Keeps the buffer of an operation abort() interrupted for the life of the process.
   static void hold_forever(const Tensor& buffer);
 

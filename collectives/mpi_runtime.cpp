@@ -177,15 +177,23 @@ void abort_job_quietly(int code) {
 }
 
 struct CommThread::State {
+  using Clock = std::chrono::steady_clock;
   struct Task {
     std::shared_ptr<PendingWork> work;
     std::function<void()> fn;
-    std::chrono::steady_clock::time_point deadline;
+    std::function<Test()> start;  // set for a posted operation (fn is then empty)
+    Clock::time_point deadline;
+  };
+  struct Started {
+    std::shared_ptr<PendingWork> work;
+    Test test;
+    Clock::time_point deadline;
   };
   std::mutex mutex;
   std::condition_variable wake;   // new task or stop
   std::condition_variable watch;  // the watchdog's periodic wait
   std::deque<Task> queue;         // front is running or next
+  std::vector<Started> started;   // posted operations not yet done, in posting order
   bool stopping = false;
   std::thread worker, watchdog;
 
@@ -201,43 +209,110 @@ struct CommThread::State {
     if (watchdog.joinable()) watchdog.join();
   }
 
+  // Done when stopping and nothing is queued or outstanding (under the mutex).
+  bool finished() const { return stopping && queue.empty() && started.empty(); }
+
+  // Runs a queued task (not under the mutex): its function, or the start of a posted
+  // operation, which joins `started` unless it failed to start.
+  void run_task(Task& task) {
+    std::exception_ptr error;
+    task.work->mark_started();
+    Test test;
+    try {
+      if (task.start)
+        test = task.start();
+      else
+        task.fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const bool outstanding = test && !error;
+    {
+      std::lock_guard lock(mutex);
+      queue.pop_front();
+      if (outstanding) started.push_back({task.work, std::move(test), task.deadline});
+    }
+    if (!outstanding) task.work->finish(error);
+  }
+
+  // Tests every outstanding operation once; true when one finished.
+  bool test_started() {
+    std::vector<Started> now;
+    {
+      std::lock_guard lock(mutex);
+      now = started;
+    }
+    std::vector<std::pair<std::shared_ptr<PendingWork>, std::exception_ptr>> done;
+    for (Started& s : now) {
+      try {
+        if (s.test()) done.push_back({s.work, nullptr});
+      } catch (...) {
+        done.push_back({s.work, std::current_exception()});
+      }
+    }
+    if (done.empty()) return false;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& d : done)
+        std::erase_if(started, [&](const Started& s) { return s.work == d.first; });
+    }
+    for (auto& [work, error] : done) work->finish(error);
+    return true;
+  }
+
   void work_loop() {
     name_this_thread(kCommThreadName);
+    // While operations are outstanding, the idle thread tests them at growing intervals
+    // (10 us to 1 ms, back to 10 us once one finishes or a task arrives).
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
       Task task;
+      bool have_task = false;
       {
         std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        task = queue.front();  // stays queued (for the watchdog) until finished
+        const auto ready = [&] { return stopping || !queue.empty(); };
+        if (started.empty())
+          wake.wait(lock, ready);
+        else if (!ready())
+          wake.wait_for(lock, pause, ready);
+        if (queue.empty() && finished()) return;
+        if (!queue.empty()) {
+          task = queue.front();  // stays queued (for the watchdog) until it ran
+          have_task = true;
+        }
       }
-      std::exception_ptr error;
-      task.work->mark_started();
-      try {
-        task.fn();
-      } catch (...) {
-        error = std::current_exception();
+      if (have_task) {
+        run_task(task);
+        pause = std::chrono::microseconds(10);
       }
+      bool outstanding = false;
       {
         std::lock_guard lock(mutex);
-        queue.pop_front();
+        outstanding = !started.empty();
       }
-      task.work->finish(error);
+      if (!outstanding) continue;
+      if (test_started())
+        pause = std::chrono::microseconds(10);
+      else if (!have_task)
+        pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
   }
 
   void watchdog_loop() {
     name_this_thread(kWatchdogThreadName);
     std::unique_lock lock(mutex);
-    while (!stopping) {
+    while (!finished()) {
       watch.wait_for(lock, std::chrono::milliseconds(50));
-      const auto now = std::chrono::steady_clock::now();
-      for (const Task& t : queue)
-        if (now > t.deadline)
+      const auto now = Clock::now();
+      auto check = [&](const std::shared_ptr<PendingWork>& work, Clock::time_point deadline) {
+        if (now > deadline)
           abort_job(fmt::format("watchdog: {} did not complete within its timeout; a rank is "
                                 "missing from it, hung or dead. Aborting the job.",
-                                t.work->description()),
+                                work->description()),
                     1, FailureClass::timeout);
+      };
+      for (const Task& t : queue) check(t.work, t.deadline);
+      for (const Started& s : started) check(s.work, s.deadline);
     }
   }
 };
@@ -284,20 +359,37 @@ void CommThread::stop_all() {
   for (auto& s : live) s->stop();
 }
 
+namespace {
+CommThread::State::Clock::time_point deadline_after(double timeout_s) {
+  using Clock = CommThread::State::Clock;
+  // timeout_s <= 0: no watchdog (the caller waits with a deadline of its own: Work::wait_for).
+  if (timeout_s <= 0) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+}
+}  // namespace
+
 std::shared_ptr<Work> CommThread::submit(std::string description, double timeout_s,
                                          std::function<void()> fn) {
   liveness::note_progress();
   auto work = std::make_shared<PendingWork>(std::move(description));
-  // timeout_s <= 0: no watchdog (the caller waits with a deadline of its own: Work::wait_for).
-  const auto deadline = timeout_s <= 0
-                            ? std::chrono::steady_clock::time_point::max()
-                            : std::chrono::steady_clock::now() +
-                                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard lock(state_->mutex);
     if (state_->stopping) fail("{}: the communication thread has stopped", work->description());
-    state_->queue.push_back({work, std::move(fn), deadline});
+    state_->queue.push_back({work, std::move(fn), nullptr, deadline_after(timeout_s)});
+  }
+  state_->wake.notify_one();
+  return work;
+}
+
+std::shared_ptr<Work> CommThread::post(std::string description, double timeout_s,
+                                       std::function<Test()> start) {
+  liveness::note_progress();
+  auto work = std::make_shared<PendingWork>(std::move(description));
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopping) fail("{}: the communication thread has stopped", work->description());
+    state_->queue.push_back({work, nullptr, std::move(start), deadline_after(timeout_s)});
   }
   state_->wake.notify_one();
   return work;

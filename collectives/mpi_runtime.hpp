@@ -77,6 +77,15 @@ class CommThread {
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   // submit + wait.
   void run(std::string description, double timeout_s, std::function<void()> fn);
+  // Queues `start`, which begins a non-blocking operation (MPI_Isend, MPI_Irecv) and returns
+  // its test: true once the operation is done (a failure throws). The Work completes when the
+  // test says so. The thread tests every started operation between queued ones and while idle,
+  // so any number may be outstanding and the operations queued behind them still run (a peer's
+  // send can wait on this rank's recv posted later). The watchdog covers them as it does the
+  // queue.
+  using Test = std::function<bool()>;
+  std::shared_ptr<Work> post(std::string description, double timeout_s,
+                             std::function<Test()> start);
   void stop();
 
   struct State;

@@ -1,5 +1,7 @@
 #include "collectives/process_group.hpp"
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 
 namespace st {
@@ -46,6 +48,10 @@ const char* op_name(OpType op) {
       return "barrier";
     case OpType::split:
       return "split";
+    case OpType::send:
+      return "send";
+    case OpType::recv:
+      return "recv";
   }
   return "?";
 }
@@ -62,8 +68,8 @@ void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& 
 }
 
 void check_reduce_scatter(const ProcessGroup& g, const Tensor& input, const Tensor& output) {
-  if (output.dtype() != DType::f32)
-    fail("reduce_scatter on group '{}': output '{}' is {} but must be fp32", g.name(),
+  if (output.dtype() != DType::f32 && output.dtype() != DType::bf16)
+    fail("reduce_scatter on group '{}': output '{}' is {} but must be fp32 or bf16", g.name(),
          output.name(), dtype_name(output.dtype()));
   if (input.dtype() != DType::f32 && input.dtype() != DType::bf16)
     fail("reduce_scatter on group '{}': input '{}' is {} but must be fp32 or bf16", g.name(),
@@ -97,6 +103,22 @@ void check_all_to_all(const ProcessGroup& g, const Tensor& input, const Tensor& 
   if (input.raw() == output.raw())
     fail("all_to_all on group '{}': input '{}' and output '{}' must be distinct buffers", g.name(),
          input.name(), output.name());
+}
+
+void check_p2p(const ProcessGroup& g, OpType op, const Tensor& buffer, int peer,
+               const P2POptions& o) {
+  const char* toward = op == OpType::send ? "to" : "from";
+  if (peer < 0 || peer >= g.size() || peer == g.rank())
+    fail("{} on group '{}': {} rank {} is not another rank of the group (rank {} of {})",
+         op_name(op), g.name(), toward, peer, g.rank(), g.size());
+  if (o.tag < 0 || o.tag > kMaxTag)
+    fail("{} on group '{}': tag {} must be 0-{}", op_name(op), g.name(), o.tag, kMaxTag);
+  buffer.raw();  // a meta tensor fails here, naming the tensor
+}
+
+std::string describe_p2p(OpType op, const Tensor& buffer, int peer, int tag) {
+  return fmt::format("{} '{}' {} rank {} (tag {}, {} bytes)", op_name(op), buffer.name(),
+                     op == OpType::send ? "to" : "from", peer, tag, buffer.nbytes());
 }
 
 }  // namespace st

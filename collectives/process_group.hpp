@@ -7,12 +7,25 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "collectives/mpi_algorithm.hpp"
 #include "collectives/work.hpp"
 #include "core/tensor.hpp"
 
 namespace st {
 
-enum class OpType { all_gather, reduce_scatter, all_reduce, all_to_all, broadcast, barrier, split };
+enum class OpType {
+  all_gather,
+  reduce_scatter,
+  all_reduce,
+  all_to_all,
+  broadcast,
+  barrier,
+  split,
+  send,
+  recv
+};
 enum class ReduceOp { sum, avg, max };
 
 const char* op_name(OpType op);
@@ -20,7 +33,12 @@ const char* op_name(OpType op);
 // The watchdog aborts the job when an operation has not finished after this long.
 constexpr double kDefaultTimeoutS = 300;
 
-// What to do, never how: how the data moves is the backend's (MpiProcessGroup::set_algorithm).
+// What to do, never how: how the data moves is the backend's, chosen when a group is made.
+struct GroupOptions {
+  // The MPI backend's algorithm for the group's all-gathers and reduce-scatters (the
+  // in-process backend has no choice to make); unset: the parent group's.
+  std::optional<Algorithm> algorithm;
+};
 struct AllGatherOptions {
   double timeout_s = kDefaultTimeoutS;
 };
@@ -39,6 +57,12 @@ struct BroadcastOptions {
   double timeout_s = kDefaultTimeoutS;
 };
 struct BarrierOptions {
+  double timeout_s = kDefaultTimeoutS;
+};
+// The largest tag every MPI library accepts (the standard's minimum for MPI_TAG_UB).
+constexpr int kMaxTag = 32767;
+struct P2POptions {
+  int tag = 0;  // 0-kMaxTag: a send matches the peer's recv of the same tag
   double timeout_s = kDefaultTimeoutS;
 };
 
@@ -62,8 +86,9 @@ class ProcessGroup {
   // In place when input is this rank's slot of output.
   virtual std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                            const AllGatherOptions& options = {}) = 0;
-  // output[n] (FP32) = reduction over ranks of input[rank * n, (rank + 1) * n); input is FP32
-  // or BF16 and is accumulated in FP32. avg divides once, after the sum.
+  // output[n] = reduction over ranks of input[rank * n, (rank + 1) * n); input is FP32 or BF16
+  // and is accumulated in FP32; output is FP32, or BF16 (the FP32 result rounded once, to
+  // nearest even). avg divides once, after the sum.
   virtual std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
                                                const ReduceScatterOptions& options = {}) = 0;
   // In place; fp32 or fp64 (sum, avg, max) or i64 (sum, max: exact agreement on integers).
@@ -76,9 +101,21 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> broadcast(const Tensor& buffer, int root,
                                           const BroadcastOptions& options = {}) = 0;
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options = {}) = 0;
+  // Point to point (between pipeline stages): `input` goes to group rank `peer` (not this one),
+  // into that rank's recv of the same tag; messages between two ranks with one tag arrive in
+  // the order they were sent (MPI's non-overtaking rule). Any dtype, moved as bytes; sizes
+  // must agree (a recv of another size fails naming both). Both return at once: a send is
+  // done when its buffer may be reused, a recv when its output holds the message. Either side
+  // may post first, and any number may be outstanding, so two ranks sending to each other
+  // before receiving do not deadlock.
+  virtual std::shared_ptr<Work> send(const Tensor& input, int peer,
+                                     const P2POptions& options = {}) = 0;
+  virtual std::shared_ptr<Work> recv(const Tensor& output, int peer,
+                                     const P2POptions& options = {}) = 0;
   // Collective. Ranks with equal color form a new group, ordered by key, then by rank; a
   // negative color joins no group (nullptr). The group is called `name`, or "<this>/<color>".
-  virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "") = 0;
+  virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
+                                              const GroupOptions& options = {}) = 0;
 
   // c10d's abort(): ends the group. Its operations not yet begun and every later one fail at
   // once with an Error naming the group and `reason`; one already running fails at its next
@@ -112,5 +149,9 @@ void check_all_gather(const ProcessGroup& g, const Tensor& input, const Tensor& 
 void check_reduce_scatter(const ProcessGroup& g, const Tensor& input, const Tensor& output);
 void check_all_reduce(const ProcessGroup& g, const Tensor& buffer, const AllReduceOptions& o);
 void check_all_to_all(const ProcessGroup& g, const Tensor& input, const Tensor& output);
+void check_p2p(const ProcessGroup& g, OpType op, const Tensor& buffer, int peer,
+               const P2POptions& o);
+// Each side of a point-to-point operation, in a Work's description and an error.
+std::string describe_p2p(OpType op, const Tensor& buffer, int peer, int tag);
 
 }  // namespace st

@@ -29,7 +29,7 @@ MeshShape mesh_shape(const Config& c, int world_size) {
         "{}; their product must be the number of ranks (-1 for one of them means the rest, as "
         "in sharding.replicate_degree = -1)",
         shard, replicate, shard * replicate, world_size);
-  return {int(shard), int(replicate)};
+  return {.dp_shard = int(shard), .dp_replicate = int(replicate)};
 }
 
 }  // namespace st

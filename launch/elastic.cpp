@@ -143,17 +143,19 @@ std::vector<size_t> layout_ids(const std::vector<std::vector<int>>& groups,
 // Whether plan_quantization accepts every rank's shard and replica groups on `nodes`; each
 // distinct pair of group layouts is judged once (meshes repeat one layout).
 bool quantization_applies(const Config& c, const MeshShape& shape, const std::vector<int>& nodes) {
-  std::vector<std::vector<int>> shards(size_t(shape.replicate)), replicas(size_t(shape.shard));
-  for (int r = 0; r < shape.shard * shape.replicate; ++r) {
-    shards[size_t(r / shape.shard)].push_back(nodes[size_t(r)]);
-    if (shape.replicate > 1) replicas[size_t(r % shape.shard)].push_back(nodes[size_t(r)]);
+  std::vector<std::vector<int>> shards(size_t(shape.dp_replicate)),
+      replicas(size_t(shape.dp_shard));
+  for (int r = 0; r < shape.dp_shard * shape.dp_replicate; ++r) {
+    shards[size_t(r / shape.dp_shard)].push_back(nodes[size_t(r)]);
+    if (shape.dp_replicate > 1) replicas[size_t(r % shape.dp_shard)].push_back(nodes[size_t(r)]);
   }
   std::vector<std::vector<int>> shard_layouts, replica_layouts;
   const auto shard_id = layout_ids(shards, shard_layouts);
   const auto replica_id = layout_ids(replicas, replica_layouts);
   std::set<std::pair<size_t, size_t>> judged;
-  for (int r = 0; r < shape.shard * shape.replicate; ++r) {
-    const size_t s = shard_id[size_t(r / shape.shard)], p = replica_id[size_t(r % shape.shard)];
+  for (int r = 0; r < shape.dp_shard * shape.dp_replicate; ++r) {
+    const size_t s = shard_id[size_t(r / shape.dp_shard)],
+                 p = replica_id[size_t(r % shape.dp_shard)];
     if (!judged.emplace(s, p).second) continue;
     try {
       plan_quantization(c.sharding.gather_quantization, c.sharding.reduce_quantization,
@@ -173,11 +175,11 @@ std::string drop_options_that_cannot_apply(Config& c, int world_size,
   std::string changes;
   if (c.sharding.reshard_to != 0) {
     try {
-      check_reshard_to(int(c.sharding.reshard_to), shape.shard);
+      check_reshard_to(int(c.sharding.reshard_to), shape.dp_shard);
     } catch (const InputError&) {
       changes += fmt::format(
           "sharding.reshard_after_forward = {} does not divide a shard group of {}: true. ",
-          c.sharding.reshard_to, shape.shard);
+          c.sharding.reshard_to, shape.dp_shard);
       c.sharding.reshard_to = 0;
       c.sharding.reshard_after_forward = true;
     }

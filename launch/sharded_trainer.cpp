@@ -50,13 +50,14 @@ LrSchedule lr_schedule(const Config& config) {
 
 namespace {
 
-// The world with the node map the config asks for: the group itself, or (ranks_per_node > 0)
-// a copy of it whose ranks r / ranks_per_node share a pretend node.
+// The world the mesh is made from: a copy of it with the collective algorithm the config asks
+// for and (ranks_per_node > 0) its ranks r / ranks_per_node on one pretend node.
 ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
                            std::unique_ptr<ProcessGroup>& copy) {
-  if (config.sharding.ranks_per_node == 0) return world;
-  copy = world.split(0, world.rank());
-  copy->set_ranks_per_node(int(config.sharding.ranks_per_node));
+  copy = world.split(0, world.rank(), world.name(),
+                     {.algorithm = config.sharding.collective_algorithm});
+  if (config.sharding.ranks_per_node > 0)
+    copy->set_ranks_per_node(int(config.sharding.ranks_per_node));
   return *copy;
 }
 
@@ -66,17 +67,16 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
                                std::unique_ptr<Model> model)
     : config_(config), data_(data), group_(group), model_(std::move(model)) {
   validate_config(config, group.size());
-  use_collective_algorithm(group, config.sharding.collective_algorithm);
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
                                        mesh_shape(config, group.size()));
-  if (mesh_->shape().replicate > 1 && mesh_->shard_groups_span_nodes() &&
+  if (mesh_->shape().dp_replicate > 1 && mesh_->shard_groups_span_nodes() &&
       !config.sharding.allow_cross_node_shard)
     fail_input(
         "sharding.shard_degree = {} puts shard groups across nodes ({}) while "
         "sharding.replicate_degree = {} > 1: every all-gather and reduce-scatter would cross the "
         "slow link. Make shard_degree divide the ranks per node, or set "
         "sharding.allow_cross_node_shard = true",
-        mesh_->shape().shard, mesh_->node_map(), mesh_->shape().replicate);
+        mesh_->shape().dp_shard, mesh_->node_map(), mesh_->shape().dp_replicate);
   if (!model_) model_ = make_model(config);
   // Checks whose outcome may differ between ranks (a file another node sees differently, this
   // process's ulimit -v), agreed on before the next collective; before anything is allocated.
@@ -180,8 +180,9 @@ StepStats ShardedTrainer::step(int64_t step) {
 Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
   const auto& t = config_.training;
   const int64_t rows_per_micro = t.global_batch / t.micro_batches;
-  const int64_t rows_per_rank = rows_per_micro / group_.size();
-  const int64_t first = micro * rows_per_micro + group_.rank() * rows_per_rank;
+  // Each data-parallel place reads its own rows (parallel/mesh_layout: the data rank).
+  const int64_t rows_per_rank = rows_per_micro / mesh_->data_ranks();
+  const int64_t first = micro * rows_per_micro + mesh_->data_rank() * rows_per_rank;
   return training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch, first,
                         first + rows_per_rank, t.seq_len);
 }
@@ -253,16 +254,16 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   quantized.gather = s.gather_quantization != Quantization::none;
   if (s.reduce_quantization != Quantization::none) {
     const int per_node = s.ranks_per_node > 0 ? int(s.ranks_per_node) : 2;
-    quantized.reduce_per_node = per_node < mesh.shard ? per_node : 0;
-    quantized.replicas = mesh.replicate > 1;
+    quantized.reduce_per_node = per_node < mesh.dp_shard ? per_node : 0;
+    quantized.replicas = mesh.dp_replicate > 1;
   }
   MemoryBudget budget = memory_budget(
       {&units, config.precision.param_dtype, int(s.prefetch), states_per_element,
        s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       gradients_in_place(mesh.shard, mesh.replicate > 1, quantized.reduce_per_node > 0,
+       gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, quantized.reduce_per_node > 0,
                           s.accumulation, int(t.micro_batches)),
        s.reshard_after_forward, int(s.reshard_to), activations, quantized, s.gather_quantization,
-       s.reduce_quantization, mesh.shard, mesh.replicate});
+       s.reduce_quantization, mesh.dp_shard, mesh.dp_replicate});
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))
@@ -274,7 +275,7 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
 }
 
 void check_memory_fits(const Config& config, const Model& model, const ProcessGroup& group) {
-  const int S = mesh_shape(config, group.size()).shard;
+  const int S = mesh_shape(config, group.size()).dp_shard;
   const int states = states_per_element(config.optimizer.kind);
   const MemoryBudget b = config_memory_budget(
       config, model, layout_units(model.param_specs(), model.num_units(), S), states, group.size());
@@ -349,7 +350,8 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
          {"seq_len", c.training.seq_len},
          {"max_steps", c.training.max_steps}}},
        {"mesh",
-        {{"shard_degree", mesh_->shape().shard}, {"replicate_degree", mesh_->shape().replicate}}},
+        {{"shard_degree", mesh_->shape().dp_shard},
+         {"replicate_degree", mesh_->shape().dp_replicate}}},
        // The data order is a function of (seed, global sample index), the schedule of the
        // step and the initial weights of the seed: these positions are the whole RNG state.
        {"data", data_meta(c, steps_done)}});

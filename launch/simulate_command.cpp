@@ -124,18 +124,18 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.param_bytes = int(dtype_size(config.precision.param_dtype));
   plan.reshard_after_forward = config.sharding.reshard_after_forward;
   plan.reshard_to = int(config.sharding.reshard_to);
-  if (plan.reshard_to) check_reshard_to(plan.reshard_to, mesh.shard);  // this row's mesh
+  if (plan.reshard_to) check_reshard_to(plan.reshard_to, mesh.dp_shard);  // this row's mesh
   plan.prefetch = int(config.sharding.prefetch);
   plan.accumulation = config.sharding.accumulation;
   plan.replica_sync = config.sharding.replica_sync;
-  plan.replicated = mesh.replicate > 1;
-  plan.replicas = mesh.replicate;
+  plan.replicated = mesh.dp_replicate > 1;
+  plan.replicas = mesh.dp_replicate;
   // Quantized collectives as the runtime would plan them on these nodes (refused by name where
   // they cannot apply), from the first shard group and the first replica group.
   std::vector<int> shard_nodes, replica_nodes;
-  for (int i = 0; i < mesh.shard; ++i) shard_nodes.push_back(i / ranks_per_node);
-  for (int k = 0; mesh.replicate > 1 && k < mesh.replicate; ++k)
-    replica_nodes.push_back(k * mesh.shard / ranks_per_node);
+  for (int i = 0; i < mesh.dp_shard; ++i) shard_nodes.push_back(i / ranks_per_node);
+  for (int k = 0; mesh.dp_replicate > 1 && k < mesh.dp_replicate; ++k)
+    replica_nodes.push_back(k * mesh.dp_shard / ranks_per_node);
   plan.gather_quantization = config.sharding.gather_quantization;
   plan.reduce_quantization = config.sharding.reduce_quantization;
   plan.quantized = plan_quantization(plan.gather_quantization, plan.reduce_quantization,
@@ -176,8 +176,8 @@ struct PlannedRow {
 PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int ranks,
                     const std::string& mesh_name, MeshShape mesh) {
   Config config = config_in;
-  config.sharding.shard_degree = mesh.shard;
-  config.sharding.replicate_degree = mesh.replicate;
+  config.sharding.shard_degree = mesh.dp_shard;
+  config.sharding.replicate_degree = mesh.dp_replicate;
   validate_config(config, ranks);  // the batch must split over the ranks, as train requires
   PlannedRow row;
   row.platform = platform_for(cluster, ranks);
@@ -191,7 +191,7 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
 
   const std::unique_ptr<Model> model = make_model(config);
   const std::vector<UnitLayout> units =
-      layout_units(model->param_specs(), model->num_units(), mesh.shard);
+      layout_units(model->param_specs(), model->num_units(), mesh.dp_shard);
   const auto& t = config.training;
   ComputeShape shape;
   shape.model = profiled_model_of(config);
@@ -261,12 +261,12 @@ std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
       names.empty() ? std::vector<std::string>{"fsdp", "hsdp", "ddp"} : names;
   for (const std::string& name : wanted) {
     if (name == "fsdp") {
-      out.push_back({name, {ranks, 1}});
+      out.push_back({name, {.dp_shard = ranks}});
     } else if (name == "hsdp") {
       const int shard = std::min(ranks, ranks_per_node);
-      if (shard < ranks) out.push_back({name, {shard, ranks / shard}});
+      if (shard < ranks) out.push_back({name, {.dp_shard = shard, .dp_replicate = ranks / shard}});
     } else if (name == "ddp") {
-      if (ranks > 1) out.push_back({name, {1, ranks}});
+      if (ranks > 1) out.push_back({name, {.dp_replicate = ranks}});
     } else if (name == "config") {
       out.push_back({name, mesh_shape(config, ranks)});
     } else {
@@ -292,8 +292,8 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         "{:>6} {:<10} {:>10.2f} {:>10.2f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.1f} {:>8.2f}{} "
         "{:>11.0f} {:>5.1f}% {:>7.2f}  {}\n",
         p.ranks,
-        fmt::format("{}{}x{}", p.mesh_name == "config" ? "" : p.mesh_name + " ", p.mesh.shard,
-                    p.mesh.replicate),
+        fmt::format("{}{}x{}", p.mesh_name == "config" ? "" : p.mesh_name + " ", p.mesh.dp_shard,
+                    p.mesh.dp_replicate),
         s.step * 1e3, s.compute * 1e3, s.exposed * 1e3, 100 * s.exposed / s.step,
         s.intra_bytes / 1e6, s.inter_bytes / 1e6, p.memory_bytes / 1073741824.0, p.fits ? " " : "!",
         p.tokens_per_s, 100 * p.mfu, s.wall_seconds, s.longest_wait.empty() ? "-" : s.longest_wait);
@@ -311,7 +311,7 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
     fmt::print(
         "{:>6} {:<10} {:>8.2f} = {:.2f} + {:.2f} + {:.2f} + {:.2f} + {:.2f} [{:.2f} / {:.2f} / "
         "{:.2f}] + {:.2f}\n",
-        p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.shard, p.mesh.replicate),
+        p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.dp_shard, p.mesh.dp_replicate),
         p.memory_bytes / gib, m.master_and_grad / gib, m.optimizer_state / gib,
         (m.unsharded_params + m.kept_slices) / gib, (m.unsharded_grads + m.quantized_buffers) / gib,
         m.activations / gib, p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
@@ -508,8 +508,8 @@ void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& 
       "simulate: {} ranks as {} {}x{} would take an estimated {:.2f} GiB in the engine ({} ranks "
       "simulated, {:.0f} actors{}), over the limit of {:.2f} GiB ({}){}; {}, or raise "
       "--max-memory GIB on a machine with the memory",
-      p.ranks, p.mesh_name, p.mesh.shard, p.mesh.replicate, most.bytes / kGiB, most.simulated_ranks,
-      most.actors,
+      p.ranks, p.mesh_name, p.mesh.dp_shard, p.mesh.dp_replicate, most.bytes / kGiB,
+      most.simulated_ranks, most.actors,
       options.every_node                  ? ": --all-nodes"
       : folded                            ? ": nodes that behave alike once"
       : largest->platform.nodes > kFewest ? ": every node, as this mesh's nodes do not behave alike"
@@ -573,8 +573,8 @@ int run_simulate(const SimulateOptions& o) {
       try {
         planned.push_back(plan_row(config, cluster, n, name, mesh));
       } catch (const InputError& e) {
-        skipped.push_back(
-            fmt::format("{} ranks, {} {}x{}: {}", n, name, mesh.shard, mesh.replicate, e.what()));
+        skipped.push_back(fmt::format("{} ranks, {} {}x{}: {}", n, name, mesh.dp_shard,
+                                      mesh.dp_replicate, e.what()));
       }
     }
   }
@@ -590,8 +590,8 @@ int run_simulate(const SimulateOptions& o) {
       fmt::print("{}\n", nlohmann::json{{"cluster", cluster.spec.name},
                                         {"ranks", p.ranks},
                                         {"mesh", p.mesh_name},
-                                        {"shard_degree", p.mesh.shard},
-                                        {"replicate_degree", p.mesh.replicate},
+                                        {"shard_degree", p.mesh.dp_shard},
+                                        {"replicate_degree", p.mesh.dp_replicate},
                                         {"step_ms", s.step * 1e3},
                                         {"compute_ms", s.compute * 1e3},
                                         {"exposed_comm_ms", s.exposed * 1e3},

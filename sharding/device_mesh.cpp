@@ -7,19 +7,30 @@
 namespace st {
 
 DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), shape_(shape) {
-  ST_CHECK(shape.shard >= 1 && shape.replicate >= 1 &&
-               int64_t(shape.shard) * shape.replicate == world.size(),
-           "mesh {} x {} does not cover a world of {}", shape.replicate, shape.shard, world.size());
-  if (shape.replicate == 1) return;  // FSDP: the world is the shard group
+  ST_CHECK(shape.world() == world.size(), "mesh {} x {} does not cover a world of {}",
+           shape.dp_replicate, shape.dp_shard, world.size());
+  ST_CHECK(shape.pp == 1 && shape.tp == 1, "pp {} and tp {}: not yet", shape.pp, shape.tp);
+  if (shape.dp_replicate == 1) return;  // FSDP: the world is the shard group
   const int r = world.rank();
-  shard_ = world.split(r / shape.shard, r, fmt::format("shard{}", r / shape.shard));
-  replica_ = world.split(r % shape.shard, r, fmt::format("replica{}", r % shape.shard));
+  const int shard_group = group_index(shape, r, {MeshDim::dp_shard});
+  const int replica_group = group_index(shape, r, {MeshDim::dp_replicate});
+  shard_ = world.split(shard_group, r, fmt::format("shard{}", shard_group));
+  replica_ = world.split(replica_group, r, fmt::format("replica{}", replica_group));
+}
+
+int DeviceMesh::replica_index() const {
+  return coord_of(shape_, world_.rank()).dp_replicate;
+}
+
+int DeviceMesh::data_rank() const {
+  return rank_in_group(shape_, world_.rank(), {MeshDim::dp_replicate, MeshDim::dp_shard});
 }
 
 bool DeviceMesh::shard_groups_span_nodes() const {
   const auto& nodes = world_.nodes();
   for (int r = 0; r < world_.size(); ++r)
-    if (nodes[size_t(r)] != nodes[size_t(r - r % shape_.shard)]) return true;
+    for (int member : group_members(shape_, r, {MeshDim::dp_shard}))
+      if (nodes[size_t(member)] != nodes[size_t(r)]) return true;
   return false;
 }
 
@@ -38,10 +49,7 @@ std::string DeviceMesh::node_map() const {
 }
 
 std::string DeviceMesh::describe() const {
-  if (shape_.replicate == 1) return fmt::format("FSDP over {} ranks", shape_.shard);
-  if (shape_.shard == 1)
-    return fmt::format("DDP over {} replicas (shard_degree 1)", shape_.replicate);
-  return fmt::format("HSDP: {} replicas x {} shards", shape_.replicate, shape_.shard);
+  return describe_mesh(shape_);
 }
 
 }  // namespace st

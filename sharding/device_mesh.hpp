@@ -1,20 +1,17 @@
 #pragma once
-// The 2-D device mesh of hybrid sharding (FSDP2/torchtitan's HSDP): the world's ranks form
-// `replicate` shard groups of `shard` consecutive ranks each (ideally one node each). A unit's
-// parameters are sharded within a shard group; the shard groups hold replicas and all-reduce
+// The device mesh's process groups (the arithmetic is parallel/mesh_layout's): for now its
+// data-parallel dimensions, hybrid sharding (FSDP2/torchtitan's HSDP): the world's ranks form
+// `dp_replicate` shard groups of `dp_shard` consecutive ranks each (ideally one node each). A
+// unit's parameters are sharded within a shard group; the shard groups hold replicas and all-reduce
 // their gradient shards over the replica groups (the ranks with the same place in every shard
-// group). shard = world is FSDP; shard = 1 is DDP.
+// group). dp_shard = world is FSDP; dp_shard = 1 is DDP.
 #include <memory>
 #include <string>
 
 #include "collectives/process_group.hpp"
+#include "parallel/mesh_layout.hpp"
 
 namespace st {
-
-struct MeshShape {
-  int shard = 1;
-  int replicate = 1;
-};
 
 class DeviceMesh {
  public:
@@ -28,7 +25,11 @@ class DeviceMesh {
   // nullptr when there is one replica (nothing to all-reduce).
   ProcessGroup* replica_group() { return replica_.get(); }
   // Which shard group (replica) this rank belongs to; replica 0 writes checkpoints.
-  int replica_index() const { return world_.rank() / shape_.shard; }
+  int replica_index() const;
+  // This rank's place among the ranks that read different rows of a batch (dp_replicate x
+  // dp_shard; the tp and pp ranks of one place read the same rows), and their number.
+  int data_rank() const;
+  int data_ranks() const { return shape_.data_parallel(); }
   // True when some shard group has ranks on more than one node.
   bool shard_groups_span_nodes() const;
   // "HSDP: 2 replicas x 2 shards" and the like, for summaries.

@@ -11,6 +11,7 @@
 #include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
+#include "parallel/mesh_layout.hpp"
 
 namespace st {
 
@@ -126,16 +127,16 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
     check_reshard_to(N, group.size());
     options_.reshard_after_forward = true;
     // Consecutive shard ranks, as nodes hold them: rank r keeps slice r % N.
-    reshard_group_ =
-        group.split(group.rank() / N, group.rank(), fmt::format("reshard{}", group.rank() / N));
+    const int block = block_of(group.rank(), N);
+    reshard_group_ = group.split(block, group.rank(), fmt::format("reshard{}", block));
   }
   quantized_ =
       plan_quantization(options_.gather_quantization, options_.reduce_quantization, group.nodes(),
                         replicas_ ? replicas_->nodes() : std::vector<int>{});
   if (const int L = quantized_.reduce_per_node) {
-    const int r = group.rank();
-    if (L > 1) node_group_ = group.split(r / L, r, fmt::format("node{}", r / L));
-    column_group_ = group.split(r % L, r, fmt::format("across-nodes{}", r % L));
+    const int r = group.rank(), node = block_of(r, L), column = index_in_block(r, L);
+    if (L > 1) node_group_ = group.split(node, r, fmt::format("node{}", node));
+    column_group_ = group.split(column, r, fmt::format("across-nodes{}", column));
   }
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());

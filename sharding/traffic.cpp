@@ -51,12 +51,12 @@ std::vector<int> node_of(const std::vector<int>& nodes, const std::vector<int>& 
 // Shard groups: ranks k*S .. k*S + S - 1; replica groups: ranks j, j + S, ...
 std::vector<int> shard_group(MeshShape mesh, int k) {
   std::vector<int> g;
-  for (int i = 0; i < mesh.shard; ++i) g.push_back(k * mesh.shard + i);
+  for (int i = 0; i < mesh.dp_shard; ++i) g.push_back(k * mesh.dp_shard + i);
   return g;
 }
 std::vector<int> replica_group(MeshShape mesh, int j) {
   std::vector<int> g;
-  for (int k = 0; k < mesh.replicate; ++k) g.push_back(k * mesh.shard + j);
+  for (int k = 0; k < mesh.dp_replicate; ++k) g.push_back(k * mesh.dp_shard + j);
   return g;
 }
 
@@ -74,7 +74,7 @@ struct Payload {
 // param_dtype values within their group.
 Payload payload(const TrafficInputs& in, const QuantizedPlan& plan) {
   const auto& units = *in.units;
-  const int S = in.mesh.shard, R = in.mesh.replicate, L = plan.reduce_per_node;
+  const int S = in.mesh.dp_shard, R = in.mesh.dp_replicate, L = plan.reduce_per_node;
   const int64_t psize = int64_t(dtype_size(in.param_dtype));
   const int last = UnitTopology::root_and_chain(int(units.size())).last_forward();
   Payload p;
@@ -103,7 +103,7 @@ Payload payload(const TrafficInputs& in, const QuantizedPlan& plan) {
 // The link bytes of shard group k's collectives in a step (payloads already times their count).
 void add_shard_group(Traffic& t, const TrafficInputs& in, int k, int L, double gathered,
                      double regathered, double node_scatter, double exchange) {
-  const int S = in.mesh.shard;
+  const int S = in.mesh.dp_shard;
   const std::vector<int> members = shard_group(in.mesh, k);
   const auto part = [&](int first, int n) {
     return std::vector<int>(members.begin() + first, members.begin() + first + n);
@@ -128,7 +128,7 @@ void add_shard_group(Traffic& t, const TrafficInputs& in, int k, int L, double g
 }  // namespace
 
 Traffic predict_traffic(const TrafficInputs& in) {
-  const int S = in.mesh.shard, R = in.mesh.replicate, m = in.micro_batches;
+  const int S = in.mesh.dp_shard, R = in.mesh.dp_replicate, m = in.micro_batches;
   const QuantizedPlan plan = plan_quantization(
       in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_group(in.mesh, 0)),
       R > 1 ? node_of(in.nodes, replica_group(in.mesh, 0)) : std::vector<int>{});

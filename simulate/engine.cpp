@@ -37,8 +37,8 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
 }
 
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
-  return {platform.nodes, platform.ranks_per_node, mesh.shard,
-          mesh.replicate, plan.reshard_to,         plan.quantized.reduce_per_node};
+  return {platform.nodes, platform.ranks_per_node, mesh.dp_shard,
+          mesh.dp_replicate, plan.reshard_to,         plan.quantized.reduce_per_node};
 }
 
 EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
@@ -93,8 +93,8 @@ std::string last_line(int fd) {
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options) {
-  ST_CHECK(mesh.shard * mesh.replicate == platform.world(), "mesh {}x{} on {} ranks", mesh.shard,
-           mesh.replicate, platform.world());
+  ST_CHECK(mesh.dp_shard * mesh.dp_replicate == platform.world(), "mesh {}x{} on {} ranks", mesh.dp_shard,
+           mesh.dp_replicate, platform.world());
   ST_CHECK(plan.block_forward.size() == plan.units.size() &&
                plan.block_backward.size() == plan.units.size(),
            "a step plan's block times must be indexed by unit");
@@ -141,7 +141,7 @@ SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepP
   const std::string said = last_line(errors_fd);
   close(errors_fd);
   const std::string what =
-      fmt::format("{} ranks as {}x{}", platform.world(), mesh.shard, mesh.replicate);
+      fmt::format("{} ranks as {}x{}", platform.world(), mesh.dp_shard, mesh.dp_replicate);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_object() && j.contains("error"))
     fail("the simulation of {} failed: {}", what, j["error"].get<std::string>());

@@ -33,7 +33,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"nic_per_rank", l.nic_per_rank},
             {"inter_cpu_per_byte", l.inter_cpu_per_byte},
             {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
-          {"mesh", {mesh.shard, mesh.replicate}},
+          {"mesh", {mesh.dp_shard, mesh.dp_replicate}},
           {"plan",
            {{"units", units},
             {"param_bytes", plan.param_bytes},
@@ -84,7 +84,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   l.inter_cpu_per_byte = jp.at("inter_cpu_per_byte");
   l.intra_all_reduce = ab_from(jp.at("all_reduce").at(0));
   l.inter_all_reduce = ab_from(jp.at("all_reduce").at(1));
-  mesh = {j.at("mesh").at(0).get<int>(), j.at("mesh").at(1).get<int>()};
+  mesh = {.dp_shard = j.at("mesh").at(0).get<int>(), .dp_replicate = j.at("mesh").at(1).get<int>()};
   const json& q = j.at("plan");
   for (const json& u : q.at("units"))
     plan.units.push_back({u.at(0).get<int64_t>(), u.at(1).get<int64_t>()});

@@ -5,32 +5,48 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "parallel/mesh_layout.hpp"
 
 namespace st {
 
 GroupShape RankLayout::group(int rank, GroupKind kind) const {
-  const int S = shard, R = replicate;
+  // The runtime's groups (parallel/mesh_layout); ids numbered shard groups first, then replica
+  // groups, the world, reshard, node and column groups.
+  const int S = shard, R = replicate, W = world();
+  const MeshShape mesh{.dp_shard = S, .dp_replicate = R};
+  auto along = [&](MeshDim dim, int first_id) {
+    const RankProgression p = progression(mesh, rank, {dim});
+    return GroupShape{first_id + group_index(mesh, rank, {dim}), p.first, p.stride, p.size,
+                      p.index};
+  };
+  const GroupShape shard_group = along(MeshDim::dp_shard, 0);
   switch (kind) {
     case GroupKind::shard:
-      return {rank / S, rank / S * S, 1, S, rank % S};
+      return shard_group;
     case GroupKind::replicas:
-      return {R + rank % S, rank % S, S, R, rank / S};
-    case GroupKind::reshard:
-      if (reshard > 1)
-        return {R + S + 1 + rank / reshard, rank / reshard * reshard, 1, reshard, rank % reshard};
-      return group(rank, GroupKind::shard);
+      return along(MeshDim::dp_replicate, R);
+    case GroupKind::reshard: {
+      if (reshard <= 1) return shard_group;
+      const int first = shard_group.first + block_of(shard_group.index, reshard) * reshard;
+      return {R + S + 1 + first / reshard, first, 1, reshard,
+              index_in_block(shard_group.index, reshard)};
+    }
     case GroupKind::node:
     case GroupKind::column: {
-      const int L = reduce_per_node, W = world();
-      if (L == 0) return group(rank, GroupKind::shard);
-      if (kind == GroupKind::node) return {R + S + 1 + W + rank / L, rank / L * L, 1, L, rank % L};
-      const int k = rank / S, l = rank % S % L;
-      return {R + S + 1 + 2 * W + k * L + l, k * S + l, L, S / L, rank % S / L};
+      const int L = reduce_per_node;
+      if (L == 0) return shard_group;
+      const int block = block_of(shard_group.index, L),
+                place = index_in_block(shard_group.index, L);
+      if (kind == GroupKind::node)
+        return {R + S + 1 + W + (shard_group.first + block * L) / L, shard_group.first + block * L,
+                1, L, place};
+      return {R + S + 1 + 2 * W + (shard_group.id) * L + place, shard_group.first + place, L, S / L,
+              block};
     }
     case GroupKind::world:
       break;
   }
-  return {R + S, 0, 1, world(), rank};
+  return {R + S, 0, 1, W, rank};
 }
 
 Folding::Folding(const RankLayout& layout, int represented)

@@ -20,6 +20,7 @@
 // divisor of the node count passes, every node is.
 #include <string>
 
+#include "parallel/mesh_layout.hpp"
 #include "simulate/replay.hpp"
 
 namespace st {
@@ -39,7 +40,7 @@ struct RankLayout {
   // group's ranks l, l + L, ...); else they are the shard's.
   int reduce_per_node = 0;
   int world() const { return nodes * ranks_per_node; }
-  int node_of(int rank) const { return rank / ranks_per_node; }
+  int node_of(int rank) const { return block_of(rank, ranks_per_node); }
   GroupShape group(int rank, GroupKind kind) const;
 };
 

@@ -12,6 +12,7 @@
 #include "core/bf16.hpp"
 #include "core/thread_cpu.hpp"
 #include "core/timer.hpp"
+#include "tests/support/p2p_checks.hpp"
 
 namespace st {
 namespace {
@@ -44,6 +45,67 @@ float read(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f32 ? t.data<float>()[i] : bf16_to_f32(t.data<bf16>()[i]);
 }
 
+// send/recv between MPI processes (at 2-4 ranks; a one-rank world has no peer): see
+// tests/support/p2p_checks.hpp.
+TEST(Collectives, PointToPointRingExchange) {
+  ASSERT_GE(world().size(), 2);
+  p2p_checks::ring_exchange(world());
+}
+TEST(Collectives, PointToPointOrderingAndTags) {
+  ASSERT_GE(world().size(), 2);
+  p2p_checks::ordering_and_tags(world());
+}
+TEST(Collectives, PointToPointRefusals) {
+  ASSERT_GE(world().size(), 2);
+  p2p_checks::refusals(world());
+}
+// Beside a group's collectives: a recv outstanding does not hold up the all-gathers queued
+// after it on the same group, and completes when its message comes.
+TEST(Collectives, PointToPointOutstandingBesideCollectives) {
+  auto& g = world();
+  ASSERT_GE(g.size(), 2);
+  const int r = g.rank(), n = g.size();
+  Tensor got = Tensor::zeros("got", {64}, DType::f32);
+  auto received = g.recv(got, (r + n - 1) % n, {.tag = 3});
+  Tensor in = filled("in", 100, DType::f32, r);
+  Tensor out = Tensor::zeros("out", {100 * n}, DType::f32);
+  g.all_gather(in, out)->wait();  // queued behind the recv, done before its message is sent
+  EXPECT_FALSE(received->is_completed());
+  g.barrier()->wait();  // every rank looked before any message goes
+  Tensor sent = p2p_checks::message(r, 3, 64, DType::f32);
+  g.send(sent, (r + 1) % n, {.tag = 3})->wait();
+  received->wait();
+  EXPECT_EQ(p2p_checks::wrong_values(got, (r + n - 1) % n, 3), 0);
+  for (int q = 0; q < n; ++q) EXPECT_EQ(read(out, q * 100 + 7), value(q, 7));
+}
+
+// A BF16 reduce-scatter output is the FP32 sum rounded once, whatever the algorithm. The
+// inputs' sums are exact in FP32 (whatever their order), and need more bits than BF16 keeps.
+TEST(Collectives, ReduceScatterIntoBf16RoundsTheFp32SumOnce) {
+  auto& g = world();
+  const int n = g.size();
+  auto x = [](int rank, int64_t i) {
+    return 1 + float(i % 5) / 64 + float(rank) / 256 + 1.0f / 1024;
+  };
+  int compared = 0;
+  for (Algorithm a : kAlgorithms) {
+    if (a == Algorithm::shm && !g.single_node()) continue;
+    const int64_t per_rank = 70000;  // above the small-message cut: ring and shm really run
+    Tensor in = Tensor::empty("grads", {per_rank * n}, DType::f32);
+    for (int64_t i = 0; i < per_rank * n; ++i) in.data<float>()[i] = x(g.rank(), i);
+    Tensor out = Tensor::zeros("shard", {per_rank}, DType::bf16);
+    g.reduce_scatter(in, out, a)->wait();
+    for (int64_t i = 0; i < per_rank; i += 997) {
+      float sum = 0;
+      for (int q = 0; q < n; ++q) sum += x(q, g.rank() * per_rank + i);
+      ASSERT_EQ(bf16_to_f32(out.data<bf16>()[i]), round_to_bf16(sum))
+          << algorithm_name(a) << " i=" << i;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
 TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {
   auto& g = world();
   for (Algorithm a : kAlgorithms)
@@ -59,16 +121,17 @@ TEST(Collectives, AllGatherEveryAlgorithmDtypeAndSize) {
       }
 }
 
-// The algorithm is the backend's setting: a group reports it (automatic resolved), groups split
+// The algorithm is a construction option: a group reports it (automatic resolved), groups split
 // from it inherit it, and their operations run with it.
 TEST(Collectives, TheGroupsAlgorithmIsReportedAndInherited) {
   auto& g = world();
-  auto copy = g.split(0, g.rank());
-  auto& c = dynamic_cast<MpiProcessGroup&>(*copy);
+  auto automatic = g.split(0, g.rank());
+  auto& a = dynamic_cast<MpiProcessGroup&>(*automatic);
   const size_t big = size_t(1) << 20;
-  EXPECT_EQ(c.transport(OpType::all_gather, big),
-            algorithm_name(c.choose(OpType::all_gather, big)));
-  c.set_algorithm(Algorithm::ring);
+  EXPECT_EQ(a.transport(OpType::all_gather, big),
+            algorithm_name(a.choose(OpType::all_gather, big)));
+  auto copy = g.split(0, g.rank(), "ring", {.algorithm = Algorithm::ring});
+  auto& c = *copy;
   EXPECT_EQ(c.transport(OpType::reduce_scatter, big), "ring");
   EXPECT_EQ(c.transport(OpType::all_reduce, big), "mpi");  // MPI's own: no other
   auto sub = c.split(0, g.rank());
@@ -404,8 +467,8 @@ TEST(Collectives, WrongInputFailsBeforeCommunicating) {
   }
   Tensor f32out = Tensor::zeros("out32", {10 * g.size()}, DType::f32);
   EXPECT_THROW(g.all_gather(in, f32out), Error);  // mismatched dtype
-  Tensor bf16out = Tensor::zeros("grad_shard", {10}, DType::bf16);
-  EXPECT_THROW(g.reduce_scatter(Tensor::zeros("g", {10 * g.size()}, DType::f32), bf16out), Error);
+  Tensor i32out = Tensor::zeros("grad_shard", {10}, DType::i32);
+  EXPECT_THROW(g.reduce_scatter(Tensor::zeros("g", {10 * g.size()}, DType::f32), i32out), Error);
   EXPECT_THROW(g.all_reduce(Tensor::zeros("i", {1}, DType::i32)), Error);
   EXPECT_THROW(g.broadcast(in, g.size()), Error);
   g.barrier()->wait();  // the group is still usable: nothing was sent

@@ -193,7 +193,7 @@ TEST(Elastic, RunnableWorldSizesHoldWithConstrainingOptions) {
     EXPECT_NO_THROW(validate_config(r, w)) << w;
     const MeshShape shape = mesh_shape(r, w);
     if (r.sharding.reshard_to) {
-      EXPECT_NO_THROW(check_reshard_to(int(r.sharding.reshard_to), shape.shard)) << w;
+      EXPECT_NO_THROW(check_reshard_to(int(r.sharding.reshard_to), shape.dp_shard)) << w;
     }
   }
 }

@@ -7,6 +7,7 @@
 #include "collectives/fake_process_group.hpp"
 #include "collectives/pending_work.hpp"
 #include "core/bf16.hpp"
+#include "tests/support/p2p_checks.hpp"
 
 namespace st {
 namespace {
@@ -17,6 +18,29 @@ void on_ranks(int n, Fn&& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(*groups[size_t(r)]); });
   for (auto& t : threads) t.join();
+}
+
+// send/recv between in-process ranks: the same checks as the MPI backend's.
+TEST(FakeProcessGroup, PointToPoint) {
+  on_ranks(3, [](ProcessGroup& g) {
+    p2p_checks::ring_exchange(g);
+    p2p_checks::ordering_and_tags(g);
+    p2p_checks::refusals(g);
+  });
+}
+
+// A BF16 reduce-scatter output: the FP32 sum (1/3 three times, and more) rounded once.
+TEST(FakeProcessGroup, ReduceScatterIntoBf16) {
+  on_ranks(3, [](ProcessGroup& g) {
+    Tensor in = Tensor::empty("grads", {6}, DType::f32);
+    for (int i = 0; i < 6; ++i) in.data<float>()[i] = 1.0f / 3 + float(i);
+    Tensor out = Tensor::zeros("shard", {2}, DType::bf16);
+    g.reduce_scatter(in, out)->wait();
+    for (int k = 0; k < 2; ++k) {
+      const float x = 1.0f / 3 + float(2 * g.rank() + k);
+      EXPECT_EQ(bf16_to_f32(out.data<bf16>()[k]), round_to_bf16(x + x + x));
+    }
+  });
 }
 
 TEST(FakeProcessGroup, CollectivesGiveHandComputedValues) {

@@ -265,10 +265,10 @@ TEST(Simulate, NodesThatBehaveAlikeAreSimulatedOnce) {
     p.links.oversubscription = 2;
     const int W = nodes * per_node;
     for (const int shard : {W, per_node, 1, 2 * per_node, W / 4, 2}) {
-      const MeshShape mesh{shard, W / shard};
+      const MeshShape mesh{.dp_shard = shard, .dp_replicate = W / shard};
       StepPlan q = plan;
       for (UnitPlan& u : q.units) u.shard_numel = u.padded_numel / shard;
-      q.replicated = mesh.replicate > 1;
+      q.replicated = mesh.dp_replicate > 1;
       SimOptions all;
       all.every_node = true;
       const SimResult folded = simulate_step(p, mesh, q), every = simulate_step(p, mesh, q, all);
@@ -402,14 +402,23 @@ class RecordingGroup final : public ProcessGroup {
     return inner_.broadcast(b, root, o);
   }
   std::shared_ptr<Work> barrier(const BarrierOptions& o) override { return inner_.barrier(o); }
+  std::shared_ptr<Work> send(const Tensor& b, int peer, const P2POptions& o) override {
+    log.push_back(prefix_ + fmt::format("send {}", b.nbytes()));
+    return inner_.send(b, peer, o);
+  }
+  std::shared_ptr<Work> recv(const Tensor& b, int peer, const P2POptions& o) override {
+    log.push_back(prefix_ + fmt::format("recv {}", b.nbytes()));
+    return inner_.recv(b, peer, o);
+  }
   void abort(const std::string& reason) override { inner_.abort(reason); }
   std::string transport(OpType op, size_t bytes) const override {
     return inner_.transport(op, bytes);
   }
-  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name) override {
+  std::unique_ptr<ProcessGroup> split(int color, int key, std::string name,
+                                      const GroupOptions& options) override {
     std::string kind = name;
     while (!kind.empty() && std::isdigit(static_cast<unsigned char>(kind.back()))) kind.pop_back();
-    splits_.push_back(inner_.split(color, key, std::move(name)));
+    splits_.push_back(inner_.split(color, key, std::move(name), options));
     if (!splits_.back()) return nullptr;
     return std::make_unique<RecordingGroup>(*splits_.back(), &log, "[" + kind + "] ");
   }

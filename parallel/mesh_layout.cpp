@@ -1,0 +1,178 @@
+#include "parallel/mesh_layout.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace st {
+
+const char* mesh_dim_name(MeshDim dim) {
+  switch (dim) {
+    case MeshDim::pp:
+      return "pp";
+    case MeshDim::dp_replicate:
+      return "dp_replicate";
+    case MeshDim::dp_shard:
+      return "dp_shard";
+    case MeshDim::tp:
+      return "tp";
+  }
+  return "?";
+}
+
+int MeshShape::size(MeshDim dim) const {
+  switch (dim) {
+    case MeshDim::pp:
+      return pp;
+    case MeshDim::dp_replicate:
+      return dp_replicate;
+    case MeshDim::dp_shard:
+      return dp_shard;
+    case MeshDim::tp:
+      return tp;
+  }
+  return 1;
+}
+
+int& MeshCoord::at(MeshDim dim) {
+  switch (dim) {
+    case MeshDim::pp:
+      return pp;
+    case MeshDim::dp_replicate:
+      return dp_replicate;
+    case MeshDim::dp_shard:
+      return dp_shard;
+    case MeshDim::tp:
+      break;
+  }
+  return tp;
+}
+
+int MeshCoord::at(MeshDim dim) const {
+  return const_cast<MeshCoord&>(*this).at(dim);
+}
+
+namespace {
+
+void check_shape(const MeshShape& shape) {
+  for (MeshDim d : kMeshDimOrder)
+    ST_CHECK(shape.size(d) >= 1, "mesh dimension {} has size {}", mesh_dim_name(d), shape.size(d));
+  ST_CHECK(shape.world() <= (int64_t(1) << 30), "a mesh of {} ranks", shape.world());
+}
+
+bool spans(const MeshDims& dims, MeshDim d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
+
+// How many ranks apart two neighbours along `dim` are: the product of the inner sizes.
+int stride_of(const MeshShape& shape, MeshDim dim) {
+  int stride = 1;
+  for (int i = kMeshDims - 1; i >= 0 && kMeshDimOrder[i] != dim; --i)
+    stride *= shape.size(kMeshDimOrder[i]);
+  return stride;
+}
+
+}  // namespace
+
+MeshCoord coord_of(const MeshShape& shape, int rank) {
+  check_shape(shape);
+  ST_CHECK(rank >= 0 && rank < shape.world(), "rank {} is outside a mesh of {} ranks", rank,
+           shape.world());
+  MeshCoord c;
+  int rest = rank;
+  for (int i = kMeshDims - 1; i >= 0; --i) {
+    const MeshDim d = kMeshDimOrder[i];
+    c.at(d) = rest % shape.size(d);
+    rest /= shape.size(d);
+  }
+  return c;
+}
+
+int rank_of(const MeshShape& shape, const MeshCoord& coord) {
+  check_shape(shape);
+  int rank = 0;
+  for (MeshDim d : kMeshDimOrder) {
+    ST_CHECK(coord.at(d) >= 0 && coord.at(d) < shape.size(d), "{} coordinate {} of a size {}",
+             mesh_dim_name(d), coord.at(d), shape.size(d));
+    rank = rank * shape.size(d) + coord.at(d);
+  }
+  return rank;
+}
+
+std::vector<int> group_members(const MeshShape& shape, int rank, const MeshDims& dims) {
+  const MeshCoord mine = coord_of(shape, rank);
+  std::vector<int> members;
+  // Every coordinate along `dims`, the others fixed at this rank's.
+  const int n = group_size(shape, dims);
+  for (int k = 0; k < n; ++k) {
+    MeshCoord c = mine;
+    int rest = k;
+    for (int i = kMeshDims - 1; i >= 0; --i) {
+      const MeshDim d = kMeshDimOrder[i];
+      if (!spans(dims, d)) continue;
+      c.at(d) = rest % shape.size(d);
+      rest /= shape.size(d);
+    }
+    members.push_back(rank_of(shape, c));
+  }
+  return members;  // ascending: the coordinates were enumerated outermost first
+}
+
+int group_size(const MeshShape& shape, const MeshDims& dims) {
+  int n = 1;
+  for (MeshDim d : kMeshDimOrder)
+    if (spans(dims, d)) n *= shape.size(d);
+  return n;
+}
+
+int group_index(const MeshShape& shape, int rank, const MeshDims& dims) {
+  // The coordinates along the other dimensions, as one number (outermost first).
+  const MeshCoord c = coord_of(shape, rank);
+  int index = 0;
+  for (MeshDim d : kMeshDimOrder)
+    if (!spans(dims, d)) index = index * shape.size(d) + c.at(d);
+  return index;
+}
+
+int rank_in_group(const MeshShape& shape, int rank, const MeshDims& dims) {
+  const MeshCoord c = coord_of(shape, rank);
+  int index = 0;
+  for (MeshDim d : kMeshDimOrder)
+    if (spans(dims, d)) index = index * shape.size(d) + c.at(d);
+  return index;
+}
+
+RankProgression progression(const MeshShape& shape, int rank, const MeshDims& adjacent_dims) {
+  ST_CHECK(!adjacent_dims.empty(), "a progression along no dimension");
+  // The innermost spanned dimension sets the stride; the spanned ones must be adjacent.
+  int inner = -1, outer = kMeshDims;
+  for (int i = 0; i < kMeshDims; ++i)
+    if (spans(adjacent_dims, kMeshDimOrder[i]))
+      inner = std::max(inner, i), outer = std::min(outer, i);
+  ST_CHECK(inner - outer + 1 == int(adjacent_dims.size()),
+           "mesh dimensions that are not adjacent are no progression");
+  const std::vector<int> members = group_members(shape, rank, adjacent_dims);
+  return {members.front(), stride_of(shape, kMeshDimOrder[inner]), int(members.size()),
+          rank_in_group(shape, rank, adjacent_dims)};
+}
+
+int block_of(int r, int block) {
+  ST_CHECK(block >= 1 && r >= 0, "group rank {} in blocks of {}", r, block);
+  return r / block;
+}
+
+int index_in_block(int r, int block) {
+  ST_CHECK(block >= 1 && r >= 0, "group rank {} in blocks of {}", r, block);
+  return r % block;
+}
+
+std::string describe_mesh(const MeshShape& shape) {
+  if (shape.dp_replicate == 1) return fmt::format("FSDP over {} ranks", shape.dp_shard);
+  if (shape.dp_shard == 1)
+    return fmt::format("DDP over {} replicas (shard_degree 1)", shape.dp_replicate);
+  return fmt::format("HSDP: {} replicas x {} shards", shape.dp_replicate, shape.dp_shard);
+}
+
+}  // namespace st
