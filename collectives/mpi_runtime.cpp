@@ -137,6 +137,7 @@ void check_mpi(int rc, std::string_view operation) {
 namespace {
 std::atomic<void (*)()> g_abort_notifier{nullptr};
 constexpr int kAnnouncedAbortGraceS = 5;
+constexpr int kLowerRankFirstMs = 1000;
 std::atomic<bool> g_first_to_fail{false};  // announced before hearing of another's failure
 }  // namespace
 
@@ -155,6 +156,14 @@ void announce_abort_to_peers() {
 
 void abort_job(const std::string& message, int code, FailureClass kind, int error) {
   announce_abort_to_peers();
+  // Ranks that fail alike at the same moment (a shared file truncated under them) each announce
+  // before hearing the others: a rank above 0 gives a lower one a moment to be heard first,
+  // so the job prints one message, the lowest rank's (cli.token_file_truncated saw two).
+  if (g_first_to_fail.load() && mpi_world_rank() > 0)
+    for (int waited_ms = 0;
+         waited_ms < kLowerRankFirstMs && !liveness::peer_failed_below(mpi_world_rank());
+         waited_ms += 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!g_first_to_fail.load() || liveness::peer_failed_below(mpi_world_rank())) {
     // The rank that announced its abort is about to print why and call MPI_Abort. Aborting
     // first here would let mpirun kill it before its message is out (cli.disk_full saw no
