@@ -97,13 +97,21 @@ struct Config {
     int64_t prefetch = 1;
     Accumulation accumulation = Accumulation::reduce_each;
     Algorithm collective_algorithm = Algorithm::automatic;
-    int64_t shard_degree = -1;     // ranks sharing one copy; -1: the rest (world / replicate)
-    int64_t replicate_degree = 1;  // copies; -1: the rest (world / shard)
     ReplicaSync replica_sync = ReplicaSync::each;
     int64_t ranks_per_node = 0;  // 0: detect (ranks sharing memory)
     bool allow_cross_node_shard = false;
     ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   } sharding;
+  // [parallel]: the device mesh (parallel/mesh_layout.hpp); the product of the four is the world
+  // size, one of them -1 for the rest.
+  struct {
+    int64_t dp_shard = -1;     // ranks sharing one copy of the parameters (FSDP)
+    int64_t dp_replicate = 1;  // copies that all-reduce their gradient shards (HSDP, DDP)
+    int64_t tp = 1;            // tensor parallelism: not yet (1)
+    int64_t pp = 1;            // pipeline stages: not yet (1)
+  } parallel;
+  // Keys read under an older name, each "old -> new" (printed once at start-up).
+  std::vector<std::string> renamed_keys;
   struct {
     std::string dir;
     int64_t every = 0;
@@ -139,9 +147,11 @@ void validate_config(const Config& config, int world_size);
 // The [model] section's part of it (also for shapes read from checkpoints and config.json).
 void validate_model_config(const ModelConfig& model);
 
-// sharding.shard_degree x sharding.replicate_degree resolved for `world_size` ranks (-1: the
+// [parallel]'s dp_shard x dp_replicate x tp x pp resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.
 MeshShape mesh_shape(const Config& config, int world_size);
+// Tensor and pipeline parallelism above 1 refused by key (until their issues land).
+void check_parallelism_supported(int64_t tp, int64_t pp);
 
 // Every key as `section.key = value`, for the start-up summary.
 std::vector<std::string> describe_config(const Config& config);

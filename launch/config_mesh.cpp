@@ -1,35 +1,67 @@
-// The mesh a config asks for at a world size: sharding.shard_degree x replicate_degree, -1
-// meaning the rest.
+// The mesh a config asks for at a world size: [parallel]'s dp_shard x dp_replicate x tp x pp,
+// one of them -1 meaning the rest.
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "launch/config.hpp"
 
 namespace st {
 
 MeshShape mesh_shape(const Config& c, int world_size) {
-  int64_t shard = c.sharding.shard_degree, replicate = c.sharding.replicate_degree;
-  auto check = [](int64_t v, const char* key) {
-    if (v != -1 && v < 1) fail_input("sharding.{} = {} must be >= 1, or -1 for the rest", key, v);
+  struct Degree {
+    const char* key;
+    int64_t value;
   };
-  check(shard, "shard_degree");
-  check(replicate, "replicate_degree");
-  if (shard == -1 && replicate == -1)
+  Degree degrees[] = {{"parallel.dp_shard", c.parallel.dp_shard},
+                      {"parallel.dp_replicate", c.parallel.dp_replicate},
+                      {"parallel.tp", c.parallel.tp},
+                      {"parallel.pp", c.parallel.pp}};
+  Degree* rest = nullptr;
+  int64_t given = 1;
+  for (Degree& d : degrees) {
+    if (d.value == -1) {
+      if (rest)
+        fail_input("{} and {} are both -1 (the rest); give all but one of them", rest->key, d.key);
+      rest = &d;
+    } else if (d.value < 1 || d.value > (1 << 24)) {
+      fail_input("{} = {} must be 1 to 16777216, or -1 for the rest", d.key, d.value);
+    } else {
+      given *= d.value;
+    }
+  }
+  const std::string product =
+      fmt::format("parallel.dp_shard = {} x dp_replicate = {} x tp = {} x pp = {}",
+                  c.parallel.dp_shard, c.parallel.dp_replicate, c.parallel.tp, c.parallel.pp);
+  if (rest) {
+    if (given > world_size || world_size % given != 0)
+      fail_input("{} = -1 (the rest): {} ranks are not a multiple of the others' product {} ({})",
+                 rest->key, world_size, given, product);
+    rest->value = world_size / given;
+  } else if (given != world_size) {
     fail_input(
-        "sharding.shard_degree and sharding.replicate_degree are both -1 (the rest); give one "
-        "of them");
-  const char* rest_key = shard == -1 ? "sharding.shard_degree" : "sharding.replicate_degree";
-  const int64_t given = shard == -1 ? replicate : shard;
-  if ((shard == -1 || replicate == -1) && world_size % given != 0)
-    fail_input("{} = -1 (the rest): {} ranks are not a multiple of {} = {}", rest_key, world_size,
-               shard == -1 ? "sharding.replicate_degree" : "sharding.shard_degree", given);
-  if (shard == -1) shard = world_size / replicate;
-  if (replicate == -1) replicate = world_size / shard;
-  if (shard * replicate != world_size)
+        "{} = {} is not the world size {}; their product must be the number of ranks (-1 for "
+        "one of them means the rest, as in parallel.dp_shard = -1)",
+        product, given, world_size);
+  }
+  const MeshShape shape{.dp_shard = int(degrees[0].value),
+                        .dp_replicate = int(degrees[1].value),
+                        .tp = int(degrees[2].value),
+                        .pp = int(degrees[3].value)};
+  check_parallelism_supported(shape.tp, shape.pp);
+  return shape;
+}
+
+void check_parallelism_supported(int64_t tp, int64_t pp) {
+  if (tp > 1)
     fail_input(
-        "sharding.shard_degree = {} x sharding.replicate_degree = {} = {} is not the world size "
-        "{}; their product must be the number of ranks (-1 for one of them means the rest, as "
-        "in sharding.replicate_degree = -1)",
-        shard, replicate, shard * replicate, world_size);
-  return {.dp_shard = int(shard), .dp_replicate = int(replicate)};
+        "parallel.tp = {}: tensor parallelism is not implemented yet (it comes with its own "
+        "issue); set parallel.tp = 1",
+        tp);
+  if (pp > 1)
+    fail_input(
+        "parallel.pp = {}: pipeline parallelism is not implemented yet (it comes with its own "
+        "issue); set parallel.pp = 1",
+        pp);
 }
 
 }  // namespace st

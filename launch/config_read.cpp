@@ -102,14 +102,15 @@ void apply_toml(Config& config, const toml::table& root, const std::string& wher
       const std::string suggestion = closest_key(section);
       fail_input(
           "{}: '{}' is not a config section [model], [data], [training], [optimizer], "
-          "[precision], [sharding], [checkpoint] or [metrics]{}",
+          "[precision], [parallel], [sharding], [checkpoint] or [metrics]{}",
           where, section,
           suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
     }
     for (const auto& [key_name, node] : *table) {
       const std::string key = section + "." + std::string(key_name.str());
-      const KeySpec& spec = find_key(key, where);
-      spec.set(config, value_from_toml(node, key, spec.kind, where), key);
+      set_key(config, key, where, [&, &node = node](Kind kind, const std::string& name) {
+        return value_from_toml(node, name, kind, where);
+      });
     }
   }
 }
@@ -153,8 +154,9 @@ void apply_override(Config& config, const std::string& item) {
   if (eq == std::string::npos || eq == 0)
     fail_input("command line: '{}' is not a section.key=value override", item);
   const std::string key = item.substr(0, eq);
-  const KeySpec& spec = find_key(key, "command line");
-  spec.set(config, value_from_text(item.substr(eq + 1), key, spec.kind), key);
+  set_key(config, key, "command line", [&](Kind kind, const std::string& name) {
+    return value_from_text(item.substr(eq + 1), name, kind);
+  });
 }
 
 }  // namespace st

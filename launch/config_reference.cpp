@@ -16,8 +16,9 @@ namespace st {
 namespace {
 
 // Sections in the order a config file uses them.
-constexpr std::array<std::string_view, 8> kSectionOrder = {
-    "model", "data", "training", "optimizer", "precision", "sharding", "checkpoint", "metrics"};
+constexpr std::array<std::string_view, 9> kSectionOrder = {"model",     "data",       "training",
+                                                           "optimizer", "precision",  "parallel",
+                                                           "sharding",  "checkpoint", "metrics"};
 
 const char* kind_word(Kind k) {
   switch (k) {
@@ -76,6 +77,12 @@ std::string markdown_reference(const Config& defaults) {
     page += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", key, kind_word(entry->spec.kind),
                         entry->spec.show(defaults), entry->allowed, entry->meaning);
   }
+  page +=
+      "\n## Renamed keys\n\nStill read, as the key they became, with a note at start-up "
+      "(`config: ... is now ...`); checkpoints and configs written with them load.\n\n"
+      "| old key | new key |\n|---|---|\n";
+  for (const auto& [old_name, new_name] : renamed_keys())
+    page += fmt::format("| `{}` | `{}` |\n", old_name, new_name);
   return page;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <set>
@@ -390,13 +391,6 @@ KeyTable sharding_keys() {
        {enum_key(&Config::sharding, &Sharding::collective_algorithm, parse_algorithm,
                  algorithm_name),
         "auto, mpi, ring, shm", "the all-gather and reduce-scatter implementation"}},
-      {"sharding.shard_degree",
-       {int_key(&Config::sharding, &Sharding::shard_degree), "≥ 1, or -1 (the rest)",
-        "ranks that shard one copy of the parameters (consecutive ranks, ideally one node)"}},
-      {"sharding.replicate_degree",
-       {int_key(&Config::sharding, &Sharding::replicate_degree), "≥ 1, or -1 (the rest)",
-        "copies that all-reduce their gradient shards; shard × replicate = world size (1: FSDP, "
-        "world: DDP, between: HSDP)"}},
       {"sharding.replica_sync",
        {enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name),
         "each, last",
@@ -407,13 +401,34 @@ KeyTable sharding_keys() {
         "0: detect nodes (ranks sharing memory); K: ranks r / K share a node"}},
       {"sharding.allow_cross_node_shard",
        {bool_key(&Config::sharding, &Sharding::allow_cross_node_shard), "true, false",
-        "allow shard groups that straddle nodes while `replicate_degree` > 1"}},
+        "allow shard groups that straddle nodes while `parallel.dp_replicate` > 1"}},
       {"sharding.activation_checkpointing",
        {enum_key(&Config::sharding, &Sharding::activation_checkpointing,
                  parse_activation_checkpointing, activation_checkpointing_name),
         "none, selective, full",
         "what a micro-batch keeps for its backward: everything; matmul outputs and the residual "
         "stream; or each block's input only"}},
+  };
+}
+
+using Parallel = decltype(Config::parallel);
+
+KeyTable parallel_keys() {
+  return {
+      {"parallel.dp_shard",
+       {int_key(&Config::parallel, &Parallel::dp_shard), "≥ 1, or -1 (the rest)",
+        "ranks that shard one copy of the parameters (consecutive ranks, ideally one node); "
+        "dp_shard × dp_replicate × tp × pp = world size"}},
+      {"parallel.dp_replicate",
+       {int_key(&Config::parallel, &Parallel::dp_replicate), "≥ 1, or -1 (the rest)",
+        "copies that all-reduce their gradient shards (1: FSDP; with dp_shard 1: DDP; between: "
+        "HSDP)"}},
+      {"parallel.tp",
+       {int_key(&Config::parallel, &Parallel::tp), "1 (tensor parallelism is not there yet)",
+        "tensor-parallel ranks (the innermost dimension: consecutive ranks)"}},
+      {"parallel.pp",
+       {int_key(&Config::parallel, &Parallel::pp), "1 (pipeline parallelism is not there yet)",
+        "pipeline stages (the outermost dimension)"}},
   };
 }
 
@@ -470,11 +485,33 @@ const std::map<std::string, KeyEntry>& registry() {
   static const std::map<std::string, KeyEntry> keys = [] {
     std::map<std::string, KeyEntry> all;
     for (KeyTable (*table)() : {model_keys, data_keys, training_keys, optimizer_keys,
-                                precision_keys, sharding_keys, outputs_keys})
+                                precision_keys, parallel_keys, sharding_keys, outputs_keys})
       for (auto& [key, entry] : table()) all.emplace(key, std::move(entry));
     return all;
   }();
   return keys;
+}
+
+const std::vector<std::pair<std::string, std::string>>& renamed_keys() {
+  static const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"sharding.shard_degree", "parallel.dp_shard"},
+      {"sharding.replicate_degree", "parallel.dp_replicate"}};
+  return renamed;
+}
+
+const KeySpec& set_key(Config& config, const std::string& key, const std::string& where,
+                       const std::function<Value(Kind, const std::string&)>& value) {
+  for (const auto& [old_name, new_name] : renamed_keys())
+    if (key == old_name) {
+      const std::string note = old_name + " -> " + new_name;
+      if (std::find(config.renamed_keys.begin(), config.renamed_keys.end(), note) ==
+          config.renamed_keys.end())
+        config.renamed_keys.push_back(note);
+      return set_key(config, new_name, where, value);
+    }
+  const KeySpec& spec = find_key(key, where);
+  spec.set(config, value(spec.kind, key), key);
+  return spec;
 }
 
 const KeySpec& find_key(const std::string& key, const std::string& where) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "launch/config.hpp"
 
@@ -32,5 +33,10 @@ const char* kind_name(Kind k);
 const std::map<std::string, KeyEntry>& registry();
 // The key's spec, or an InputError naming `where` and the closest key.
 const KeySpec& find_key(const std::string& key, const std::string& where);
+// Keys renamed, old name -> new: still read, as the new key, with a note (Config::renamed_keys).
+const std::vector<std::pair<std::string, std::string>>& renamed_keys();
+// Sets `key` (or the key it was renamed to) from `value(kind, key)`; returns the key's spec.
+const KeySpec& set_key(Config& config, const std::string& key, const std::string& where,
+                       const std::function<Value(Kind, const std::string&)>& value);
 
 }  // namespace st

@@ -141,6 +141,8 @@ void validate_precision(const Config& c) {
 void validate_outputs(const Config& c, int world_size) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
+  // Refused by name whatever the world size; the product is checked once it is known.
+  check_parallelism_supported(c.parallel.tp, c.parallel.pp);
   if (world_size > 0) mesh_shape(c, world_size);
   if (c.sharding.ranks_per_node < 0)
     fail_input("sharding.ranks_per_node = {} must be >= 0 (0: detect)", c.sharding.ranks_per_node);

@@ -93,19 +93,18 @@ std::string fit_mesh(Config& c, int world_size) {
     return "";
   } catch (const InputError&) {
   }
-  const int64_t shard = c.sharding.shard_degree, replicate = c.sharding.replicate_degree;
+  const int64_t shard = c.parallel.dp_shard, replicate = c.parallel.dp_replicate;
   if (shard > 0 && world_size % shard == 0) {
-    c.sharding.replicate_degree = world_size / shard;
+    c.parallel.dp_replicate = world_size / shard;
   } else if (replicate > 0 && world_size % replicate == 0) {
-    c.sharding.shard_degree = world_size / replicate;
+    c.parallel.dp_shard = world_size / replicate;
   } else {
-    c.sharding.shard_degree = world_size;
-    c.sharding.replicate_degree = 1;
+    c.parallel.dp_shard = world_size;
+    c.parallel.dp_replicate = 1;
   }
   return fmt::format(
-      "sharding.shard_degree = {} x replicate_degree = {} does not fit {} ranks: {} x {} "
-      "instead. ",
-      shard, replicate, world_size, c.sharding.shard_degree, c.sharding.replicate_degree);
+      "parallel.dp_shard = {} x dp_replicate = {} does not fit {} ranks: {} x {} instead. ", shard,
+      replicate, world_size, c.parallel.dp_shard, c.parallel.dp_replicate);
 }
 
 // Each rank's node at the restart: r / ranks_per_node where the config emulates nodes, else

@@ -388,6 +388,11 @@ void print_memory_summary(Session& s) {
 void print_summary(Session& s) {
   if (!s.lead()) return;
   const Config& c = s.config;
+  for (const std::string& renamed : c.renamed_keys) {
+    const size_t arrow = renamed.find(" -> ");
+    fmt::print("config: {} is now {} (read as it; the old name will go)\n",
+               renamed.substr(0, arrow), renamed.substr(arrow + 4));
+  }
   print_machine_summary(s);
   print_model_summary(s);
   print_mesh(s);

@@ -72,9 +72,9 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
   if (mesh_->shape().dp_replicate > 1 && mesh_->shard_groups_span_nodes() &&
       !config.sharding.allow_cross_node_shard)
     fail_input(
-        "sharding.shard_degree = {} puts shard groups across nodes ({}) while "
-        "sharding.replicate_degree = {} > 1: every all-gather and reduce-scatter would cross the "
-        "slow link. Make shard_degree divide the ranks per node, or set "
+        "parallel.dp_shard = {} puts shard groups across nodes ({}) while "
+        "parallel.dp_replicate = {} > 1: every all-gather and reduce-scatter would cross the "
+        "slow link. Make dp_shard divide the ranks per node, or set "
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().dp_shard, mesh_->node_map(), mesh_->shape().dp_replicate);
   if (!model_) model_ = make_model(config);
@@ -287,7 +287,7 @@ void check_memory_fits(const Config& config, const Model& model, const ProcessGr
       "{:.2f} + activations {:.2f}) {}. Reduce the model (model.n_layer, model.n_embd, "
       "model.vocab_size), the activations (training.global_batch, training.seq_len, more "
       "training.micro_batches, or sharding.activation_checkpointing = selective or full), or "
-      "shard over more ranks (sharding.shard_degree)",
+      "shard over more ranks (parallel.dp_shard)",
       double(b.total()) / gib, double(b.master_and_grad) / gib, double(b.optimizer_state) / gib,
       double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, beyond);
 }

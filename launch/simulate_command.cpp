@@ -176,8 +176,8 @@ struct PlannedRow {
 PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int ranks,
                     const std::string& mesh_name, MeshShape mesh) {
   Config config = config_in;
-  config.sharding.shard_degree = mesh.dp_shard;
-  config.sharding.replicate_degree = mesh.dp_replicate;
+  config.parallel.dp_shard = mesh.dp_shard;
+  config.parallel.dp_replicate = mesh.dp_replicate;
   validate_config(config, ranks);  // the batch must split over the ranks, as train requires
   PlannedRow row;
   row.platform = platform_for(cluster, ranks);

@@ -48,13 +48,6 @@ std::string family_names(const std::vector<const ModelFamily*>& families) {
   return names;
 }
 
-std::string families_without_own_keys() {
-  std::vector<std::string> names;
-  for (const ModelFamily* f : model_families())
-    if (f->own_keys.empty()) names.push_back(f->name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 const ModelFamily& model_family(const std::string& name) {
   std::vector<std::string> names;
   for (const ModelFamily* f : model_families()) {

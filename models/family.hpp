@@ -82,7 +82,5 @@ const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::
 std::vector<const ModelFamily*> model_families_owning(const std::string& key);
 // "llama, qwen2 or qwen3", for messages.
 std::string family_names(const std::vector<const ModelFamily*>& families);
-// The names of the families without keys of their own ("gpt2"), for messages.
-std::string families_without_own_keys();
 
 }  // namespace st

@@ -171,7 +171,7 @@ int index_in_block(int r, int block) {
 std::string describe_mesh(const MeshShape& shape) {
   if (shape.dp_replicate == 1) return fmt::format("FSDP over {} ranks", shape.dp_shard);
   if (shape.dp_shard == 1)
-    return fmt::format("DDP over {} replicas (shard_degree 1)", shape.dp_replicate);
+    return fmt::format("DDP over {} replicas (dp_shard 1)", shape.dp_replicate);
   return fmt::format("HSDP: {} replicas x {} shards", shape.dp_replicate, shape.dp_shard);
 }
 

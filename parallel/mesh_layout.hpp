@@ -69,7 +69,7 @@ RankProgression progression(const MeshShape& shape, int rank, const MeshDims& ad
 int block_of(int r, int block);
 int index_in_block(int r, int block);
 
-// "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (shard_degree 1)":
+// "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (dp_shard 1)":
 // the data-parallel part, for summaries (pp and tp are added by their issues).
 std::string describe_mesh(const MeshShape& shape);
 

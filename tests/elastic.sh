@@ -113,7 +113,7 @@ case $case_ in
     "$shardrun" -n 4 --max-restarts 1 --restart-backoff 0.5 --fault lose:3@12 "$st" "${train[@]}" \
       sharding.shard_degree=2 sharding.replicate_degree=2 checkpoint.dir=ck checkpoint.every=10 \
       metrics.file=m.jsonl > out 2>&1 || fail "exit $?"
-    grep -q '^restart 1 of 1 | .* | 3 ranks (was 4), FSDP over 3 ranks | sharding.shard_degree = 2 x replicate_degree = 2 does not fit 3 ranks: 3 x 1 instead.$' out ||
+    grep -q '^restart 1 of 1 | .* | 3 ranks (was 4), FSDP over 3 ranks | parallel.dp_shard = 2 x dp_replicate = 2 does not fit 3 ranks: 3 x 1 instead.$' out ||
       fail "want the restart line to name the mesh it fell back to"
     one_restart m.jsonl 3
     same_curve m.jsonl

@@ -260,25 +260,26 @@ TEST(Collectives, SubGroupsWorkBesideTheWorld) {
 // Each group has its own communication thread: while one group's barrier waits for a late rank
 // (1.5 s), another group's all-reduce, submitted after it, completes. With one shared thread
 // the all-reduce would queue behind the barrier and finish after it.
+// The other ranks' barrier on `slow` waits for the last rank, which enters it only after the
+// fast group's all-reduce and a second fast barrier that the others join after checking: the
+// fast group's operations complete while the slow group's barrier is pending (no sleeps).
 TEST(Collectives, ASlowGroupDoesNotDelayAnother) {
   auto& g = world();
+  ASSERT_GE(g.size(), 2);
   EXPECT_TRUE(mpi_thread_multiple()) << "MPI did not grant MPI_THREAD_MULTIPLE";
   auto slow = g.split(0, g.rank());
   auto fast = g.split(0, g.rank());
   Tensor x = Tensor::empty("x", {1}, DType::f64);
   x.data<double>()[0] = 1;
-  const bool late = g.size() > 1 && g.rank() == g.size() - 1;
-  if (late) {
+  if (g.rank() == g.size() - 1) {
     fast->all_reduce(x)->wait();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    fast->barrier()->wait();  // the others have looked at their pending barrier
     slow->barrier()->wait();
   } else {
     auto barrier = slow->barrier();
     fast->all_reduce(x)->wait();
-    // The late rank enters the barrier 1.5 s after its all-reduce.
-    if (g.size() > 1) {
-      EXPECT_FALSE(barrier->is_completed());
-    }
+    EXPECT_FALSE(barrier->is_completed());  // the last rank has not entered it yet
+    fast->barrier()->wait();
     barrier->wait();
   }
   EXPECT_EQ(x.data<double>()[0], double(g.size()));

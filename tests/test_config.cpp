@@ -181,6 +181,38 @@ TEST(Config, FileErrorsNameTheFile) {
   EXPECT_NE(error_of("/no/such/file.toml", {}).find("/no/such/file.toml"), std::string::npos);
 }
 
+// [parallel] sets the mesh; the keys it replaced still read, as the new ones, each noted once.
+TEST(Config, ParallelSectionAndRenamedKeys) {
+  const Config c = parse_config("[parallel]\ndp_shard = 2\ndp_replicate = 2\n", "p.toml", {});
+  EXPECT_EQ(mesh_shape(c, 4), (MeshShape{.dp_shard = 2, .dp_replicate = 2}));
+  EXPECT_TRUE(c.renamed_keys.empty());
+  const Config old = parse_config("[sharding]\nshard_degree = 2\n", "old.toml",
+                                  {"sharding.replicate_degree=3", "sharding.shard_degree=2"});
+  EXPECT_EQ(mesh_shape(old, 6), (MeshShape{.dp_shard = 2, .dp_replicate = 3}));
+  EXPECT_EQ(old.renamed_keys,
+            (std::vector<std::string>{"sharding.shard_degree -> parallel.dp_shard",
+                                      "sharding.replicate_degree -> parallel.dp_replicate"}));
+  EXPECT_EQ(mesh_shape(load_config("tiny", {"parallel.dp_replicate=-1", "parallel.dp_shard=2"}), 6),
+            (MeshShape{.dp_shard = 2, .dp_replicate = 3}));
+  auto message = [](const std::vector<std::string>& overrides, int world) {
+    try {
+      mesh_shape(load_config("tiny", overrides), world);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message({"parallel.tp=-1"}, 4).find("parallel.dp_shard and parallel.tp are both -1"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=2"}, 4).find("parallel.tp = 2: tensor parallelism is not"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.pp=2", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.dp_shard=0"}, 4).find("parallel.dp_shard = 0 must be"),
+            std::string::npos);
+  EXPECT_EQ(message({"parallel.dp_shard=4", "parallel.tp=1"}, 4), "accepted");
+}
+
 // Every key of the run's family: a GPT-2 run leaves out Llama's own keys (six: n_kv_head,
 // head_dim, ffn_hidden, rope_theta, norm_eps, tie_embeddings), a Llama run lists all.
 TEST(Config, DescribeListsEveryKeyOfTheFamily) {

@@ -91,34 +91,34 @@ TEST(Elastic, AMeshThatNoLongerFitsFallsBackToTheNearestValidOne) {
   Config c;
   c.checkpoint.dir = "ck";
   c.checkpoint.resume = "never";
-  c.sharding.shard_degree = 2;
-  c.sharding.replicate_degree = 2;
+  c.parallel.dp_shard = 2;
+  c.parallel.dp_replicate = 2;
   // HSDP 2x2 losing a rank: neither degree divides 3, so FSDP over the 3.
   std::string changes = adapt_config_to_restart(c, 3);
-  EXPECT_EQ(c.sharding.shard_degree, 3);
-  EXPECT_EQ(c.sharding.replicate_degree, 1);
+  EXPECT_EQ(c.parallel.dp_shard, 3);
+  EXPECT_EQ(c.parallel.dp_replicate, 1);
   EXPECT_EQ(c.checkpoint.resume, "auto");
   EXPECT_NE(changes.find("checkpoint.resume = never becomes auto"), std::string::npos) << changes;
-  EXPECT_NE(changes.find("shard_degree = 2 x replicate_degree = 2 does not fit 3 ranks: 3 x 1"),
+  EXPECT_NE(changes.find("dp_shard = 2 x dp_replicate = 2 does not fit 3 ranks: 3 x 1"),
             std::string::npos)
       << changes;
   // Losing a host of two (4 -> 2 ranks): the shard group's size is kept.
-  c.sharding.shard_degree = 2;
-  c.sharding.replicate_degree = 2;
+  c.parallel.dp_shard = 2;
+  c.parallel.dp_replicate = 2;
   adapt_config_to_restart(c, 2);
-  EXPECT_EQ(c.sharding.shard_degree, 2);
-  EXPECT_EQ(c.sharding.replicate_degree, 1);
+  EXPECT_EQ(c.parallel.dp_shard, 2);
+  EXPECT_EQ(c.parallel.dp_replicate, 1);
   // 8 ranks as 4 shards x 2 replicas losing 2: the replicas' count is kept.
-  c.sharding.shard_degree = 4;
-  c.sharding.replicate_degree = 2;
+  c.parallel.dp_shard = 4;
+  c.parallel.dp_replicate = 2;
   adapt_config_to_restart(c, 6);
-  EXPECT_EQ(c.sharding.shard_degree, 3);
-  EXPECT_EQ(c.sharding.replicate_degree, 2);
+  EXPECT_EQ(c.parallel.dp_shard, 3);
+  EXPECT_EQ(c.parallel.dp_replicate, 2);
   // A mesh that fits is left alone, and so is the default (-1: the rest).
-  c.sharding.shard_degree = -1;
-  c.sharding.replicate_degree = 1;
+  c.parallel.dp_shard = -1;
+  c.parallel.dp_replicate = 1;
   EXPECT_EQ(adapt_config_to_restart(c, 3), "");
-  EXPECT_EQ(c.sharding.shard_degree, -1);
+  EXPECT_EQ(c.parallel.dp_shard, -1);
 }
 
 // Every option that constrains the mesh: a restart on a mesh where it cannot apply drops it
@@ -157,8 +157,8 @@ TEST(Elastic, ARestartDropsOptionsTheNewMeshCannotApply) {
   // to them after losing nothing; on 2 ranks (one node) it goes.
   Config hsdp = c;
   hsdp.sharding.gather_quantization = Quantization::none;
-  hsdp.sharding.shard_degree = 2;
-  hsdp.sharding.replicate_degree = 2;
+  hsdp.parallel.dp_shard = 2;
+  hsdp.parallel.dp_replicate = 2;
   EXPECT_EQ(adapt_config_to_restart(hsdp, 4), "");
   adapt_config_to_restart(hsdp, 2);
   EXPECT_EQ(hsdp.sharding.reduce_quantization, Quantization::none);

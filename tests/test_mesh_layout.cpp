@@ -108,7 +108,7 @@ TEST(MeshLayout, TwoDimensionsAsBefore) {
 TEST(MeshLayout, Describes) {
   EXPECT_EQ(describe_mesh({.dp_shard = 4}), "FSDP over 4 ranks");
   EXPECT_EQ(describe_mesh({.dp_shard = 2, .dp_replicate = 2}), "HSDP: 2 replicas x 2 shards");
-  EXPECT_EQ(describe_mesh({.dp_replicate = 4}), "DDP over 4 replicas (shard_degree 1)");
+  EXPECT_EQ(describe_mesh({.dp_replicate = 4}), "DDP over 4 replicas (dp_shard 1)");
 }
 
 }  // namespace
