@@ -415,8 +415,7 @@ int run_train(const CommonOptions& options) {
                  s.trainer->background_saves_off());
     std::optional<ValidationResult> val;  // this step's periodic validation, if one was due
     for (int64_t step = start; step < max_steps; ++step) {
-      faults.kill_if_due(step);
-      faults.hold_if_due(step);
+      faults.before_step(step);
       take_background_save(false);
       note->step(step);
       liveness::set_step(step);

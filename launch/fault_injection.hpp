@@ -16,8 +16,12 @@ class FaultInjection {
  public:
   // Read once at start-up; a malformed SHARDRUN_FAULT_KILL is an InputError naming it.
   FaultInjection(const CommonOptions& options, int world_rank);
-  // At the start of training step `step` (0-based): SIGKILL if this rank is to die after step
-  // `step` (1-based: the step just done).
+  // At the start of training step `step` (0-based): kill_if_due, then hold_if_due.
+  void before_step(int64_t step) const {
+    kill_if_due(step);
+    hold_if_due(step);
+  }
+  // SIGKILL if this rank is to die after step `step` (1-based: the step just done).
   void kill_if_due(int64_t step) const;
   // At the start of training step `step` (0-based): when shardrun injects a fault of its own
   // after step `step` (1-based), waits until it says the fault is in place (the file

@@ -37,7 +37,7 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
 }
 
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
-  return {platform.nodes, platform.ranks_per_node, mesh.dp_shard,
+  return {platform.nodes,    platform.ranks_per_node, mesh.dp_shard,
           mesh.dp_replicate, plan.reshard_to,         plan.quantized.reduce_per_node};
 }
 
@@ -93,8 +93,8 @@ std::string last_line(int fd) {
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options) {
-  ST_CHECK(mesh.dp_shard * mesh.dp_replicate == platform.world(), "mesh {}x{} on {} ranks", mesh.dp_shard,
-           mesh.dp_replicate, platform.world());
+  ST_CHECK(mesh.dp_shard * mesh.dp_replicate == platform.world(), "mesh {}x{} on {} ranks",
+           mesh.dp_shard, mesh.dp_replicate, platform.world());
   ST_CHECK(plan.block_forward.size() == plan.units.size() &&
                plan.block_backward.size() == plan.units.size(),
            "a step plan's block times must be indexed by unit");
