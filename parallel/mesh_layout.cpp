@@ -22,36 +22,34 @@ const char* mesh_dim_name(MeshDim dim) {
   return "?";
 }
 
-int MeshShape::size(MeshDim dim) const {
+namespace {
+// A dimension's field of a MeshShape or a MeshCoord (the same names in both).
+template <class Fields>
+auto& field(Fields& f, MeshDim dim) {
   switch (dim) {
     case MeshDim::pp:
-      return pp;
+      return f.pp;
     case MeshDim::dp_replicate:
-      return dp_replicate;
+      return f.dp_replicate;
     case MeshDim::dp_shard:
-      return dp_shard;
-    case MeshDim::tp:
-      return tp;
-  }
-  return 1;
-}
-
-int& MeshCoord::at(MeshDim dim) {
-  switch (dim) {
-    case MeshDim::pp:
-      return pp;
-    case MeshDim::dp_replicate:
-      return dp_replicate;
-    case MeshDim::dp_shard:
-      return dp_shard;
+      return f.dp_shard;
     case MeshDim::tp:
       break;
   }
-  return tp;
+  return f.tp;
+}
+}  // namespace
+
+int MeshShape::size(MeshDim dim) const {
+  return field(*this, dim);
+}
+
+int& MeshCoord::at(MeshDim dim) {
+  return field(*this, dim);
 }
 
 int MeshCoord::at(MeshDim dim) const {
-  return const_cast<MeshCoord&>(*this).at(dim);
+  return field(*this, dim);
 }
 
 namespace {
