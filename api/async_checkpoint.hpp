@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
 #include "collectives/process_group.hpp"
-#include "sharding/checkpoint.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

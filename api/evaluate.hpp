@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "core/model/model.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

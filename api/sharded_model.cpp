@@ -28,8 +28,7 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
       policy_(policy) {
   if (!(policy.grad_clip >= 0))
     fail_input("ShardPolicy: grad_clip = {} must be >= 0 (0: off)", policy.grad_clip);
-  fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_.shard_group(), policy.fsdp, policy.seed,
-                                        mesh_.replica_group());
+  fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, policy.fsdp, policy.seed);
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans())
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "api/step_observer.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/batch.hpp"
 #include "core/model/model.hpp"
 #include "optim/optimizer.hpp"
-#include "sharding/checkpoint.hpp"
-#include "sharding/device_mesh.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/device_mesh.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 
@@ -37,8 +37,8 @@ struct StepResult {
 // The training step lives here once: the library's users and the program's trainer
 // (launch/sharded_trainer.hpp, which times and traces the phases through a StepObserver) run
 // the same code. This is the library (api/, CMake target shardtrain::api): it includes only
-// core/, collectives/, sharding/ and optim/, so a library user links no command, toml++ or
-// SimGrid.
+// core/, collectives/, parallel/, checkpoint/ and optim/, so a library user links no command,
+// toml++ or SimGrid.
 class ShardedModel {
  public:
   // Collective. Materializes only this rank's shards of `model`'s parameters; FSDP over the

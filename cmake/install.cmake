@@ -1,8 +1,9 @@
 # `cmake --install build --prefix P` installs two components; `--component library` or
 # `--component tools` installs one alone.
 # - library: shardtrain::api (fully_shard and what it is built on: ::core, ::collectives,
-#   ::parallel, ::sharding, ::optim; and ::models, the GPT-2 and Llama families) as static libraries, its
-#   headers under P/include/shardtrain (included as "core/tensor.hpp", as inside the project), a
+#   ::parallel (the mesh and the FSDP runtime), ::checkpoint, ::optim; and ::models, the GPT-2
+#   and Llama families) as static libraries, its headers under P/include/shardtrain (included
+#   as "core/tensor.hpp", as inside the project), a
 #   CMake package (find_package(shardtrain)) and a pkg-config file (shardtrain.pc). The
 #   program's commands (launch/) and the simulator (simulate/) are not a library: no library
 #   or header of theirs is installed.
@@ -10,7 +11,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(SHARDTRAIN_EXPORTED core models collectives parallel sharding optim api)
+set(SHARDTRAIN_EXPORTED core models collectives parallel checkpoint optim api)
 foreach(target ${SHARDTRAIN_EXPORTED})
   get_target_property(export_name ${target} EXPORT_NAME)
   if(NOT export_name)
@@ -32,7 +33,7 @@ install(TARGETS shardtrain shardtrain-simgrid RUNTIME DESTINATION ${CMAKE_INSTAL
 install(PROGRAMS launch/shardrun DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
 install(EXPORT shardtrainTargets NAMESPACE shardtrain::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/shardtrain COMPONENT library)
-install(DIRECTORY core models collectives parallel sharding optim api
+install(DIRECTORY core models collectives parallel checkpoint optim api
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shardtrain COMPONENT library
         FILES_MATCHING PATTERN "*.hpp")
 

@@ -14,8 +14,8 @@
 #include "models/family.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
-#include "sharding/device_mesh.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/device_mesh.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

@@ -12,7 +12,8 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/mesh_layout.hpp"
 
 namespace st {
 namespace {
@@ -107,12 +108,13 @@ std::string fit_mesh(Config& c, int world_size) {
       replicate, world_size, c.parallel.dp_shard, c.parallel.dp_replicate);
 }
 
-// Each rank's node at the restart: r / ranks_per_node where the config emulates nodes, else
+// Each rank's node at the restart: blocks of ranks_per_node where the config emulates nodes, else
 // the detected map (empty when not known yet: the first run's guess at a restart's hosts).
 std::vector<int> restart_nodes(const Config& c, int world_size, const std::vector<int>& detected) {
   if (c.sharding.ranks_per_node > 0) {
     std::vector<int> nodes(static_cast<size_t>(world_size));
-    for (int r = 0; r < world_size; ++r) nodes[size_t(r)] = int(r / c.sharding.ranks_per_node);
+    for (int r = 0; r < world_size; ++r)
+      nodes[size_t(r)] = block_of(r, int(c.sharding.ranks_per_node));
     return nodes;
   }
   return int(detected.size()) == world_size ? detected : std::vector<int>{};
@@ -142,19 +144,21 @@ std::vector<size_t> layout_ids(const std::vector<std::vector<int>>& groups,
 // Whether plan_quantization accepts every rank's shard and replica groups on `nodes`; each
 // distinct pair of group layouts is judged once (meshes repeat one layout).
 bool quantization_applies(const Config& c, const MeshShape& shape, const std::vector<int>& nodes) {
+  const MeshDims shard_dim{MeshDim::dp_shard}, replica_dim{MeshDim::dp_replicate};
   std::vector<std::vector<int>> shards(size_t(shape.dp_replicate)),
       replicas(size_t(shape.dp_shard));
-  for (int r = 0; r < shape.dp_shard * shape.dp_replicate; ++r) {
-    shards[size_t(r / shape.dp_shard)].push_back(nodes[size_t(r)]);
-    if (shape.dp_replicate > 1) replicas[size_t(r % shape.dp_shard)].push_back(nodes[size_t(r)]);
+  for (int r = 0; r < shape.world(); ++r) {  // ascending: each group's members in order
+    shards[size_t(group_index(shape, r, shard_dim))].push_back(nodes[size_t(r)]);
+    if (shape.dp_replicate > 1)
+      replicas[size_t(group_index(shape, r, replica_dim))].push_back(nodes[size_t(r)]);
   }
   std::vector<std::vector<int>> shard_layouts, replica_layouts;
   const auto shard_id = layout_ids(shards, shard_layouts);
   const auto replica_id = layout_ids(replicas, replica_layouts);
   std::set<std::pair<size_t, size_t>> judged;
-  for (int r = 0; r < shape.dp_shard * shape.dp_replicate; ++r) {
-    const size_t s = shard_id[size_t(r / shape.dp_shard)],
-                 p = replica_id[size_t(r % shape.dp_shard)];
+  for (int r = 0; r < shape.world(); ++r) {
+    const size_t s = shard_id[size_t(group_index(shape, r, shard_dim))],
+                 p = replica_id[size_t(group_index(shape, r, replica_dim))];
     if (!judged.emplace(s, p).second) continue;
     try {
       plan_quantization(c.sharding.gather_quantization, c.sharding.reduce_quantization,

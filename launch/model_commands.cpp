@@ -10,6 +10,8 @@
 
 #include "api/evaluate.hpp"
 #include "api/rank_context.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/hf_weights.hpp"
 #include "collectives/agreement.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/gpt2_tokenizer.hpp"
@@ -27,10 +29,8 @@
 #include "launch/names.hpp"
 #include "launch/sample_text.hpp"
 #include "launch/session.hpp"
-#include "sharding/checkpoint.hpp"
-#include "sharding/hf_weights.hpp"
-#include "sharding/memory_budget.hpp"
-#include "sharding/unit_layout.hpp"
+#include "parallel/fsdp/memory_budget.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 
 namespace st {
 namespace {
@@ -45,6 +45,7 @@ struct LoadedModel {
   ModelConfig config;
   DType file_dtype = DType::f32;
   std::unique_ptr<Model> model;
+  std::unique_ptr<DeviceMesh> mesh;  // FSDP over every rank
   std::unique_ptr<FsdpRuntime> fsdp;
   // The tokenizer.json that goes with the model: a --weights folder's own, or the one the
   // checkpoint's run tokenized its data with; empty when none.
@@ -192,7 +193,9 @@ void materialize_model(LoadedModel& m, std::optional<DType> param_dtype, int64_t
   run_agreed(*m.ranks.group, [&] { check_model_fits(m, dtype, rows, T, reduce); });
   FsdpOptions o;
   o.param_dtype = dtype;
-  m.fsdp = std::make_unique<FsdpRuntime>(*m.model, *m.ranks.group, o, 0);
+  m.mesh =
+      std::make_unique<DeviceMesh>(*m.ranks.group, MeshShape{.dp_shard = m.ranks.group->size()});
+  m.fsdp = std::make_unique<FsdpRuntime>(*m.model, *m.mesh, o, 0);
   if (m.plan.files.empty()) {
     check_checkpoint_layout(m.info, *m.fsdp);
     ShardedState master{"master", {}};

@@ -2,10 +2,10 @@
 
 #include <filesystem>
 
+#include "checkpoint/hf_weights.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
 #include "launch/config_schema.hpp"
-#include "sharding/hf_weights.hpp"
 
 namespace st {
 namespace fs = std::filesystem;

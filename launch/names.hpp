@@ -14,7 +14,7 @@
 #include "core/ops/matmul_path.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

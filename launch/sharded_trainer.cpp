@@ -10,6 +10,7 @@
 
 #include "api/phase_clock.hpp"
 #include "api/rank_context.hpp"
+#include "checkpoint/hf_weights.hpp"
 #include "collectives/agreement.hpp"
 #include "collectives/mpi_runtime.hpp"
 #include "core/json_parse.hpp"
@@ -20,7 +21,6 @@
 #include "core/trace.hpp"
 #include "launch/model_factory.hpp"
 #include "optim/clip.hpp"
-#include "sharding/hf_weights.hpp"
 
 namespace st {
 
@@ -366,7 +366,7 @@ std::string ShardedTrainer::save_checkpoint(int64_t steps_done) {
   options.on_complete = on_checkpoint_complete_;
   // One copy per job: replica 0's shard group writes it, the other replicas wait for it.
   std::string path = checkpoint_path(config_.checkpoint.dir, steps_done);
-  if (mesh_->replica_index() == 0)
+  if (mesh_->writes_checkpoint())
     path = st::save_checkpoint(config_.checkpoint.dir, steps_done, checkpoint_meta(steps_done),
                                fsdp(), checkpoint_states(), options);
   if (mesh_->replica_group()) group_.barrier()->wait();
@@ -380,7 +380,7 @@ ShardedTrainer::CheckpointStall ShardedTrainer::save_checkpoint_in_background(in
     if (async_->usable()) {
       stall.background = true;
       stall.path = checkpoint_path(config_.checkpoint.dir, steps_done);
-      if (mesh_->replica_index() != 0) return stall;    // replica 0's shard group writes
+      if (!mesh_->writes_checkpoint()) return stall;    // replica 0's shard group writes
       if (async_->failed_save_pending()) return stall;  // the job ends with it, reported next
       SaveOptions options;
       options.keep = int(config_.checkpoint.keep);

@@ -7,6 +7,7 @@
 
 #include "api/async_checkpoint.hpp"
 #include "api/sharded_model.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "collectives/process_group.hpp"
 #include "core/data/dataset.hpp"
 #include "core/model/model.hpp"
@@ -14,11 +15,10 @@
 #include "launch/config.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
-#include "sharding/checkpoint.hpp"
-#include "sharding/device_mesh.hpp"
-#include "sharding/fsdp_runtime.hpp"
-#include "sharding/memory_budget.hpp"
-#include "sharding/traffic.hpp"
+#include "parallel/device_mesh.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/memory_budget.hpp"
+#include "parallel/fsdp/traffic.hpp"
 
 namespace st {
 
@@ -81,7 +81,7 @@ class ShardedTrainer {
   DeviceMesh& mesh() { return *mesh_; }
   // The analytical per-rank budget (computed once, at start-up).
   MemoryBudget budget() const;
-  // The bytes a step moves, per rank and over each link class (sharding/traffic.hpp).
+  // The bytes a step moves, per rank and over each link class (parallel/fsdp/traffic.hpp).
   Traffic traffic() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
   std::vector<ShardedState> checkpoint_states() {

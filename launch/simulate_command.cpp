@@ -25,7 +25,8 @@
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/mesh_layout.hpp"
 #include "simulate/compute_model.hpp"
 
 namespace st {
@@ -133,9 +134,11 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   // Quantized collectives as the runtime would plan them on these nodes (refused by name where
   // they cannot apply), from the first shard group and the first replica group.
   std::vector<int> shard_nodes, replica_nodes;
-  for (int i = 0; i < mesh.dp_shard; ++i) shard_nodes.push_back(i / ranks_per_node);
-  for (int k = 0; mesh.dp_replicate > 1 && k < mesh.dp_replicate; ++k)
-    replica_nodes.push_back(k * mesh.dp_shard / ranks_per_node);
+  for (int r : group_members(mesh, 0, {MeshDim::dp_shard}))
+    shard_nodes.push_back(block_of(r, ranks_per_node));
+  if (mesh.dp_replicate > 1)
+    for (int r : group_members(mesh, 0, {MeshDim::dp_replicate}))
+      replica_nodes.push_back(block_of(r, ranks_per_node));
   plan.gather_quantization = config.sharding.gather_quantization;
   plan.reduce_quantization = config.sharding.reduce_quantization;
   plan.quantized = plan_quantization(plan.gather_quantization, plan.reduce_quantization,

@@ -9,7 +9,7 @@
 #include "launch/cluster_config.hpp"
 #include "launch/commands.hpp"
 #include "launch/config.hpp"
-#include "sharding/memory_budget.hpp"
+#include "parallel/fsdp/memory_budget.hpp"
 #include "simulate/engine.hpp"
 
 namespace st {

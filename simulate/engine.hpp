@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sharding/device_mesh.hpp"
+#include "parallel/device_mesh.hpp"
 #include "simulate/alpha_beta.hpp"
 #include "simulate/cluster.hpp"
 #include "simulate/step_plan.hpp"

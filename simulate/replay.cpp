@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "sharding/fsdp_runtime.hpp"
-#include "sharding/unit_topology.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/unit_topology.hpp"
 
 namespace st {
 
@@ -29,13 +29,22 @@ std::string CollectiveCall::label() const {
   return fmt::format("{} unit {}", collective_kind_name(kind), unit);
 }
 
-RankReplay::RankReplay(const StepPlan& plan, ReplayBackend& backend)
-    : plan_(plan), backend_(backend), units_(plan.units.size()) {
+namespace {
+
+FsdpSchedule schedule_of(const StepPlan& plan) {
   ST_CHECK(!plan.units.empty(), "a step plan without units");
-  const UnitTopology t = UnitTopology::root_and_chain(int(plan.units.size()));
-  forward_order_ = t.forward;
-  backward_order_ = t.backward;
+  return FsdpSchedule(UnitTopology::root_and_chain(int(plan.units.size())),
+                      {.prefetch = plan.prefetch,
+                       .reshard_after_forward = plan.reshard_after_forward,
+                       .keep_slices = plan.reshard_to > 1,
+                       .reduce_each_micro_batch = plan.accumulation == Accumulation::reduce_each,
+                       .micro_batches = plan.micro_batches});
 }
+
+}  // namespace
+
+RankReplay::RankReplay(const StepPlan& plan, ReplayBackend& backend)
+    : plan_(plan), backend_(backend), units_(plan.units.size()), schedule_(schedule_of(plan)) {}
 
 // ShardedTrainer::step: micro-batches, finish_backward, update.
 void RankReplay::run_step() {
@@ -48,24 +57,51 @@ void RankReplay::run_step() {
 // GPT::forward_backward: the root opens and closes both passes around the chain of blocks.
 void RankReplay::micro_batch() {
   const int n = int(plan_.units.size());
-  before_forward(0);
+  run(Hook::before_forward, 0);
   backend_.compute(plan_.root_forward_pre, "forward", 0);
   for (int u = 1; u < n; ++u) {
-    before_forward(u);
+    run(Hook::before_forward, u);
     backend_.compute(plan_.block_forward[size_t(u)], "forward", u);
-    after_forward(u);
+    run(Hook::after_forward, u);
   }
   backend_.compute(plan_.root_forward_post, "forward", 0);
-  after_forward(0);
-  before_backward(0);
+  run(Hook::after_forward, 0);
+  run(Hook::before_backward, 0);
   backend_.compute(plan_.root_backward_pre, "backward", 0);
   for (int u = n - 1; u >= 1; --u) {
-    before_backward(u);
+    run(Hook::before_backward, u);
     backend_.compute(plan_.block_backward[size_t(u)], "backward", u);
-    after_backward(u);
+    run(Hook::after_backward, u);
   }
   backend_.compute(plan_.root_backward_post, "backward", 0);
-  after_backward(0);
+  run(Hook::after_backward, 0);
+}
+
+// The runtime's schedule (parallel/fsdp/schedule.hpp), action by action, as FsdpRuntime
+// executes it.
+void RankReplay::run(Hook hook, int u) {
+  for (const ScheduleAction& a : schedule_.at(hook, u, micro_)) switch (a.kind) {
+      case ActionKind::gather:
+      case ActionKind::regather:
+        issue_gather(a.unit);
+        break;
+      case ActionKind::wait:
+        wait_and_bind(a.unit);
+        break;
+      case ActionKind::release:
+        release_full(a.unit);
+        break;
+      case ActionKind::keep_slice:
+        release_full(a.unit);
+        units_[size_t(a.unit)].kept = true;
+        break;
+      case ActionKind::progress:
+        drain_reductions(false);
+        break;
+      case ActionKind::reduce:
+        issue_reduce(a.unit);
+        break;
+    }
 }
 
 // ShardedTrainer::update: with replicas the loss is all-reduced over the world first; the
@@ -108,18 +144,6 @@ void RankReplay::issue_gather(int u) {
   unit.gathering = backend_.issue({CollectiveKind::all_gather, group, bytes, u});
 }
 
-void RankReplay::prefetch(const std::vector<int>& order, int u) {
-  const size_t pos = size_t(std::find(order.begin(), order.end(), u) - order.begin());
-  for (size_t k = pos; k <= pos + size_t(plan_.prefetch) && k < order.size(); ++k)
-    issue_gather(order[k]);
-}
-
-void RankReplay::prefetch_next(const std::vector<int>& order, int u) {
-  if (UnitTopology::is_root(u)) return;  // it opens the pass, and its backward ends it
-  const auto it = std::find(order.begin(), order.end(), u);
-  if (it != order.end() && it + 1 != order.end()) prefetch(order, *(it + 1));
-}
-
 void RankReplay::wait_and_bind(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering >= 0) {
@@ -136,35 +160,6 @@ void RankReplay::release_full(int u) {
   if (!unit.full) return;
   wait_and_bind(u, false);  // prefetched but never used: it lands before the memory is reused
   unit.full = false;
-}
-
-void RankReplay::before_forward(int u) {
-  prefetch(forward_order_, u);
-  wait_and_bind(u);
-}
-
-void RankReplay::after_forward(int u) {
-  if (UnitTopology::is_root(u) || u == forward_order_.back()) return;
-  if (plan_.reshard_to > 1 && units_[size_t(u)].full) {
-    release_full(u);
-    units_[size_t(u)].kept = true;
-  } else if (plan_.reshard_after_forward) {
-    release_full(u);
-  }
-}
-
-void RankReplay::before_backward(int u) {
-  drain_reductions(false);
-  prefetch(backward_order_, u);
-  wait_and_bind(u);
-}
-
-void RankReplay::after_backward(int u) {
-  release_full(u);
-  drain_reductions(false);  // then the next prefetch before the reduce-scatter, as the runtime
-  prefetch_next(backward_order_, u);
-  const bool last_micro = micro_ == plan_.micro_batches - 1;
-  if (plan_.accumulation == Accumulation::reduce_each || last_micro) issue_reduce(u);
 }
 
 void RankReplay::issue_reduce(int u) {

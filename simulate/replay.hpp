@@ -1,17 +1,14 @@
 #pragma once
-// The runtime's schedule, replayed: RankReplay makes, for one rank, the same decisions in the
-// same order as FsdpRuntime and ShardedTrainer::step, against a ReplayBackend that supplies
-// time (compute, and collectives queued on one communication thread). It holds no tensors.
-//
-// The mapping, which a change in the runtime's schedule must be mirrored into (tests/
-// test_simulate.cpp's ReplayMirrorsTheRuntime checks the order of issues and waits against
-// FsdpRuntime driven by a real model on a fake process group):
+// The runtime's step, replayed: RankReplay runs, for one rank, the FSDP schedule FsdpRuntime
+// executes (the same FsdpSchedule object, parallel/fsdp/schedule.hpp: which gathers, waits,
+// frees and reductions each hook does) against a ReplayBackend that supplies time (compute,
+// and collectives queued on one communication thread). It holds no tensors. What it adds is
+// what each action moves and costs, mirrored from the runtime (tests/test_simulate.cpp's
+// ReplayMirrorsTheRuntime checks the collectives issued, in order, against FsdpRuntime driven
+// by a real model on a fake process group):
 //   ShardedTrainer::step                  -> RankReplay::run_step
 //   GPT::forward_backward's hook order    -> RankReplay::micro_batch
-//   FsdpRuntime::before_forward           -> before_forward   (prefetch, wait, bind)
-//   FsdpRuntime::after_forward            -> after_forward    (reshard unless root / last)
-//   FsdpRuntime::before_backward          -> before_backward  (drain finished, prefetch, wait)
-//   FsdpRuntime::after_backward           -> after_backward   (release, prefetch, reduce-scatter)
+//   the schedule's actions at each hook   -> run
 //   FsdpRuntime::drain_reductions         -> drain_reductions (the stages after each collective)
 //   FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node sums, exchange)
 //   FsdpRuntime::start_replica_sync       -> advance          (all-reduce, or qgZ's two stages)
@@ -60,6 +57,8 @@ class RankReplay {
   // Time the compute thread spent blocked on unit collectives (the runtime's exposed_ms), and
   // the call it waited on longest.
   double exposed() const { return exposed_; }
+  // The schedule it replays: the one FsdpRuntime executes for the plan's options.
+  const FsdpSchedule& schedule() const { return schedule_; }
   const std::string& longest_wait() const { return longest_wait_label_; }
 
  private:
@@ -82,13 +81,8 @@ class RankReplay {
 
   void micro_batch();
   void update();
-  void before_forward(int u);
-  void after_forward(int u);
-  void before_backward(int u);
-  void after_backward(int u);
+  void run(Hook hook, int u);
   void issue_gather(int u);
-  void prefetch(const std::vector<int>& order, int u);
-  void prefetch_next(const std::vector<int>& order, int u);
   void wait_and_bind(int u, bool decode = true);
   // Runs a reduction's next stage: its compute, and the collective it issues (if any).
   void advance(Reduction& r);
@@ -101,7 +95,7 @@ class RankReplay {
   const StepPlan& plan_;
   ReplayBackend& backend_;
   std::vector<Unit> units_;
-  std::vector<int> forward_order_, backward_order_;
+  FsdpSchedule schedule_;
   std::deque<Reduction> reductions_;
   int micro_ = 0;
   double exposed_ = 0, longest_wait_ = 0;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 
@@ -14,7 +14,7 @@ struct UnitPlan {
 };
 
 struct StepPlan {
-  std::vector<UnitPlan> units;  // unit 0 is the root (sharding/unit_topology.hpp)
+  std::vector<UnitPlan> units;  // unit 0 is the root (parallel/fsdp/unit_topology.hpp)
   int param_bytes = 2;          // bytes per element on the all-gather's wire (param_dtype)
   bool reshard_after_forward = true;
   int reshard_to = 0;  // N: a block's backward gathers within groups of N shard ranks (hpZ)

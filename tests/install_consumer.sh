@@ -11,7 +11,7 @@ dir=$(mktemp -d /tmp/shardtrain-install-XXXXXX); trap 'rm -rf "$dir"' EXIT
 fail() { printf '%s\n' "$*"; exit 1; }
 cmake --install "$build" --prefix "$dir/prefix" > "$dir/install.log" 2>&1 \
   || fail "install failed: $(cat "$dir/install.log")"
-for lib in core models collectives parallel sharding optim api; do
+for lib in core models collectives parallel checkpoint optim api; do
   [ -f "$dir/prefix/lib/libshardtrain_$lib.a" ] || fail "libshardtrain_$lib.a not installed"
 done
 # The program's commands and the simulator are not the library: neither installed nor linked.

@@ -10,10 +10,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "core/file_io.hpp"
 #include "launch/sharded_trainer.hpp"
-#include "sharding/safetensors.hpp"
 #include "tests/support/shared_dir.hpp"
 #include "tests/support/test_family.hpp"
 

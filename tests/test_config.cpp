@@ -5,7 +5,7 @@
 
 #include "launch/config.hpp"
 #include "launch/session.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace st {

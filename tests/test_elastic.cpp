@@ -4,7 +4,7 @@
 
 #include "core/error.hpp"
 #include "launch/elastic.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 namespace {

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <functional>
 
+#include "checkpoint/checkpoint_manifest.hpp"
+#include "checkpoint/hf_weights.hpp"
+#include "checkpoint/safetensors.hpp"
 #include "core/error.hpp"
 #include "core/json_parse.hpp"
-#include "sharding/checkpoint_manifest.hpp"
-#include "sharding/hf_weights.hpp"
-#include "sharding/safetensors.hpp"
 
 namespace st {
 namespace {

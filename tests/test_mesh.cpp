@@ -174,7 +174,7 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
                          << " rank(s): run at 2-4 ranks";
 }
 
-// The summary's traffic prediction (sharding/traffic.hpp) counts what the runtime moves, for
+// The summary's traffic prediction (parallel/fsdp/traffic.hpp) counts what the runtime moves, for
 // every mesh, with and without resharding, in both accumulation modes.
 TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
   for (const Mesh& mesh : meshes(world().size()))

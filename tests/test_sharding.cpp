@@ -269,7 +269,8 @@ TEST(Sharding, MetaInitOfAGigabyteModelMaterializesOnlyTheShard) {
   reset_tensor_memory_peak();
   reset_peak_rss();
   const double rss_before = current_rss_mib();
-  FsdpRuntime fsdp(model, world(), {}, 1234);
+  DeviceMesh mesh(world(), MeshShape{.dp_shard = world().size()});
+  FsdpRuntime fsdp(model, mesh, {}, 1234);
   const int64_t shard_bytes = fsdp.memory().shard_bytes;  // FP32 master + gradient
   const int64_t allocated = tensor_memory().peak_bytes - before;
   EXPECT_EQ(allocated, shard_bytes) << "init allocated beyond the shards";

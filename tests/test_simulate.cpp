@@ -20,7 +20,7 @@
 #include "launch/simulate_command.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "models/llama/llama.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 #include "simulate/alpha_beta.hpp"
 #include "simulate/compute_model.hpp"
 #include "simulate/engine.hpp"
@@ -434,10 +434,15 @@ class RecordingGroup final : public ProcessGroup {
 // Every collective completes at once: the order of issues is the schedule's alone.
 class InstantBackend final : public ReplayBackend {
  public:
+  // `replicated`: the shard group is split from the world (HSDP, DDP), not the world itself.
+  explicit InstantBackend(bool replicated = false) : replicated_(replicated) {}
   int issue(const CollectiveCall& c) override {
-    const char* prefix = c.group == GroupKind::node     ? "[node] "
-                         : c.group == GroupKind::column ? "[across-nodes] "
-                                                        : "";
+    const char* prefix = c.group == GroupKind::node                   ? "[node] "
+                         : c.group == GroupKind::column               ? "[across-nodes] "
+                         : c.group == GroupKind::reshard              ? "[reshard] "
+                         : c.group == GroupKind::replicas             ? "[replica] "
+                         : c.group == GroupKind::shard && replicated_ ? "[shard] "
+                                                                      : "";
     if (c.unit >= 0)
       log.push_back(fmt::format("{}{} {}", prefix, collective_kind_name(c.kind), int64_t(c.bytes)));
     return 0;
@@ -447,6 +452,9 @@ class InstantBackend final : public ReplayBackend {
   void compute(double, const char*, int) override {}
   double now() override { return 0; }
   std::vector<std::string> log;
+
+ private:
+  bool replicated_;
 };
 
 // One training step of a 3-layer GPT under FSDP on `world` in-process ranks (`per_node` to a
@@ -455,8 +463,11 @@ class InstantBackend final : public ReplayBackend {
 struct RecordedStep {
   std::vector<std::string> log;
   StepPlan plan;
+  std::vector<std::string> schedule;  // the runtime's, by micro-batch (FsdpSchedule::describe)
 };
-RecordedStep record_step(int world, int per_node, const FsdpOptions& options, float grad_scale) {
+RecordedStep record_step(const MeshShape& shape, int per_node, const FsdpOptions& options,
+                         int micro_batches, float grad_scale) {
+  const int world = shape.world();
   auto groups = FakeProcessGroup::create(world, per_node);
   RecordedStep out;
   std::vector<std::thread> ranks;
@@ -465,22 +476,40 @@ RecordedStep record_step(int world, int per_node, const FsdpOptions& options, fl
       GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
       std::vector<std::string> own;
       RecordingGroup group(*groups[size_t(r)], r == 0 ? &out.log : &own);
-      FsdpRuntime fsdp(model, group, options, 7);
+      DeviceMesh mesh(group, shape);
+      FsdpRuntime fsdp(model, mesh, options, 7);
       Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
                   Tensor::zeros("targets", {2, 16}, DType::i32)};
-      fsdp.begin_step(1);
-      fsdp.begin_micro_batch(0);
-      model.forward_backward(batch, grad_scale, fsdp);
+      fsdp.begin_step(micro_batches);
+      for (int m = 0; m < micro_batches; ++m) {
+        fsdp.begin_micro_batch(m);
+        model.forward_backward(batch, grad_scale, fsdp);
+      }
       fsdp.finish_backward();
       if (r != 0) return;
       for (const UnitLayout& u : fsdp.units())
         out.plan.units.push_back({u.padded_numel, u.shard_numel});
       out.plan.quantized = fsdp.quantized();
+      for (int m = 0; m < micro_batches; ++m) out.schedule.push_back(fsdp.schedule().describe(m));
     });
   for (auto& t : ranks) t.join();
-  out.plan.block_forward.assign(out.plan.units.size(), 0.0);
-  out.plan.block_backward.assign(out.plan.units.size(), 0.0);
+  StepPlan& plan = out.plan;
+  plan.block_forward.assign(plan.units.size(), 0.0);
+  plan.block_backward.assign(plan.units.size(), 0.0);
+  plan.reshard_after_forward = options.reshard_after_forward;
+  plan.reshard_to = options.reshard_to;
+  plan.gather_quantization = options.gather_quantization;
+  plan.reduce_quantization = options.reduce_quantization;
+  plan.prefetch = options.prefetch;
+  plan.accumulation = options.accumulation;
+  plan.replica_sync = options.replica_sync;
+  plan.replicated = shape.dp_replicate > 1;
+  plan.replicas = shape.dp_replicate;
+  plan.micro_batches = micro_batches;
   return out;
+}
+RecordedStep record_step(int world, int per_node, const FsdpOptions& options, float grad_scale) {
+  return record_step(MeshShape{.dp_shard = world}, per_node, options, 1, grad_scale);
 }
 
 // The backward puts the next block's all-gather on the communication thread before this
@@ -528,7 +557,8 @@ TEST(Simulate, ReplayMirrorsTheRuntime) {
     options.prefetch = c.prefetch;
     options.reshard_after_forward = c.reshard;
     options.accumulation = c.accumulation;
-    FsdpRuntime fsdp(model, group, options, 7);
+    DeviceMesh mesh(group, MeshShape{.dp_shard = 1});
+    FsdpRuntime fsdp(model, mesh, options, 7);
     Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
                 Tensor::zeros("targets", {2, 16}, DType::i32)};
     fsdp.begin_step(c.micro);
@@ -561,13 +591,74 @@ TEST(Simulate, ReplayMirrorsQuantizedCollectives) {
     FsdpOptions options;
     options.gather_quantization = Quantization::int8;
     options.reduce_quantization = Quantization::int8;
-    auto [log, plan] = record_step(4, per_node, options, 1.0f / 128);
-    EXPECT_EQ(plan.quantized.reduce_per_node, per_node);
-    plan.gather_quantization = plan.reduce_quantization = Quantization::int8;
+    const RecordedStep step = record_step(4, per_node, options, 1.0f / 128);
+    EXPECT_EQ(step.plan.quantized.reduce_per_node, per_node);
     InstantBackend backend;
-    RankReplay(plan, backend).run_step();
-    EXPECT_EQ(backend.log, log) << per_node << " rank(s) per node";
+    RankReplay(step.plan, backend).run_step();
+    EXPECT_EQ(backend.log, step.log) << per_node << " rank(s) per node";
   }
+}
+
+// The runtime executes one schedule and the simulator replays the same one: on FSDP, HSDP and
+// DDP meshes of 4 in-process ranks, ZeRO-3 and ZeRO-2, prefetch 1 and 2, 1 and 2
+// micro-batches, hpZ, and the quantized collectives, rank 0's schedule is the replay's, action
+// for action, and so are the collectives it issued, in order, on every group.
+TEST(Simulate, ReplayRunsTheRuntimesScheduleOnEveryMesh) {
+  struct Case {
+    std::string name;
+    MeshShape shape;
+    int per_node = 0;
+    FsdpOptions options;
+    int micro = 1;
+  };
+  std::vector<Case> cases;
+  const std::vector<std::pair<std::string, MeshShape>> meshes{
+      {"FSDP 4", {.dp_shard = 4}},
+      {"HSDP 2x2", {.dp_shard = 2, .dp_replicate = 2}},
+      {"DDP 4", {.dp_shard = 1, .dp_replicate = 4}}};
+  for (const auto& [mesh_name, shape] : meshes)
+    for (const bool zero3 : {true, false})
+      for (const int prefetch : {1, 2})
+        for (const int micro : {1, 2}) {
+          FsdpOptions o;
+          o.reshard_after_forward = zero3;
+          o.prefetch = prefetch;
+          cases.push_back({fmt::format("{}, {}, prefetch {}, {} micro-batch(es)", mesh_name,
+                                       zero3 ? "ZeRO-3" : "ZeRO-2", prefetch, micro),
+                           shape, 0, o, micro});
+        }
+  FsdpOptions hpz;
+  hpz.reshard_to = 2;
+  cases.push_back({"FSDP 4, hpZ 2, 2 micro-batches", {.dp_shard = 4}, 2, hpz, 2});
+  FsdpOptions last;
+  last.accumulation = Accumulation::reduce_last;
+  last.replica_sync = ReplicaSync::last;
+  cases.push_back(
+      {"HSDP 2x2, reduce_last, sync last", {.dp_shard = 2, .dp_replicate = 2}, 0, last, 2});
+  FsdpOptions quantized;
+  quantized.gather_quantization = quantized.reduce_quantization = Quantization::int8;
+  cases.push_back({"FSDP 4 on 2 nodes, int8", {.dp_shard = 4}, 2, quantized, 2});
+  FsdpOptions replicas_quantized;
+  replicas_quantized.reduce_quantization = Quantization::int8;
+  cases.push_back({"HSDP 2x2 on 2 nodes, int8 replicas",
+                   {.dp_shard = 2, .dp_replicate = 2},
+                   2,
+                   replicas_quantized,
+                   1});
+  int compared = 0;
+  for (const Case& c : cases) {
+    const RecordedStep step = record_step(c.shape, c.per_node, c.options, c.micro, 1.0f / 128);
+    InstantBackend backend(c.shape.dp_replicate > 1);
+    RankReplay replay(step.plan, backend);
+    ASSERT_EQ(step.schedule.size(), size_t(c.micro)) << c.name;
+    for (int m = 0; m < c.micro; ++m)
+      EXPECT_EQ(replay.schedule().describe(m), step.schedule[size_t(m)]) << c.name;
+    replay.run_step();
+    EXPECT_FALSE(step.log.empty()) << c.name;
+    EXPECT_EQ(backend.log, step.log) << c.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 28);
 }
 
 TEST(Simulate, ComputeScalesByFlopsAndBytes) {

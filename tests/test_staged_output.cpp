@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/staged_folder.hpp"
 #include "core/staged_output.hpp"
-#include "sharding/checkpoint.hpp"
 #include "temp_dir.hpp"
 
 namespace st {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "collectives/fake_process_group.hpp"
-#include "sharding/fsdp_runtime.hpp"
-#include "sharding/unit_layout.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 #include "tests/support/mlp.hpp"
 
 namespace st {
@@ -89,7 +89,8 @@ TEST(UnitTopology, RootAndChainOrdersAndTheCheck) {
 
   MLP mlp({.vocab_size = 16, .n_embd = 4, .hidden = 4}, DType::f32);
   auto group = FakeProcessGroup::create(1);
-  FsdpRuntime fsdp(mlp, *group.front(), FsdpOptions{.param_dtype = DType::f32}, 1);
+  DeviceMesh mesh(*group.front(), MeshShape{.dp_shard = 1});
+  FsdpRuntime fsdp(mlp, mesh, FsdpOptions{.param_dtype = DType::f32}, 1);
   fsdp.before_forward(0);
   try {
     fsdp.before_forward(2);  // unit 1 skipped

@@ -13,7 +13,7 @@
 namespace st {
 
 // Called by models around each unit's work, so a sharder can gather and free parameters.
-// The order is the unit topology the sharder states and checks (sharding/unit_topology.hpp):
+// The order is the unit topology the sharder states and checks (parallel/fsdp/unit_topology.hpp):
 // root unit 0 is entered first and left last; block units 1..n-1 are entered in order for the
 // forward and in reverse for the backward.
 class UnitHooks {

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "checkpoint/checkpoint_manifest.hpp"
 #include "core/error.hpp"
 #include "models/gpt2/gpt.hpp"
-#include "sharding/checkpoint_manifest.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

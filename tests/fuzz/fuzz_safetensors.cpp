@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "checkpoint/safetensors.hpp"
 #include "core/error.hpp"
 #include "models/gpt2/gpt.hpp"
-#include "sharding/safetensors.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "sharding/checkpoint_manifest.hpp"
-#include "sharding/fsdp_runtime.hpp"
+#include "checkpoint/checkpoint_manifest.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

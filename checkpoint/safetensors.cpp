@@ -1,4 +1,4 @@
-#include "sharding/safetensors.hpp"
+#include "checkpoint/safetensors.hpp"
 
 #include <fmt/format.h>
 

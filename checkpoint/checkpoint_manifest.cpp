@@ -1,4 +1,4 @@
-#include "sharding/checkpoint_manifest.hpp"
+#include "checkpoint/checkpoint_manifest.hpp"
 
 #include <fmt/format.h>
 #include <xxhash.h>

@@ -1,4 +1,4 @@
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,6 @@
 #include "core/ops/elementwise.hpp"
 #include "core/timer.hpp"
 #include "core/trace.hpp"
-#include "parallel/mesh_layout.hpp"
 
 namespace st {
 
@@ -114,29 +113,29 @@ QuantizedPlan plan_quantization(Quantization gather, Quantization reduce,
   return plan;
 }
 
-FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
-                         ProcessGroup* replicas)
-    : model_(model), group_(group), replicas_(replicas), options_(options) {
+FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, uint64_t seed)
+    : model_(model),
+      group_(mesh.shard_group()),
+      replicas_(mesh.replica_group()),
+      options_(options) {
+  ProcessGroup& group = group_;
   if (replicas_ && replicas_->size() == 1) replicas_ = nullptr;
   if (options_.param_dtype != model.compute_dtype())
     fail("FSDP param_dtype {} differs from the model's compute dtype {}",
          dtype_name(options_.param_dtype), dtype_name(model.compute_dtype()));
   if (options_.prefetch < 0) fail_input("prefetch depth {} must be >= 0", options_.prefetch);
   if (options_.reshard_to != 0) {
-    const int N = options_.reshard_to;
-    check_reshard_to(N, group.size());
+    check_reshard_to(options_.reshard_to, group.size());
     options_.reshard_after_forward = true;
-    // Consecutive shard ranks, as nodes hold them: rank r keeps slice r % N.
-    const int block = block_of(group.rank(), N);
-    reshard_group_ = group.split(block, group.rank(), fmt::format("reshard{}", block));
+    reshard_group_ = &mesh.shard_block_group(options_.reshard_to);  // rank r keeps slice r % N
   }
   quantized_ =
       plan_quantization(options_.gather_quantization, options_.reduce_quantization, group.nodes(),
                         replicas_ ? replicas_->nodes() : std::vector<int>{});
   if (const int L = quantized_.reduce_per_node) {
-    const int r = group.rank(), node = block_of(r, L), column = index_in_block(r, L);
-    if (L > 1) node_group_ = group.split(node, r, fmt::format("node{}", node));
-    column_group_ = group.split(column, r, fmt::format("across-nodes{}", column));
+    const DeviceMesh::NodeGroups groups = mesh.shard_node_groups(L);
+    node_group_ = groups.node;
+    column_group_ = groups.across_nodes;
   }
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());
@@ -153,6 +152,16 @@ FsdpRuntime::FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options,
                           master + s.shard_offset);
   }
   topology_ = UnitTopology::root_and_chain(int(units_.size()));
+  schedule_ = make_schedule();
+}
+
+FsdpSchedule FsdpRuntime::make_schedule() const {
+  return FsdpSchedule(
+      topology_, {.prefetch = options_.prefetch,
+                  .reshard_after_forward = options_.reshard_after_forward,
+                  .keep_slices = reshard_group_ != nullptr,
+                  .reduce_each_micro_batch = options_.accumulation == Accumulation::reduce_each,
+                  .micro_batches = micro_batches_});
 }
 
 FsdpRuntime::~FsdpRuntime() {
@@ -173,6 +182,7 @@ void FsdpRuntime::begin_step(int micro_batches) {
   ST_CHECK(micro_batches >= 1, "micro_batches {} must be at least 1", micro_batches);
   micro_batches_ = micro_batches;
   micro_ = 0;
+  if (schedule_.shape().micro_batches != micro_batches) schedule_ = make_schedule();
   // Slices kept by a forward without its backward (an evaluation) hold older weights.
   drop_kept_slices();
 }
@@ -267,20 +277,6 @@ void FsdpRuntime::keep_slice(int u) {
   release_full(u);
 }
 
-void FsdpRuntime::prefetch(const std::vector<int>& order, int u) {
-  const auto it = std::find(order.begin(), order.end(), u);
-  ST_CHECK(it != order.end(), "unit {} is not in the unit order", u);
-  const size_t pos = size_t(it - order.begin());
-  for (size_t k = pos; k <= pos + size_t(options_.prefetch) && k < order.size(); ++k)
-    issue_gather(order[k]);
-}
-
-void FsdpRuntime::prefetch_next(const std::vector<int>& order, int u) {
-  if (UnitTopology::is_root(u)) return;  // it opens the pass, and its backward ends it
-  const auto it = std::find(order.begin(), order.end(), u);
-  if (it != order.end() && it + 1 != order.end()) prefetch(order, *(it + 1));
-}
-
 void FsdpRuntime::finish_gather(int u, bool decode) {
   Unit& unit = units_[size_t(u)];
   if (unit.gathering) {
@@ -339,43 +335,63 @@ void FsdpRuntime::check_order(const std::vector<int>& order, size_t& next, int u
   if (next >= order.size() || order[next] != u)
     fail(
         "model '{}' entered unit {} for {} out of order (expected {}): units must follow the "
-        "root-and-chain topology of sharding/unit_topology.hpp",
+        "root-and-chain topology of parallel/fsdp/unit_topology.hpp",
         model_.describe(), u, phase,
         next < order.size() ? std::to_string(order[next]) : std::string("no further unit"));
   ++next;
 }
 
+// Each hook does what the schedule says (parallel/fsdp/schedule.hpp), which the simulator
+// replays too.
+void FsdpRuntime::run_schedule(Hook hook, int u) {
+  for (const ScheduleAction& a : schedule_.at(hook, u, micro_)) switch (a.kind) {
+      case ActionKind::gather:
+      case ActionKind::regather:
+        issue_gather(a.unit);  // a kept slice is gathered back within its reshard group
+        break;
+      case ActionKind::wait:
+        if (hook == Hook::before_backward) allocate_full_grad(a.unit);
+        wait_and_bind(a.unit, hook == Hook::before_backward);
+        break;
+      case ActionKind::release:
+        release_full(a.unit);
+        break;
+      case ActionKind::keep_slice:
+        keep_slice(a.unit);
+        break;
+      case ActionKind::progress:
+        drain_reductions(false);
+        break;
+      case ActionKind::reduce:
+        issue_reduce(a.unit);
+        break;
+    }
+}
+
 void FsdpRuntime::before_forward(int u) {
   check_order(topology_.forward, next_forward_, u, "forward");
-  prefetch(topology_.forward, u);
-  wait_and_bind(u, false);
+  run_schedule(Hook::before_forward, u);
 }
 
 void FsdpRuntime::after_forward(int u) {
-  // The root is needed again at once by the head's backward, and the last unit of the forward
-  // is the first block of the backward: freeing either would only re-gather it.
-  if (UnitTopology::is_root(u) || u == topology_.last_forward()) return;
-  if (reshard_group_)
-    keep_slice(u);
-  else if (options_.reshard_after_forward)
-    release_full(u);
+  run_schedule(Hook::after_forward, u);
 }
 
 void FsdpRuntime::before_backward(int u) {
   check_order(topology_.backward, next_backward_, u, "backward");
-  drain_reductions(false);
-  prefetch(topology_.backward, u);
+  run_schedule(Hook::before_backward, u);
+}
+
+void FsdpRuntime::allocate_full_grad(int u) {
   Unit& unit = units_[size_t(u)];
-  if (!unit.full_grad.defined()) {
-    const UnitLayout& layout = layouts_[size_t(u)];
-    // In place: the shard is the whole unit, and no reduce-scatter copies every gradient
-    // (77 MB a step on `small`, 1% of its step on one rank).
-    unit.full_grad = grads_in_place() ? unit.grad
-                                      : pool_.acquire(layout.name + ".unsharded_grad",
-                                                      layout.padded_numel, DType::f32);
-    unit.full_grad.zero_();
-  }
-  wait_and_bind(u, true);
+  if (unit.full_grad.defined()) return;
+  const UnitLayout& layout = layouts_[size_t(u)];
+  // In place: the shard is the whole unit, and no reduce-scatter copies every gradient
+  // (77 MB a step on `small`, 1% of its step on one rank).
+  unit.full_grad = grads_in_place() ? unit.grad
+                                    : pool_.acquire(layout.name + ".unsharded_grad",
+                                                    layout.padded_numel, DType::f32);
+  unit.full_grad.zero_();
 }
 
 bool FsdpRuntime::grads_in_place() const {
@@ -390,16 +406,7 @@ bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
 }
 
 void FsdpRuntime::after_backward(int u) {
-  release_full(u);
-  // The next unit's prefetch goes onto the communication thread before this unit's
-  // reduce-scatter (FSDP's BACKWARD_PRE): its operations run one at a time, and queued behind
-  // a reduce-scatter that lasts as long as a block's backward, the gather made that backward
-  // wait (2-6 ms a block on `small` at 2 ranks). Finished reductions are drained first, as
-  // before_backward does, so the same buffers are live as when the gather followed.
-  drain_reductions(false);
-  prefetch_next(topology_.backward, u);
-  const bool last_micro = micro_ == micro_batches_ - 1;
-  if (options_.accumulation == Accumulation::reduce_each || last_micro) issue_reduce(u);
+  run_schedule(Hook::after_backward, u);
 }
 
 void FsdpRuntime::issue_reduce(int u) {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sharding/fsdp_runtime.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
 
 namespace st {
 

@@ -11,9 +11,11 @@
 #include "collectives/process_group.hpp"
 #include "core/model/model.hpp"
 #include "core/ops/quantize.hpp"
-#include "sharding/buffer_pool.hpp"
-#include "sharding/unit_layout.hpp"
-#include "sharding/unit_topology.hpp"
+#include "parallel/device_mesh.hpp"
+#include "parallel/fsdp/buffer_pool.hpp"
+#include "parallel/fsdp/schedule.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
+#include "parallel/fsdp/unit_topology.hpp"
 
 namespace st {
 
@@ -113,25 +115,27 @@ void check_reshard_to(int reshard_to, int shard_size);
 
 class FsdpRuntime final : public UnitHooks {
  public:
-  // Lays out `model`'s units over `group` and materializes this rank's FP32 master shards
-  // from the counter-based RNG (each element a function of seed, parameter and global index,
-  // so every world size starts from the same weights). Nothing unsharded is allocated.
-  // With a `replicas` group (HSDP, DDP) each gradient shard is then all-reduced across it
-  // (options.replica_sync says how often); `group` is the shard group.
-  FsdpRuntime(Model& model, ProcessGroup& group, FsdpOptions options, uint64_t seed,
-              ProcessGroup* replicas = nullptr);
+  // Lays out `model`'s units over the mesh's shard group and materializes this rank's FP32
+  // master shards from the counter-based RNG (each element a function of seed, parameter and
+  // global index, so every world size starts from the same weights). Nothing unsharded is
+  // allocated. With a replica group (HSDP, DDP) each gradient shard is then all-reduced across
+  // it (options.replica_sync says how often). hpZ's and the quantized collectives' groups are
+  // the mesh's (made here, kept by the mesh, which must outlive the runtime).
+  FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, uint64_t seed);
   ~FsdpRuntime() override;
   FsdpRuntime(const FsdpRuntime&) = delete;
   FsdpRuntime& operator=(const FsdpRuntime&) = delete;
 
   const std::vector<UnitLayout>& units() const { return layouts_; }
   const UnitTopology& topology() const { return topology_; }
+  // What each hook does in a step of the micro-batches begin_step was given.
+  const FsdpSchedule& schedule() const { return schedule_; }
   const FsdpOptions& options() const { return options_; }
   const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
   ProcessGroup* replicas() { return replicas_; }
   // reshard_to's group (N consecutive ranks of the shard group), or nullptr.
-  ProcessGroup* reshard_group() { return reshard_group_.get(); }
+  ProcessGroup* reshard_group() { return reshard_group_; }
   // Which collectives are quantized (options.*_quantization where they apply).
   const QuantizedPlan& quantized() const { return quantized_; }
 
@@ -210,9 +214,10 @@ class FsdpRuntime final : public UnitHooks {
   void drain_reductions(bool block);
   void add_partial(Reduction& r);
   void timed_wait(Work& work);
-  void prefetch(const std::vector<int>& order, int unit);
-  // prefetch() for the unit after `unit` in `order`, if there is one (none after the root).
-  void prefetch_next(const std::vector<int>& order, int unit);
+  // The schedule's actions for `hook` of `unit` in this micro-batch.
+  void run_schedule(Hook hook, int unit);
+  FsdpSchedule make_schedule() const;
+  void allocate_full_grad(int unit);
   // A model's hook call must be the next unit of `order` (the root restarts it).
   void check_order(const std::vector<int>& order, size_t& next, int unit, const char* phase);
 
@@ -220,14 +225,16 @@ class FsdpRuntime final : public UnitHooks {
   ProcessGroup& group_;
   ProcessGroup* replicas_;
   FsdpOptions options_;
-  std::unique_ptr<ProcessGroup> reshard_group_;
+  ProcessGroup* reshard_group_ = nullptr;
   QuantizedPlan quantized_;
   // Hierarchical quantized reductions: the ranks of this rank's node within the shard group, and
   // the ranks at this rank's position on every node (one per node).
-  std::unique_ptr<ProcessGroup> node_group_, column_group_;
+  ProcessGroup *node_group_ = nullptr, *column_group_ = nullptr;
   std::vector<UnitLayout> layouts_;
   std::vector<Unit> units_;
   UnitTopology topology_;
+  FsdpSchedule schedule_{UnitTopology::root_and_chain(1),
+                         ScheduleShape{}};       // made in the constructor
   size_t next_forward_ = 0, next_backward_ = 0;  // positions in its orders, for the check
   BufferPool pool_;
   std::deque<Reduction> reductions_;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/model/param_spec.hpp"
-#include "sharding/unit_layout.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 
 namespace st {
 

@@ -1,9 +1,9 @@
-#include "sharding/memory_budget.hpp"
+#include "parallel/fsdp/memory_budget.hpp"
 
 #include <algorithm>
 
 #include "core/memory_stats.hpp"
-#include "sharding/unit_topology.hpp"
+#include "parallel/fsdp/unit_topology.hpp"
 
 namespace st {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sharding/safetensors.hpp"
+#include "checkpoint/safetensors.hpp"
 
 namespace st {
 

@@ -1,4 +1,4 @@
-#include "sharding/unit_topology.hpp"
+#include "parallel/fsdp/unit_topology.hpp"
 
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "sharding/hf_weights.hpp"
+#include "checkpoint/hf_weights.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "sharding/device_mesh.hpp"
+#include "parallel/device_mesh.hpp"
 
 #include <fmt/format.h>
 
@@ -16,6 +16,33 @@ DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), sh
   const int replica_group = group_index(shape, r, {MeshDim::dp_replicate});
   shard_ = world.split(shard_group, r, fmt::format("shard{}", shard_group));
   replica_ = world.split(replica_group, r, fmt::format("replica{}", replica_group));
+}
+
+ProcessGroup& DeviceMesh::shard_block_group(int n) {
+  ProcessGroup& shard = shard_group();
+  ST_CHECK(n >= 1 && shard.size() % n == 0, "blocks of {} do not divide a shard group of {}", n,
+           shard.size());
+  auto& group = shard_blocks_[n];
+  if (!group) {
+    const int block = block_of(shard.rank(), n);
+    group = shard.split(block, shard.rank(), fmt::format("reshard{}", block));
+  }
+  return *group;
+}
+
+DeviceMesh::NodeGroups DeviceMesh::shard_node_groups(int per_node) {
+  ProcessGroup& shard = shard_group();
+  ST_CHECK(per_node >= 1 && shard.size() % per_node == 0,
+           "node blocks of {} do not divide a shard group of {}", per_node, shard.size());
+  ST_CHECK(node_block_ == 0 || node_block_ == per_node, "node blocks of {}, then of {}",
+           node_block_, per_node);
+  if (node_block_ == 0) {
+    node_block_ = per_node;
+    const int r = shard.rank(), node = block_of(r, per_node), column = index_in_block(r, per_node);
+    if (per_node > 1) node_ = shard.split(node, r, fmt::format("node{}", node));
+    across_nodes_ = shard.split(column, r, fmt::format("across-nodes{}", column));
+  }
+  return {node_.get(), across_nodes_.get()};
 }
 
 int DeviceMesh::replica_index() const {

@@ -1,4 +1,4 @@
-#include "sharding/unit_layout.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 
 #include <algorithm>
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "sharding/device_mesh.hpp"
-#include "sharding/fsdp_runtime.hpp"
-#include "sharding/unit_layout.hpp"
+#include "parallel/device_mesh.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 
 namespace st {
 

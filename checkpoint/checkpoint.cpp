@@ -1,4 +1,4 @@
-#include "sharding/checkpoint.hpp"
+#include "checkpoint/checkpoint.hpp"
 
 #include <fmt/format.h>
 #include <xxhash.h>

@@ -1,6 +1,6 @@
-#include "sharding/traffic.hpp"
+#include "parallel/fsdp/traffic.hpp"
 
-#include "sharding/unit_topology.hpp"
+#include "parallel/fsdp/unit_topology.hpp"
 
 namespace st {
 namespace {

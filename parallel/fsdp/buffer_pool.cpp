@@ -1,4 +1,4 @@
-#include "sharding/buffer_pool.hpp"
+#include "parallel/fsdp/buffer_pool.hpp"
 
 #include <algorithm>
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "sharding/fsdp_runtime.hpp"
-#include "sharding/unit_layout.hpp"
+#include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/unit_layout.hpp"
 
 namespace st {
 
