@@ -305,6 +305,10 @@ void export_one_file(LoadedModel& m, const ExportOptions& o, DType dtype, const 
       config_json->check_writable();
       if (o.overwrite) check_earlier_export(o.out, beside);
     }
+  });
+  // Agreed apart: reading the model agrees within (run_agreed), and a rank that had failed
+  // above would meet the others' inner agreement with its outer one.
+  agree_on_startup(*m.ranks.group, [&] {
     read_model(m, o.checkpoint, "", Config{});
     materialize_model(m, DType::f32, 0, 0);
   });
@@ -332,6 +336,9 @@ void export_folder(LoadedModel& m, const ExportOptions& o, DType dtype, const st
   agree_on_startup(*m.ranks.group, [&] {
     if (o.checkpoint.empty()) fail_input("export: --checkpoint DIR is required");
     if (m.ranks.rank() == 0) folder.create();
+  });
+  // Agreed apart, as in export_one_file: rank 0's refusal must not meet read_model's agreement.
+  agree_on_startup(*m.ranks.group, [&] {
     read_model(m, o.checkpoint, "", Config{});
     materialize_model(m, DType::f32, 0, 0);
     // The run's tokenizer goes into the folder (read first: a damaged one is refused here).

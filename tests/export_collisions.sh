@@ -5,7 +5,8 @@
 # config.json that is no model's or goes with other weights (it was silently replaced); each
 # refusal exit 2 naming the path, leaving everything as it was. Two exports of one new folder
 # or file at once (they shared .DIR.partial: one failed with ENOENT, the other merged both)
-# give one export whole and one refusal, with no temporary left behind.
+# give one export whole and one refusal, with no temporary left behind. At 2 ranks, rank 0's
+# refusal is the job's, at once.
 set -u
 . "$(dirname "$0")/support/expect.sh"
 shardrun=$1 st=$2
@@ -37,6 +38,17 @@ rm config.json before.safetensors export.log
   fail "an earlier export without its config.json was not replaced"
 "$st" export --checkpoint "$ck" --out w.safetensors --overwrite --dtype fp32 > /dev/null 2>&1 ||
   fail "an earlier export was not replaced"
+# At 2 ranks, rank 0 alone refuses what is there (the config.json beside new weights, a full
+# folder) while rank 1 reads the model: exit 2 with rank 0's message, at once (the two agreed
+# in different collectives and rank 1 waited out its start-up deadline, exit 1).
+mkdir two && printf '{"mine": 1}\n' > two/config.json
+expect2 "^shardtrain: error on rank 0 of 2: export's config.json: '.*two/config.json' exists: not replaced" \
+  "$shardrun" -n 2 "$st" export --checkpoint "$ck" --out two/w.safetensors
+[ "$(ls -A two)" = config.json ] || fail "the refused export changed two/: $(ls -A two)"
+mkdir full && touch full/notes
+expect2 "^shardtrain: error on rank 0 of 2: export --out: 'full' is a folder with files in it: not replaced" \
+  "$shardrun" -n 2 "$st" export --checkpoint "$ck" --out full
+[ "$(ls -A full)" = notes ] || fail "the refused export changed the folder: $(ls -A full)"
 cd "$dir" || exit 1
 
 # at_once NAME RUNNER...: two exports of NAME at once; one whole, one refused; no temporaries.
