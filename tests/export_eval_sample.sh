@@ -2,6 +2,7 @@
 # export_eval_sample.sh SHARDRUN SHARDTRAIN: train at 2 ranks with a checkpoint, export it at 3
 # ranks, then eval (checkpoint, FP32 weights, uint16 tokens) and sample (deterministic per seed).
 set -u
+. "$(dirname "$0")/support/eval_losses.sh"
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-export-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -22,11 +23,8 @@ b=$("$shardrun" -n 2 "$st" eval --json --weights "$dir/hf/model.safetensors" "${
   || fail "eval at 2 ranks: $b"
 c=$("$st" eval --json --checkpoint "$ckpt" "${model[@]}" precision.param_dtype=fp32) \
   || fail "eval of the checkpoint: $c"
-loss() { printf '%s' "$1" | sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
-awk -v a="$(loss "$a")" -v b="$(loss "$b")" -v c="$(loss "$c")" \
-  'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
-           exit !(a > 0 && d1 < 1e-5 * a && d2 < 1e-5 * a) }' \
-  || fail "losses disagree: weights $a, 2 ranks $b, checkpoint $c"
+losses_agree 0 "$(json_loss <<< "$a")" "$(json_loss <<< "$b")" "$(json_loss <<< "$c")" ||
+  fail "losses disagree: weights $a, 2 ranks $b, checkpoint $c"
 
 # --tokens: two windows of 33 uint16 tokens (66 tokens, 132 bytes): 64 tokens evaluated.
 for i in $(seq 66); do printf '\x41\x00'; done > "$dir/tokens.bin"

@@ -9,6 +9,7 @@
 # in another file than the index says, a total_size that is not the tensors' bytes.
 set -u
 . "$(dirname "$0")/support/expect.sh"
+. "$(dirname "$0")/support/eval_losses.sh"
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-hf-folder-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -43,13 +44,11 @@ assert index["metadata"]["total_size"] == total, (index["metadata"], total)
 PY
 "$shardrun" -n 2 "$st" export --checkpoint ck/step-00000002 --out one.safetensors --dtype fp32 \
   > export1.log 2>&1 || fail "file export: $(cat export1.log)"
-loss() { sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
-a=$("$st" eval --json --weights hf | loss)
-b=$("$shardrun" -n 2 "$st" eval --json --weights hf | loss)
-c=$("$st" eval --json --weights one.safetensors | loss)
+a=$("$st" eval --json --weights hf | json_loss)
+b=$("$shardrun" -n 2 "$st" eval --json --weights hf | json_loss)
+c=$("$st" eval --json --weights one.safetensors | json_loss)
 echo "eval: folder $a, folder at 2 ranks $b, one file $c"
-awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
-  exit !(a > 0 && d1 <= 1e-5 * a && d2 <= 1e-5 * a) }' || fail "losses differ: $a $b $c"
+losses_agree 0 "$a" "$b" "$c" || fail "losses differ: $a $b $c"
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=2 training.init_from=hf \
   > init.log 2>&1 || fail "init_from the folder: $(cat init.log)"
 grep -qE '^step +2/2' init.log || fail "init_from trained no steps: $(cat init.log)"
@@ -65,11 +64,10 @@ for family in qwen3 qwen2; do
     > export_$family.log 2>&1 || fail "$family export: $(cat export_$family.log)"
   grep -q "\"model_type\": \"$family\"" $family/config.json && grep -q '"head_dim": 8' $family/config.json ||
     fail "$family config.json: $(cat $family/config.json)"
-  d=$("$st" eval --json --weights $family | loss)
-  e=$("$st" eval --json --checkpoint ck_$family/step-00000002 precision.param_dtype=fp32 | loss)
+  d=$("$st" eval --json --weights $family | json_loss)
+  e=$("$st" eval --json --checkpoint ck_$family/step-00000002 precision.param_dtype=fp32 | json_loss)
   echo "$family: folder $d, checkpoint $e"
-  awk -v d="$d" -v e="$e" 'BEGIN { x = d - e; if (x < 0) x = -x; exit !(d > 0 && x <= 1e-5 * d) }' ||
-    fail "$family: the folder's loss $d is not the checkpoint's $e"
+  losses_agree 0 "$d" "$e" || fail "$family: the folder's loss $d is not the checkpoint's $e"
 done
 
 expect2 "export --out: 'hf' is a folder with files in it: not replaced" \

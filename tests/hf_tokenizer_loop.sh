@@ -10,6 +10,7 @@
 # tokenizer files and bad input are exit 2 naming what is wrong.
 set -u
 . "$(dirname "$0")/support/expect.sh"
+. "$(dirname "$0")/support/eval_losses.sh"
 shardrun=$1 st=$2 fixtures=$3
 dir=$(mktemp -d /tmp/shardtrain-hf-tokenizer-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -55,13 +56,11 @@ grep -q "^data: text.txt (tokenized by .*qwen3/tokenizer.json)" train.log || fai
 grep -q "^exported hf: 2 shards (fp32), model.safetensors.index.json, config.json, tokenizer.json, tokenizer_config.json$" export.log ||
   fail "the export's line: $(cat export.log)"
 cmp -s hf/tokenizer.json "$fixtures/fixtures/qwen3/tokenizer.json" || fail "the folder's tokenizer.json is not the run's"
-loss() { sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
-a=$("$st" eval --json --weights hf --data text.txt | loss)
-b=$("$shardrun" -n 2 "$st" eval --json --weights hf --data text.txt | loss)
-c=$("$st" eval --json --checkpoint ck/step-00000002 --data text.txt precision.param_dtype=fp32 | loss)
+a=$("$st" eval --json --weights hf --data text.txt | json_loss)
+b=$("$shardrun" -n 2 "$st" eval --json --weights hf --data text.txt | json_loss)
+c=$("$st" eval --json --checkpoint ck/step-00000002 --data text.txt precision.param_dtype=fp32 | json_loss)
 echo "eval: folder $a, at 2 ranks $b, checkpoint $c"
-awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
-  exit !(a > 5 && d1 <= 1e-5 * a && d2 <= 1e-5 * a) }' || fail "losses differ: $a $b $c"
+losses_agree 5 "$a" "$b" "$c" || fail "losses differ: $a $b $c"
 "$shardrun" -n 2 "$st" train "${model[@]}" training.max_steps=1 training.init_from=hf \
   data.path=text.txt > init.log 2>&1 || fail "init_from: $(cat init.log)"
 grep -q "^data: text.txt (tokenized by hf/tokenizer.json)" init.log || fail "init_from did not adopt the folder's tokenizer: $(grep ^data init.log)"

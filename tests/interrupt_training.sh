@@ -70,9 +70,7 @@ fi
 start=$(date +%s.%N)
 if [ "$sig" = INT ]; then kill -INT -- -"$pid"; else kill -TERM "$pid"; fi
 [ "$slow" != slow-rank0 ] || { sleep 2; thaw; }
-for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then echo "still running 10 s after SIG$sig"; tail -20 "$dir.log"; exit 1; fi
-wait "$pid"
+wait "$pid"  # a job the signal does not end fails by the test's CTest timeout
 rc=$?
 took=$(echo "$(date +%s.%N) - $start" | bc)
 # The line names the signal the user sent (a SIGTERM of mpirun's own is not it).

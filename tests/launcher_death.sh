@@ -27,13 +27,8 @@ if [ "$*" = "--nodes 2" ]; then
 fi
 kill -9 $launcher
 wait $launcher 2> /dev/null
-for _ in $(seq 150); do
-  pgrep -f "$marker" > /dev/null || break
-  sleep 0.1
-done
-if pgrep -f "$marker" > /dev/null; then
-  fail "the job outlived its launcher by 15 s: $(pgrep -af "$marker")"
-fi
+# A job that outlives its launcher for good fails by the test's CTest timeout.
+while pgrep -f "$marker" > /dev/null; do sleep 0.1; done
 if [ -n "$own" ]; then
   # SIGKILL left the folder behind; the next shardrun removes it. Under a parallel ctest another
   # test's shardrun can start first and remove it: that is the same behaviour, seen sooner.

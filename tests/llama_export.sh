@@ -4,6 +4,7 @@
 # export (1 and 2 ranks) and from the checkpoint with the same loss, sampled, fine-tuned from
 # (training.init_from, which takes the model from config.json), and refused where a GPT-2 is given.
 set -u
+. "$(dirname "$0")/support/eval_losses.sh"
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-llama-export-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -31,16 +32,13 @@ done
 printf '%s' "$header" | grep -q '"model.layers.0.self_attn.k_proj.weight":{"dtype":"F32","shape":\[32,64\]' \
   || fail "k_proj is not [kv heads x head size, n_embd] = [32, 64]: $(printf '%s' "$header" | head -c 600)"
 
-loss() { printf '%s' "$1" | sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
 a=$("$st" eval --json --weights "$dir/hf/model.safetensors" training.seq_len=32) || fail "eval: $a"
 b=$("$shardrun" -n 2 "$st" eval --json --weights "$dir/hf/model.safetensors" training.seq_len=32) \
   || fail "eval at 2 ranks: $b"
 c=$("$st" eval --json --checkpoint "$ckpt" training.seq_len=32 precision.param_dtype=fp32) \
   || fail "eval of the checkpoint: $c"
-awk -v a="$(loss "$a")" -v b="$(loss "$b")" -v c="$(loss "$c")" \
-  'BEGIN { d1 = a - b; d2 = a - c; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
-           exit !(a > 0 && d1 < 1e-5 * a && d2 < 1e-5 * a) }' \
-  || fail "losses disagree: weights $a, 2 ranks $b, checkpoint $c"
+losses_agree 0 "$(json_loss <<< "$a")" "$(json_loss <<< "$b")" "$(json_loss <<< "$c")" ||
+  fail "losses disagree: weights $a, 2 ranks $b, checkpoint $c"
 
 s1=$("$st" sample --weights "$dir/hf/model.safetensors" --prompt "The " --tokens 12 --seed 3) \
   || fail "sample: $s1"

@@ -22,17 +22,18 @@ expect() {
   local name=$1 want=$2 pattern=$3 setup=$4 out rc start elapsed count
   shift 4
   start=$(date +%s%N)
-  out=$(timeout 60 "$shardrun" -n 2 "$here/on_rank.sh" 1 "$setup" "$st" "$@" 2>&1)
+  # A job that does not end is the test's CTest timeout.
+  out=$("$shardrun" -n 2 "$here/on_rank.sh" 1 "$setup" "$st" "$@" 2>&1)
   rc=$?
-  elapsed=$((($(date +%s%N) - start) / 1000000))  # ms
+  elapsed=$((($(date +%s%N) - start) / 1000000))  # ms, for the record
   count=$(printf '%s\n' "$out" | grep -Ec -- "$pattern")
   # No second shardtrain message contradicts the failing rank's (a "terminated" line from rank
   # 0 as mpirun ends it, or an error caused by the first).
   # (A killed rank sends no notice: rank 0's line naming the step and checkpoint stays useful.)
   others=$(printf '%s\n' "$out" | grep -E '^shardtrain: ' | grep -Ev -- "${allowed:-$pattern}" | grep -Evc -- "$pattern")
   [ "$want" = nonzero ] && [ "$rc" != 0 ] && want=$rc
-  if [ "$rc" != "$want" ] || [ "$count" != 1 ] || [ "$others" != 0 ] || [ "$elapsed" -gt 25000 ]; then
-    printf 'FAIL %s: exit %s (want %s), %s lines matching /%s/ (want 1), %s other messages (want 0), %s ms (want <= 25000):\n%s\n\n' \
+  if [ "$rc" != "$want" ] || [ "$count" != 1 ] || [ "$others" != 0 ]; then
+    printf 'FAIL %s: exit %s (want %s), %s lines matching /%s/ (want 1), %s other messages (want 0), after %s ms:\n%s\n\n' \
       "$name" "$rc" "$want" "$count" "$pattern" "$others" "$elapsed" "$out"
     failed=1
   else
@@ -67,8 +68,9 @@ expect "a corrupt file verified by rank 1" 2 \
   "shardtrain: error: checkpoint file '.*exp_avg.rank-00000.bin' fails its xxh64 checksum" \
   "" train "${model[@]}" training.max_steps=4 "checkpoint.dir=$dir/ck2"
 
-# Rank 1 killed (SIGKILL) 3 s into a long run: mpirun ends the job and names the rank.
+# Rank 1 killed (SIGKILL) once its step 3 is done (SHARDRUN_FAULT_KILL, the launcher's fault
+# seam): mpirun ends the job and names the rank.
 allowed="shardtrain: stopped by mpirun \\(SIGTERM\\) in step" expect "rank 1 killed" nonzero "process rank 1 .*exited on signal 9" \
-  '(sleep 3; kill -9 $$) &' train "${model[@]}" training.max_steps=100000
+  'export SHARDRUN_FAULT_KILL=1@3' train "${model[@]}" training.max_steps=100000
 
 exit $failed
