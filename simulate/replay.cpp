@@ -80,28 +80,21 @@ void RankReplay::micro_batch() {
 // The runtime's schedule (parallel/fsdp/schedule.hpp), action by action, as FsdpRuntime
 // executes it.
 void RankReplay::run(Hook hook, int u) {
-  for (const ScheduleAction& a : schedule_.at(hook, u, micro_)) switch (a.kind) {
-      case ActionKind::gather:
-      case ActionKind::regather:
-        issue_gather(a.unit);
-        break;
-      case ActionKind::wait:
-        wait_and_bind(a.unit);
-        break;
-      case ActionKind::release:
-        release_full(a.unit);
-        break;
-      case ActionKind::keep_slice:
-        release_full(a.unit);
-        units_[size_t(a.unit)].kept = true;
-        break;
-      case ActionKind::progress:
-        drain_reductions(false);
-        break;
-      case ActionKind::reduce:
-        issue_reduce(a.unit);
-        break;
+  struct Executor final : ScheduleExecutor {
+    RankReplay& r;
+    explicit Executor(RankReplay& replay) : r(replay) {}
+    void gather(int unit) override { r.issue_gather(unit); }
+    void regather(int unit) override { r.issue_gather(unit); }  // from the reshard group
+    void wait(int unit, bool) override { r.wait_and_bind(unit); }
+    void release(int unit) override { r.release_full(unit); }
+    void keep_slice(int unit) override {
+      r.release_full(unit);
+      r.units_[size_t(unit)].kept = true;
     }
+    void progress() override { r.drain_reductions(false); }
+    void reduce(int unit) override { r.issue_reduce(unit); }
+  } executor(*this);
+  schedule_.run(hook, u, micro_, executor);
 }
 
 // ShardedTrainer::update: with replicas the loss is all-reduced over the world first; the

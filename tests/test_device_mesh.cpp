@@ -8,6 +8,7 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "parallel/device_mesh.hpp"
+#include "tests/support/fake_ranks.hpp"
 
 namespace st {
 namespace {
@@ -19,14 +20,6 @@ std::vector<int> members(ProcessGroup& group, int world_rank) {
   Tensor all = Tensor::empty("all", {group.size()}, DType::i32);
   group.all_gather(mine, all)->wait();
   return {all.data<int32_t>(), all.data<int32_t>() + group.size()};
-}
-
-template <class Fn>
-void on_ranks(int n, Fn&& fn) {
-  auto groups = FakeProcessGroup::create(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(*groups[size_t(r)]); });
-  for (auto& t : threads) t.join();
 }
 
 TEST(DeviceMesh, MakesEachGroupOnceWithTheMembersOfItsCoordinates) {

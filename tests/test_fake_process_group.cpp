@@ -7,18 +7,11 @@
 #include "collectives/fake_process_group.hpp"
 #include "collectives/pending_work.hpp"
 #include "core/bf16.hpp"
+#include "tests/support/fake_ranks.hpp"
 #include "tests/support/p2p_checks.hpp"
 
 namespace st {
 namespace {
-
-template <class Fn>
-void on_ranks(int n, Fn&& fn) {
-  auto groups = FakeProcessGroup::create(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(*groups[size_t(r)]); });
-  for (auto& t : threads) t.join();
-}
 
 // send/recv between in-process ranks: the same checks as the MPI backend's.
 TEST(FakeProcessGroup, PointToPoint) {

@@ -344,28 +344,22 @@ void FsdpRuntime::check_order(const std::vector<int>& order, size_t& next, int u
 // Each hook does what the schedule says (parallel/fsdp/schedule.hpp), which the simulator
 // replays too.
 void FsdpRuntime::run_schedule(Hook hook, int u) {
-  for (const ScheduleAction& a : schedule_.at(hook, u, micro_)) switch (a.kind) {
-      case ActionKind::gather:
-      case ActionKind::regather:
-        issue_gather(a.unit);  // a kept slice is gathered back within its reshard group
-        break;
-      case ActionKind::wait:
-        if (hook == Hook::before_backward) allocate_full_grad(a.unit);
-        wait_and_bind(a.unit, hook == Hook::before_backward);
-        break;
-      case ActionKind::release:
-        release_full(a.unit);
-        break;
-      case ActionKind::keep_slice:
-        keep_slice(a.unit);
-        break;
-      case ActionKind::progress:
-        drain_reductions(false);
-        break;
-      case ActionKind::reduce:
-        issue_reduce(a.unit);
-        break;
+  struct Executor final : ScheduleExecutor {
+    FsdpRuntime& rt;
+    explicit Executor(FsdpRuntime& r) : rt(r) {}
+    // A kept slice is gathered back within its reshard group (issue_gather sees it).
+    void gather(int unit) override { rt.issue_gather(unit); }
+    void regather(int unit) override { rt.issue_gather(unit); }
+    void wait(int unit, bool backward) override {
+      if (backward) rt.allocate_full_grad(unit);
+      rt.wait_and_bind(unit, backward);
     }
+    void release(int unit) override { rt.release_full(unit); }
+    void keep_slice(int unit) override { rt.keep_slice(unit); }
+    void progress() override { rt.drain_reductions(false); }
+    void reduce(int unit) override { rt.issue_reduce(unit); }
+  } executor(*this);
+  schedule_.run(hook, u, micro_, executor);
 }
 
 void FsdpRuntime::before_forward(int u) {

@@ -152,6 +152,33 @@ const std::vector<ScheduleAction>& FsdpSchedule::at(Hook hook, int unit, int mic
   return reduce ? backward_reduce_[i] : backward_accumulate_[i];
 }
 
+void FsdpSchedule::run(Hook hook, int unit, int micro, ScheduleExecutor& x) const {
+  const bool backward = hook == Hook::before_backward || hook == Hook::after_backward;
+  for (const ScheduleAction& a : at(hook, unit, micro)) switch (a.kind) {
+      case ActionKind::gather:
+        x.gather(a.unit);
+        break;
+      case ActionKind::regather:
+        x.regather(a.unit);
+        break;
+      case ActionKind::wait:
+        x.wait(a.unit, backward);
+        break;
+      case ActionKind::release:
+        x.release(a.unit);
+        break;
+      case ActionKind::keep_slice:
+        x.keep_slice(a.unit);
+        break;
+      case ActionKind::progress:
+        x.progress();
+        break;
+      case ActionKind::reduce:
+        x.reduce(a.unit);
+        break;
+    }
+}
+
 std::string FsdpSchedule::describe(int micro) const {
   std::string out;
   const auto add = [&](Hook h, int u) {

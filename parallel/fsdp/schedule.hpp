@@ -32,6 +32,20 @@ struct ScheduleAction {
   bool operator==(const ScheduleAction&) const = default;
 };
 
+// What carries a schedule's actions out: FsdpRuntime with tensors and collectives, the
+// simulator's replay with time (FsdpSchedule::run calls one method per action).
+class ScheduleExecutor {
+ public:
+  virtual ~ScheduleExecutor() = default;
+  virtual void gather(int unit) = 0;
+  virtual void regather(int unit) = 0;
+  virtual void wait(int unit, bool backward) = 0;  // and bind (with gradients in the backward)
+  virtual void release(int unit) = 0;
+  virtual void keep_slice(int unit) = 0;
+  virtual void progress() = 0;
+  virtual void reduce(int unit) = 0;
+};
+
 struct ScheduleShape {
   int prefetch = 1;                   // units gathered ahead of the one computing
   bool reshard_after_forward = true;  // ZeRO-3; false: ZeRO-2
@@ -48,6 +62,8 @@ class FsdpSchedule {
   // micro-batch (each starts with nothing gathered) and in evaluation's forward-only passes;
   // the backward differs where gradients accumulate without a reduction.
   const std::vector<ScheduleAction>& at(Hook hook, int unit, int micro) const;
+  // Carries out at(hook, unit, micro) on `executor`, action by action.
+  void run(Hook hook, int unit, int micro, ScheduleExecutor& executor) const;
   const ScheduleShape& shape() const { return shape_; }
   // Every action of one micro-batch, a line per hook in the order models call them, for tests:
   // "before_forward 0: gather 0, gather 1, wait 0".
