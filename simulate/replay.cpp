@@ -34,11 +34,8 @@ namespace {
 FsdpSchedule schedule_of(const StepPlan& plan) {
   ST_CHECK(!plan.units.empty(), "a step plan without units");
   return FsdpSchedule(UnitTopology::root_and_chain(int(plan.units.size())),
-                      {.prefetch = plan.prefetch,
-                       .reshard_after_forward = plan.reshard_after_forward,
-                       .keep_slices = plan.reshard_to > 1,
-                       .reduce_each_micro_batch = plan.accumulation == Accumulation::reduce_each,
-                       .micro_batches = plan.micro_batches});
+                      schedule_shape(plan.prefetch, plan.reshard_after_forward, plan.reshard_to,
+                                     plan.accumulation, plan.micro_batches));
 }
 
 }  // namespace

@@ -550,35 +550,14 @@ TEST(Simulate, ReplayMirrorsTheRuntime) {
        {Case{1, true, Accumulation::reduce_each, 1}, Case{0, true, Accumulation::reduce_each, 2},
         Case{2, false, Accumulation::reduce_each, 2},
         Case{1, true, Accumulation::reduce_last, 3}}) {
-    GPT model(GPTConfig{3, 32, 4, 16, 256}, DType::bf16);
-    auto groups = FakeProcessGroup::create(1);
-    RecordingGroup group(*groups[0]);
     FsdpOptions options;
     options.prefetch = c.prefetch;
     options.reshard_after_forward = c.reshard;
     options.accumulation = c.accumulation;
-    DeviceMesh mesh(group, MeshShape{.dp_shard = 1});
-    FsdpRuntime fsdp(model, mesh, options, 7);
-    Batch batch{Tensor::zeros("inputs", {2, 16}, DType::i32),
-                Tensor::zeros("targets", {2, 16}, DType::i32)};
-    fsdp.begin_step(c.micro);
-    for (int m = 0; m < c.micro; ++m) {
-      fsdp.begin_micro_batch(m);
-      model.forward_backward(batch, 1.0f / 32, fsdp);
-    }
-    fsdp.finish_backward();
-
-    StepPlan plan;
-    for (const UnitLayout& u : fsdp.units()) plan.units.push_back({u.padded_numel, u.shard_numel});
-    plan.block_forward.assign(plan.units.size(), 0.0);
-    plan.block_backward.assign(plan.units.size(), 0.0);
-    plan.prefetch = c.prefetch;
-    plan.reshard_after_forward = c.reshard;
-    plan.accumulation = c.accumulation;
-    plan.micro_batches = c.micro;
+    const RecordedStep step = record_step(MeshShape{.dp_shard = 1}, 0, options, c.micro, 1.0f / 32);
     InstantBackend backend;
-    RankReplay(plan, backend).run_step();
-    EXPECT_EQ(backend.log, group.log)
+    RankReplay(step.plan, backend).run_step();
+    EXPECT_EQ(backend.log, step.log)
         << "prefetch " << c.prefetch << ", reshard " << c.reshard << ", micro-batches " << c.micro;
   }
 }

@@ -155,13 +155,19 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   schedule_ = make_schedule();
 }
 
+ScheduleShape schedule_shape(int prefetch, bool reshard_after_forward, int reshard_to,
+                             Accumulation accumulation, int micro_batches) {
+  return {.prefetch = prefetch,
+          .reshard_after_forward = reshard_after_forward || reshard_to > 1,
+          .keep_slices = reshard_to > 1,
+          .reduce_each_micro_batch = accumulation == Accumulation::reduce_each,
+          .micro_batches = micro_batches};
+}
+
 FsdpSchedule FsdpRuntime::make_schedule() const {
-  return FsdpSchedule(
-      topology_, {.prefetch = options_.prefetch,
-                  .reshard_after_forward = options_.reshard_after_forward,
-                  .keep_slices = reshard_group_ != nullptr,
-                  .reduce_each_micro_batch = options_.accumulation == Accumulation::reduce_each,
-                  .micro_batches = micro_batches_});
+  return FsdpSchedule(topology_,
+                      schedule_shape(options_.prefetch, options_.reshard_after_forward,
+                                     options_.reshard_to, options_.accumulation, micro_batches_));
 }
 
 FsdpRuntime::~FsdpRuntime() {

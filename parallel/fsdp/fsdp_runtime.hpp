@@ -109,6 +109,11 @@ QuantizedPlan plan_quantization(Quantization gather, Quantization reduce,
                                 const std::vector<int>& shard_nodes,
                                 const std::vector<int>& replica_nodes);
 
+// The schedule (parallel/fsdp/schedule.hpp) these options give a step of `micro_batches`: the
+// runtime's and the simulator's replay's, from this one derivation.
+ScheduleShape schedule_shape(int prefetch, bool reshard_after_forward, int reshard_to,
+                             Accumulation accumulation, int micro_batches);
+
 // An InputError naming sharding.reshard_after_forward unless `reshard_to` (N) divides a shard
 // group of `shard_size` ranks and lies between 2 and half of it.
 void check_reshard_to(int reshard_to, int shard_size);
