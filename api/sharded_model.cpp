@@ -44,6 +44,12 @@ std::unique_ptr<ShardedModel> fully_shard(Model& model, ProcessGroup& group,
 
 StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr,
                               StepObserver* observer) {
+  const double loss_sum = accumulate_gradients(micro_batches, loss_terms, observer);
+  return apply_update(loss_sum, loss_terms, lr, observer);
+}
+
+double ShardedModel::accumulate_gradients(const std::vector<Batch>& micro_batches,
+                                          int64_t loss_terms, StepObserver* observer) {
   if (micro_batches.empty()) fail_input("ShardedModel::step: no micro-batches");
   if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
   StepObserver none;
@@ -60,6 +66,14 @@ StepResult ShardedModel::step(const std::vector<Batch>& micro_batches, int64_t l
   watch.before(StepPhase::finish_backward);
   fsdp_->finish_backward();
   watch.after(StepPhase::finish_backward);
+  return loss_sum;
+}
+
+StepResult ShardedModel::apply_update(double loss_sum, int64_t loss_terms, float lr,
+                                      StepObserver* observer) {
+  if (loss_terms <= 0) fail_input("ShardedModel::step: loss_terms = {} must be > 0", loss_terms);
+  StepObserver none;
+  StepObserver& watch = observer ? *observer : none;
   watch.before(StepPhase::update);
   StepResult r = update(loss_sum, loss_terms, lr);
   watch.after(StepPhase::update);

@@ -56,6 +56,14 @@ class ShardedModel {
   // sum, so gradients scaled by 1 / loss_terms add up to the gradient of the global mean.
   StepResult step(const std::vector<Batch>& micro_batches, int64_t loss_terms, float lr,
                   StepObserver* observer = nullptr);
+  // step()'s two halves, for a caller with work of its own between them (the program's trainer
+  // waits there for a background save's copy of what the update changes). Collective, each:
+  // forward and backward of every micro-batch, the gradient shards final, the loss sum returned;
+  // then the loss and norm agreed, clipping and the optimizer.
+  double accumulate_gradients(const std::vector<Batch>& micro_batches, int64_t loss_terms,
+                              StepObserver* observer = nullptr);
+  StepResult apply_update(double loss_sum, int64_t loss_terms, float lr,
+                          StepObserver* observer = nullptr);
   // Collective. The global mean loss of a forward over `batch` (this rank's part).
   double evaluate(const Batch& batch, int64_t loss_terms);
   // Collective. The sum of the token losses of windows [0, windows) (api/evaluate.hpp: chunks

@@ -63,7 +63,7 @@ struct StepSamples {
     bwd.push_back(st.backward_ms);
     opt.push_back(st.optimizer_ms);
     total.push_back(st.slowest_step_ms);
-    exposed.push_back(st.exposed_comm_ms);
+    exposed.push_back(st.comm.exposed_ms);
     rank0_total.push_back(st.step_ms);
     double sum = 0;
     for (int k = 0; k < kOpKinds; ++k) {

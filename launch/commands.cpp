@@ -40,7 +40,7 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"peak_dtype", dtype_name(s.peak_dtype)},
           {"step_ms", st.slowest_step_ms},
           {"rank0_op_ms", op_times_json(st.op_ms)},
-          {"exposed_comm_ms", st.exposed_comm_ms},
+          {"exposed_comm_ms", st.comm.exposed_ms},
           {"peak_rss_mib", st.max_peak_rss_mib},
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
@@ -49,16 +49,17 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"optimizer_mib", double(s.trainer->optimizer_state_bytes()) / kMiB},
           {"unsharded_peak_mib", double(st.memory.unsharded_peak_bytes) / kMiB},
           {"activations_mib", double(s.trainer->budget().activations) / kMiB},
-          {"gathered_mib", double(st.gathered_bytes) / kMiB},
-          {"regathered_mib", double(st.regathered_bytes) / kMiB},
-          {"scattered_mib", double(st.scattered_bytes) / kMiB},
-          {"replicated_mib", double(st.replicated_bytes) / kMiB},
-          {"collective_ms", st.collective_ms},
+          {"gathered_mib", double(st.comm.gathered_bytes) / kMiB},
+          {"regathered_mib", double(st.comm.regathered_bytes) / kMiB},
+          {"scattered_mib", double(st.comm.scattered_bytes) / kMiB},
+          {"replicated_mib", double(st.comm.replicated_bytes) / kMiB},
+          {"collective_ms", st.comm.collective_ms},
           // Bus bandwidth of this rank's all-gathers and reduce-scatters while they ran.
-          {"bus_gbps", st.collective_ms > 0 ? double(st.gathered_bytes + st.scattered_bytes) *
-                                                  double(s.ranks.size() - 1) /
-                                                  double(s.ranks.size()) / (st.collective_ms * 1e6)
-                                            : 0.0},
+          {"bus_gbps", st.comm.collective_ms > 0
+                           ? double(st.comm.gathered_bytes + st.comm.scattered_bytes) *
+                                 double(s.ranks.size() - 1) / double(s.ranks.size()) /
+                                 (st.comm.collective_ms * 1e6)
+                           : 0.0},
           {"rank0_step_ms", st.step_ms},
           {"rank_step_ms", st.rank_step_ms},
           {"rank_peak_rss_mib", st.rank_peak_rss_mib},
@@ -198,7 +199,7 @@ void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t ma
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {} "
       "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}{}\n",
       st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
-      mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.exposed_comm_ms,
+      mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.comm.exposed_ms,
       st.max_peak_rss_mib, format_duration(eta_s),
       val ? fmt::format(" | val {:.4f}", val->loss) : std::string());
 }

@@ -110,13 +110,11 @@ namespace {
 
 // The trainer's view of the library's step: each micro-batch's forward and backward timed
 // (PhaseClock: split at the end of the forward, units traced), the last reductions and the
-// update timed and traced, and a background save's copy awaited before the update changes the
-// masters and moments.
+// update timed and traced. It only watches: nothing here waits.
 class TrainerStepObserver final : public StepObserver {
  public:
-  TrainerStepObserver(StepStats& s, const std::vector<std::string>& unit_names,
-                      AsyncCheckpointer* async)
-      : s_(s), unit_names_(unit_names), async_(async) {}
+  TrainerStepObserver(StepStats& s, const std::vector<std::string>& unit_names)
+      : s_(s), unit_names_(unit_names) {}
 
   UnitHooks& micro_batch_hooks(int, UnitHooks& runtime) override {
     return phases_.emplace(runtime, &unit_names_);
@@ -127,14 +125,10 @@ class TrainerStepObserver final : public StepObserver {
     phases_.reset();
   }
   void before(StepPhase phase) override {
-    if (phase == StepPhase::finish_backward) {
+    if (phase == StepPhase::finish_backward)
       span_.emplace("finish backward (last reduce-scatters)");
-    } else {
-      // The writer copies the masters and moments while forward and backward run; the update
-      // changes them, so it waits for the copy.
-      if (async_) s_.checkpoint_stage_wait_ms = async_->wait_until_staged();
+    else
       span_.emplace("optimizer (norm all-reduce, clip, AdamW)");
-    }
     clock_ = Timer();
   }
   void after(StepPhase phase) override {
@@ -145,7 +139,6 @@ class TrainerStepObserver final : public StepObserver {
  private:
   StepStats& s_;
   const std::vector<std::string>& unit_names_;
-  AsyncCheckpointer* async_;
   std::optional<PhaseClock> phases_;
   std::optional<TraceScope> span_;
   Timer clock_;
@@ -166,9 +159,13 @@ StepStats ShardedTrainer::step(int64_t step) {
   std::vector<Batch> micro_batches;
   for (int64_t micro = 0; micro < config_.training.micro_batches; ++micro)
     micro_batches.push_back(rows_of(step, micro));
-  TrainerStepObserver observer(s, unit_names_, async_.get());
+  TrainerStepObserver observer(s, unit_names_);
   // Every token of the global step weighs the same, whichever rank holds it.
-  const StepResult r = sharded_->step(micro_batches, s.tokens, s.lr, &observer);
+  const double loss_sum = sharded_->accumulate_gradients(micro_batches, s.tokens, &observer);
+  // A background save's writer copies the masters and moments while forward and backward run;
+  // the update changes them, so it waits for the copy.
+  if (async_) s.checkpoint_stage_wait_ms = async_->wait_until_staged();
+  const StepResult r = sharded_->apply_update(loss_sum, s.tokens, s.lr, &observer);
   s.loss = r.loss;
   s.grad_norm = r.grad_norm;
   s.step_ms = step_clock.ms();
@@ -188,14 +185,8 @@ Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
 }
 
 void ShardedTrainer::agree_on_stats(const StepResult& r, StepStats& s) {
-  const CommStats& comm = r.comm;
+  s.comm = r.comm;
   s.memory = r.memory;
-  s.exposed_comm_ms = comm.exposed_ms;
-  s.collective_ms = comm.collective_ms;
-  s.gathered_bytes = comm.gathered_bytes;
-  s.regathered_bytes = comm.regathered_bytes;
-  s.scattered_bytes = comm.scattered_bytes;
-  s.replicated_bytes = comm.replicated_bytes;
   // Every rank's step time and peak RSS, each in its own slot: one sum all-reduce.
   const int W = group_.size();
   Tensor per_rank = Tensor::zeros("step_per_rank", {2 * W}, DType::f64);

@@ -32,13 +32,10 @@ struct StepStats {
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   OpTimes op_ms{};  // this rank's step time by kind of work (core/op_profile.hpp)
   // Sharded runs only.
-  double exposed_comm_ms = 0;  // compute blocked on collectives
-  double collective_ms = 0;    // all-gathers and reduce-scatters running (comm thread)
+  CommStats comm;              // this rank's collectives: exposed and running time, bytes
   double slowest_step_ms = 0;  // the slowest rank's step time
   std::vector<double> rank_step_ms, rank_peak_rss_mib;  // every rank's, by rank
   double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
-  int64_t gathered_bytes = 0, scattered_bytes = 0, replicated_bytes = 0;
-  int64_t regathered_bytes = 0;  // of gathered_bytes, within reshard_after_forward = N's groups
   double checkpoint_stage_wait_ms = 0;  // the update waited for a background save's copy
   FsdpMemory memory;                    // this rank's shards and unsharded peak in this step
 };

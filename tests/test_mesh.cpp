@@ -159,15 +159,15 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
                 k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
       ShardedTrainer t(config, data(), world());
       const StepStats st = t.step(0);
-      bytes[k] = st.replicated_bytes;
+      bytes[k] = st.comm.replicated_bytes;
       int64_t shard_bytes = 0;
       for (const UnitLayout& u : t.fsdp().units()) shard_bytes += 4 * u.shard_numel;
       EXPECT_EQ(bytes[k], shard_bytes * (k == 0 ? 3 : 1)) << mesh.name;
       // The summary's prediction is the runtime's own count.
       const Traffic predicted = t.traffic();
-      EXPECT_EQ(predicted.gathered, st.gathered_bytes) << mesh.name;
-      EXPECT_EQ(predicted.scattered, st.scattered_bytes) << mesh.name;
-      EXPECT_EQ(predicted.replicated, st.replicated_bytes) << mesh.name;
+      EXPECT_EQ(predicted.gathered, st.comm.gathered_bytes) << mesh.name;
+      EXPECT_EQ(predicted.scattered, st.comm.scattered_bytes) << mesh.name;
+      EXPECT_EQ(predicted.replicated, st.comm.replicated_bytes) << mesh.name;
     }
   }
   EXPECT_GT(compared, 0) << "no mesh with replicas at " << world().size()
@@ -190,10 +190,10 @@ TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
         const StepStats st = t.step(0);
         const Traffic predicted = t.traffic();
         const std::string what = mesh.name + " reshard " + reshard + " " + accumulation;
-        EXPECT_EQ(predicted.gathered, st.gathered_bytes) << what;
-        EXPECT_EQ(predicted.scattered, st.scattered_bytes) << what;
-        EXPECT_EQ(predicted.replicated, st.replicated_bytes) << what;
-        EXPECT_EQ(predicted.regathered, st.regathered_bytes) << what;
+        EXPECT_EQ(predicted.gathered, st.comm.gathered_bytes) << what;
+        EXPECT_EQ(predicted.scattered, st.comm.scattered_bytes) << what;
+        EXPECT_EQ(predicted.replicated, st.comm.replicated_bytes) << what;
+        EXPECT_EQ(predicted.regathered, st.comm.regathered_bytes) << what;
       }
 }
 
@@ -241,10 +241,10 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
         const StepStats a = base.step(s), b = hpz.step(s);
         EXPECT_EQ(a.loss, b.loss) << what << " step " << s;
         EXPECT_EQ(a.grad_norm, b.grad_norm) << what << " step " << s;
-        EXPECT_EQ(a.gathered_bytes, b.gathered_bytes) << what;  // the same bytes arrive
-        EXPECT_EQ(a.regathered_bytes, 0) << what;
-        EXPECT_GT(b.regathered_bytes, 0) << what;
-        EXPECT_EQ(b.regathered_bytes, hpz.traffic().regathered) << what;
+        EXPECT_EQ(a.comm.gathered_bytes, b.comm.gathered_bytes) << what;  // the same bytes arrive
+        EXPECT_EQ(a.comm.regathered_bytes, 0) << what;
+        EXPECT_GT(b.comm.regathered_bytes, 0) << what;
+        EXPECT_EQ(b.comm.regathered_bytes, hpz.traffic().regathered) << what;
       }
       for (size_t i = 0; i < hpz.model().param_specs().size(); ++i) {
         const Tensor x = base.fsdp().gather_master(i), y = hpz.fsdp().gather_master(i);
@@ -338,9 +338,9 @@ TEST(Mesh, QuantizedGathersComputeWithTheDecodedMasters) {
     const StepStats a = plain.step(0), b = quantized.step(0);
     EXPECT_EQ(a.loss, b.loss) << "reshard " << reshard;
     EXPECT_EQ(a.grad_norm, b.grad_norm) << "reshard " << reshard;
-    EXPECT_EQ(b.gathered_bytes, quantized.traffic().gathered) << "reshard " << reshard;
-    EXPECT_EQ(b.scattered_bytes, quantized.traffic().scattered) << "reshard " << reshard;
-    const double ratio = double(b.gathered_bytes) / double(a.gathered_bytes);
+    EXPECT_EQ(b.comm.gathered_bytes, quantized.traffic().gathered) << "reshard " << reshard;
+    EXPECT_EQ(b.comm.scattered_bytes, quantized.traffic().scattered) << "reshard " << reshard;
+    const double ratio = double(b.comm.gathered_bytes) / double(a.comm.gathered_bytes);
     EXPECT_GT(ratio, 0.25) << "reshard " << reshard;  // a byte per FP32 value, and the scales
     EXPECT_LT(ratio, 0.27) << "reshard " << reshard;
   }
@@ -410,9 +410,9 @@ TEST(Mesh, QuantizedReductionsStayCloseToFullPrecision) {
         EXPECT_NEAR(b.grad_norm, a.grad_norm, bound.norm_rel * a.grad_norm)
             << what << " step " << s;
         const Traffic predicted = quantized.traffic();
-        EXPECT_EQ(b.gathered_bytes, predicted.gathered) << what;
-        EXPECT_EQ(b.scattered_bytes, predicted.scattered) << what;
-        EXPECT_EQ(b.replicated_bytes, predicted.replicated) << what;
+        EXPECT_EQ(b.comm.gathered_bytes, predicted.gathered) << what;
+        EXPECT_EQ(b.comm.scattered_bytes, predicted.scattered) << what;
+        EXPECT_EQ(b.comm.replicated_bytes, predicted.replicated) << what;
       }
       if (world().rank() == 0)
         std::printf("  %s: worst relative difference of the loss %.2g, of the gradient norm %.2g\n",

@@ -48,6 +48,13 @@ class DecoderModel : public BlockModel {
   float* g(size_t index) const { return param(index).grad.template data<float>(); }
   int64_t num_blocks() const override { return config_.n_layer; }
   LmHeadShape head_shape(const Acts& a) const;
+  // Declares a parameter (in the family's Hugging Face naming) and returns its index. Its FSDP
+  // unit and placement are the family's parallelize plan's, not the model code's.
+  size_t add_param(std::string name, Shape shape, InitKind init, float init_std,
+                   bool weight_decay) {
+    specs_.push_back({std::move(name), std::move(shape), init, init_std, weight_decay});
+    return specs_.size() - 1;
+  }
 
   // The root unit: the embedding into the first residual stream, the head's logits and
   // per-token losses (returns their sum), the gradient through the head into the residual

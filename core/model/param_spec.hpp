@@ -10,16 +10,34 @@ namespace st {
 
 enum class InitKind : uint8_t { normal, zeros, ones };
 
+// How a parameter may be split across the ranks of a tensor-parallel group: kept whole on each
+// (replicate), or cut along `dim`, which is made of `parts` equal segments (3 for a fused
+// q/k/v), each cut into as many equal pieces as ranks, at multiples of `block` (one head's rows
+// stay together); rank t keeps piece t of every segment. A family's parallelize plan
+// (models/NAME/parallelize.cpp) sets it; tensor parallelism reads it.
+struct Placement {
+  enum class Kind : uint8_t { replicate, shard };
+  Kind kind = Kind::replicate;
+  int dim = 0;
+  int64_t parts = 1;
+  int64_t block = 1;
+  static Placement shard(int dim, int64_t block = 1, int64_t parts = 1) {
+    return {Kind::shard, dim, parts, block};
+  }
+  bool operator==(const Placement&) const = default;
+};
+
 struct ParamSpec {
   std::string name;  // Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight"
   Shape shape;
   InitKind init = InitKind::zeros;
   float init_std = 0.f;  // for InitKind::normal (mean 0)
   bool weight_decay = false;
-  int unit = 0;  // the FSDP unit this parameter belongs to
+  int unit = 0;  // the FSDP unit this parameter belongs to (a family's plan sets it)
   // Rows (of the first dimension) that are real; the rest pad it for aligned matmuls (a vocabulary
   // of 50,257 stored as 50,304): zero from the start, never exported. -1: every row is real.
   int64_t real_rows = -1;
+  Placement placement = {};
   int64_t numel() const { return shape_numel(shape); }
   // The shape files outside shardtrain see (safetensors exports): the real rows only.
   Shape real_shape() const {

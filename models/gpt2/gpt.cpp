@@ -12,6 +12,7 @@
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
+#include "models/gpt2/parallelize.hpp"
 
 namespace st {
 
@@ -72,37 +73,38 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : DecoderModel(cfg, compute_
   if (Vp < V) fail_input("GPT: padded_vocab_size {} is smaller than vocab_size {}", Vp, V);
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * float(L));
-  // Declares a parameter (in Hugging Face's GPT-2 naming) and returns its index.
-  auto add = [&](std::string name, Shape shape, InitKind init, float init_std, bool decay,
-                 int unit) {
-    specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
-    return specs_.size() - 1;
+  const auto normal = [&](std::string name, Shape shape, float init_std, bool decay) {
+    return add_param(std::move(name), std::move(shape), InitKind::normal, init_std, decay);
   };
-  p_.wte = add("transformer.wte.weight", {Vp, C}, InitKind::normal, std, false, 0);
+  const auto ones = [&](std::string name, int64_t n) {
+    return add_param(std::move(name), {n}, InitKind::ones, 0, false);
+  };
+  const auto zeros = [&](std::string name, int64_t n) {
+    return add_param(std::move(name), {n}, InitKind::zeros, 0, false);
+  };
+  p_.wte = normal("transformer.wte.weight", {Vp, C}, std, false);
   specs_[p_.wte].real_rows = V;  // the padding rows stay zero and are never exported
-  p_.wpe = add("transformer.wpe.weight", {cfg.block_size, C}, InitKind::normal, std, false, 0);
+  p_.wpe = normal("transformer.wpe.weight", {cfg.block_size, C}, std, false);
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
-    const int unit = int(l) + 1;
     BlockParams b{};
-    b.ln_1_weight = add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, unit);
-    b.ln_1_bias = add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, unit);
-    b.c_attn_weight = add(p + "attn.c_attn.weight", {C, 3 * C}, InitKind::normal, std, true, unit);
-    b.c_attn_bias = add(p + "attn.c_attn.bias", {3 * C}, InitKind::zeros, 0, false, unit);
-    b.attn_proj_weight =
-        add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, proj_std, true, unit);
-    b.attn_proj_bias = add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
-    b.ln_2_weight = add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, unit);
-    b.ln_2_bias = add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, unit);
-    b.c_fc_weight = add(p + "mlp.c_fc.weight", {C, 4 * C}, InitKind::normal, std, true, unit);
-    b.c_fc_bias = add(p + "mlp.c_fc.bias", {4 * C}, InitKind::zeros, 0, false, unit);
-    b.mlp_proj_weight =
-        add(p + "mlp.c_proj.weight", {4 * C, C}, InitKind::normal, proj_std, true, unit);
-    b.mlp_proj_bias = add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, unit);
+    b.ln_1_weight = ones(p + "ln_1.weight", C);
+    b.ln_1_bias = zeros(p + "ln_1.bias", C);
+    b.c_attn_weight = normal(p + "attn.c_attn.weight", {C, 3 * C}, std, true);
+    b.c_attn_bias = zeros(p + "attn.c_attn.bias", 3 * C);
+    b.attn_proj_weight = normal(p + "attn.c_proj.weight", {C, C}, proj_std, true);
+    b.attn_proj_bias = zeros(p + "attn.c_proj.bias", C);
+    b.ln_2_weight = ones(p + "ln_2.weight", C);
+    b.ln_2_bias = zeros(p + "ln_2.bias", C);
+    b.c_fc_weight = normal(p + "mlp.c_fc.weight", {C, 4 * C}, std, true);
+    b.c_fc_bias = zeros(p + "mlp.c_fc.bias", 4 * C);
+    b.mlp_proj_weight = normal(p + "mlp.c_proj.weight", {4 * C, C}, proj_std, true);
+    b.mlp_proj_bias = zeros(p + "mlp.c_proj.bias", C);
     p_.h.push_back(b);
   }
-  p_.ln_f_weight = add("transformer.ln_f.weight", {C}, InitKind::ones, 0, false, 0);
-  p_.ln_f_bias = add("transformer.ln_f.bias", {C}, InitKind::zeros, 0, false, 0);
+  p_.ln_f_weight = ones("transformer.ln_f.weight", C);
+  p_.ln_f_bias = zeros("transformer.ln_f.bias", C);
+  parallelize_gpt(cfg, specs_);  // FSDP units and placements: models/gpt2/parallelize.cpp
 }
 
 GPT::~GPT() = default;

@@ -13,6 +13,7 @@
 #include "core/ops/lm_head.hpp"
 #include "core/ops/rmsnorm.hpp"
 #include "core/ops/swiglu.hpp"
+#include "models/llama/parallelize.hpp"
 
 namespace st {
 
@@ -94,53 +95,48 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
   const float std = 0.02f;
   // The projections into the residual stream start smaller, as GPT-2's do.
   const float out_std = 0.02f / std::sqrt(2.0f * float(L));
-  auto add = [&](std::string name, Shape shape, InitKind init, float init_std, bool decay,
-                 int unit) {
-    specs_.push_back({std::move(name), std::move(shape), init, init_std, decay, unit});
-    return specs_.size() - 1;
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, float init_std) {
+    return add_param(name, {out, in}, InitKind::normal, init_std, true);
   };
-  auto linear = [&](const std::string& name, int64_t out, int64_t in, float init_std, int unit) {
-    return add(name, {out, in}, InitKind::normal, init_std, true, unit);
+  auto norm = [&](const std::string& name, int64_t width) {
+    return add_param(name, {width}, InitKind::ones, 0, false);
   };
-  auto norm = [&](const std::string& name, int unit, int64_t width) {
-    return add(name, {width}, InitKind::ones, 0, false, unit);
+  auto bias = [&](const std::string& name, int64_t width) {
+    return add_param(name, {width}, InitKind::zeros, 0, false);
   };
-  auto bias = [&](const std::string& name, int64_t width, int unit) {
-    return add(name, {width}, InitKind::zeros, 0, false, unit);
-  };
-  p_.embed = add("model.embed_tokens.weight", {Vp, C}, InitKind::normal, std, false, 0);
+  p_.embed = add_param("model.embed_tokens.weight", {Vp, C}, InitKind::normal, std, false);
   specs_[p_.embed].real_rows = V;  // the padding rows stay zero and are never exported
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    const int unit = int(l) + 1;
     BlockParams b{};
-    b.input_norm = norm(p + "input_layernorm.weight", unit, C);
+    b.input_norm = norm(p + "input_layernorm.weight", C);
     // q, k, v and gate, up are declared next to each other: each group is one fused projection.
-    b.q = linear(p + "self_attn.q_proj.weight", Q, C, std, unit);
-    b.k = linear(p + "self_attn.k_proj.weight", KV, C, std, unit);
-    b.v = linear(p + "self_attn.v_proj.weight", KV, C, std, unit);
+    b.q = linear(p + "self_attn.q_proj.weight", Q, C, std);
+    b.k = linear(p + "self_attn.k_proj.weight", KV, C, std);
+    b.v = linear(p + "self_attn.v_proj.weight", KV, C, std);
     if (cfg.qkv_bias) {
-      b.q_bias = bias(p + "self_attn.q_proj.bias", Q, unit);
-      b.k_bias = bias(p + "self_attn.k_proj.bias", KV, unit);
-      b.v_bias = bias(p + "self_attn.v_proj.bias", KV, unit);
+      b.q_bias = bias(p + "self_attn.q_proj.bias", Q);
+      b.k_bias = bias(p + "self_attn.k_proj.bias", KV);
+      b.v_bias = bias(p + "self_attn.v_proj.bias", KV);
     }
-    b.o = linear(p + "self_attn.o_proj.weight", C, Q, out_std, unit);
+    b.o = linear(p + "self_attn.o_proj.weight", C, Q, out_std);
     if (cfg.qk_norm) {
-      b.q_norm = norm(p + "self_attn.q_norm.weight", unit, hs);
-      b.k_norm = norm(p + "self_attn.k_norm.weight", unit, hs);
+      b.q_norm = norm(p + "self_attn.q_norm.weight", hs);
+      b.k_norm = norm(p + "self_attn.k_norm.weight", hs);
     }
-    b.post_norm = norm(p + "post_attention_layernorm.weight", unit, C);
-    b.gate = linear(p + "mlp.gate_proj.weight", F, C, std, unit);
-    b.up = linear(p + "mlp.up_proj.weight", F, C, std, unit);
-    b.down = linear(p + "mlp.down_proj.weight", C, F, out_std, unit);
+    b.post_norm = norm(p + "post_attention_layernorm.weight", C);
+    b.gate = linear(p + "mlp.gate_proj.weight", F, C, std);
+    b.up = linear(p + "mlp.up_proj.weight", F, C, std);
+    b.down = linear(p + "mlp.down_proj.weight", C, F, out_std);
     p_.layers.push_back(b);
   }
-  p_.norm = norm("model.norm.weight", 0, C);
+  p_.norm = norm("model.norm.weight", C);
   p_.head = p_.embed;
   if (!cfg.tie_embeddings) {
-    p_.head = linear("lm_head.weight", Vp, C, std, 0);
+    p_.head = linear("lm_head.weight", Vp, C, std);
     specs_[p_.head].real_rows = V;
   }
+  parallelize_llama(cfg, specs_);  // FSDP units and placements: models/llama/parallelize.cpp
 }
 
 Llama::~Llama() = default;
