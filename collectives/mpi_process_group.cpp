@@ -85,8 +85,8 @@ void MpiProcessGroup::update_single_node() {
   if (!single_node_) shm_.reset();
 }
 
-void MpiProcessGroup::set_ranks_per_node(int ranks_per_node) {
-  ProcessGroup::set_ranks_per_node(ranks_per_node);
+void MpiProcessGroup::set_node_map(const std::vector<int>& node_of_rank) {
+  ProcessGroup::set_node_map(node_of_rank);
   thread_->run("node map of '" + name_ + "'", 60, [&] { update_single_node(); });
 }
 

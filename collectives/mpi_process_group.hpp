@@ -29,7 +29,7 @@ class MpiProcessGroup final : public ProcessGroup {
   // True when every rank of the group is on one node and shares its memory (shm applies).
   bool single_node() const { return single_node_; }
   // Also drops the shared-memory window when the group now spans nodes.
-  void set_ranks_per_node(int ranks_per_node) override;
+  void set_node_map(const std::vector<int>& node_of_rank) override;
 
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                    const AllGatherOptions& options = {}) override;

@@ -6,10 +6,11 @@
 
 namespace st {
 
-void ProcessGroup::set_ranks_per_node(int k) {
-  if (k < 1 || size() % k != 0)
-    fail_input("{} ranks cannot be split into nodes of {} ranks each", size(), k);
-  for (int r = 0; r < size(); ++r) nodes_[size_t(r)] = r / k;
+void ProcessGroup::set_node_map(const std::vector<int>& node_of_rank) {
+  ST_CHECK(node_of_rank.size() == size_t(size()), "a node map of {} ranks for a group of {}",
+           node_of_rank.size(), size());
+  for (int n : node_of_rank) ST_CHECK(n >= 0, "node {} in a node map", n);
+  nodes_ = node_of_rank;
 }
 
 void ProcessGroup::mark_aborted(const std::string& reason) {

@@ -77,10 +77,11 @@ class ProcessGroup {
   const std::vector<int>& nodes() const { return nodes_; }
   // True when the group's ranks sit on more than one node.
   bool spans_nodes() const;
-  // Overrides the node map for experiments on one host: ranks r and r' share a node when
-  // r / k == r' / k; groups split from this one inherit it, and a group spanning these nodes
-  // never takes a shared-memory path. Collective; before any other operation.
-  virtual void set_ranks_per_node(int ranks_per_node);
+  // Overrides the node map for experiments on one host: rank r is on node node_of_rank[r]
+  // (the mesh computes it: parallel/mesh_layout.hpp); groups split from this one inherit it, and
+  // a group spanning these nodes never takes a shared-memory path. Collective; before any other
+  // operation.
+  virtual void set_node_map(const std::vector<int>& node_of_rank);
 
   // output[size * n] = concat over ranks of input[n]; any dtype (BF16 moves as 2-byte words).
   // In place when input is this rank's slot of output.

@@ -141,9 +141,13 @@ Config parse_config(std::string_view text, const std::string& where,
 // One section.key=value item set on `config` (not validated).
 void apply_override(Config& config, const std::string& item);
 
-// Range and consistency checks; those that need the world size (global_batch divisibility,
-// the mesh) only when `world_size` > 0.
-void validate_config(const Config& config, int world_size);
+// Range and consistency checks of everything that does not depend on the world size: run once
+// where a config is read (load_config), and again only where a config is changed.
+void validate_config(const Config& config);
+// The checks that need the world size: global_batch splits over the ranks, the mesh's product is
+// the world, whole nodes. Run once by the trainer, where the world is known; by `simulate` and
+// the restart planner for each world they consider.
+void validate_for_world(const Config& config, int world_size);
 // The [model] section's part of it (also for shapes read from checkpoints and config.json).
 void validate_model_config(const ModelConfig& model);
 

@@ -145,7 +145,7 @@ Config parse_config(std::string_view text, const std::string& where,
                e.description());
   }
   for (const std::string& item : overrides) apply_override(config, item);
-  validate_config(config, 0);  // the world size is not known yet
+  validate_config(config);  // the world size is not known yet
   return config;
 }
 

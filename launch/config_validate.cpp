@@ -51,7 +51,16 @@ void validate_model_config(const ModelConfig& model) {
 
 namespace {
 
-void validate_training(const Config& c, int world_size) {
+void check_batch_splits(const Config& c, int ranks) {
+  const int64_t divisor = int64_t(ranks) * c.training.micro_batches;
+  if (c.training.global_batch % divisor != 0)
+    fail_input(
+        "training.global_batch = {} cannot be split evenly over {} rank(s) x "
+        "training.micro_batches = {}; make it a multiple of {}",
+        c.training.global_batch, ranks, c.training.micro_batches, divisor);
+}
+
+void validate_training(const Config& c) {
   if (!(c.data.val_fraction >= 0 && c.data.val_fraction < 1))
     fail_input("data.val_fraction = {} must be in [0, 1)", c.data.val_fraction);
   if (c.training.max_steps < 0)
@@ -62,13 +71,7 @@ void validate_training(const Config& c, int world_size) {
   if (c.training.seq_len > c.model.block_size)
     fail_input("training.seq_len = {} is longer than the model's context model.block_size = {}",
                c.training.seq_len, c.model.block_size);
-  const int ranks = std::max(world_size, 1);  // unknown yet: at least one
-  const int64_t divisor = int64_t(ranks) * c.training.micro_batches;
-  if (c.training.global_batch % divisor != 0)
-    fail_input(
-        "training.global_batch = {} cannot be split evenly over {} rank(s) x "
-        "training.micro_batches = {}; make it a multiple of {}",
-        c.training.global_batch, ranks, c.training.micro_batches, divisor);
+  check_batch_splits(c, 1);  // at least one rank; the world's own size in validate_for_world
   if (c.training.grad_clip < 0)
     fail_input("training.grad_clip = {} must be >= 0 (0 disables clipping)", c.training.grad_clip);
   in_range(c.training.threads, 0, 1024, "training.threads",
@@ -138,18 +141,13 @@ void validate_precision(const Config& c) {
         dtype_name(c.precision.output_dtype));
 }
 
-void validate_outputs(const Config& c, int world_size) {
+void validate_outputs(const Config& c) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
   // Refused by name whatever the world size; the product is checked once it is known.
   check_parallelism_supported(c.parallel.tp, c.parallel.pp);
-  if (world_size > 0) mesh_shape(c, world_size);
   if (c.sharding.ranks_per_node < 0)
     fail_input("sharding.ranks_per_node = {} must be >= 0 (0: detect)", c.sharding.ranks_per_node);
-  if (world_size > 0 && c.sharding.ranks_per_node > 0 &&
-      world_size % c.sharding.ranks_per_node != 0)
-    fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
-               c.sharding.ranks_per_node, world_size);
   at_least_one(c.metrics.log_every, "metrics.log_every");
   if (c.checkpoint.every < 0)
     fail_input("checkpoint.every = {} must not be negative", c.checkpoint.every);
@@ -162,12 +160,21 @@ void validate_outputs(const Config& c, int world_size) {
 
 }  // namespace
 
-void validate_config(const Config& c, int world_size) {
+void validate_config(const Config& c) {
   validate_model_config(c.model);
-  validate_training(c, world_size);
+  validate_training(c);
   validate_optimizer(c);
   validate_precision(c);
-  validate_outputs(c, world_size);
+  validate_outputs(c);
+}
+
+void validate_for_world(const Config& c, int world_size) {
+  ST_CHECK(world_size >= 1, "a world of {} ranks", world_size);
+  check_batch_splits(c, world_size);
+  mesh_shape(c, world_size);
+  if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0)
+    fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
+               c.sharding.ranks_per_node, world_size);
 }
 
 StepRange::StepRange(std::string_view view) {

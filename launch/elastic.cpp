@@ -230,7 +230,8 @@ RunnableWorldSizes runnable_world_sizes(const Config& config, int world_size) {
     Config c = config;
     try {
       adapt_config_to_restart(c, w);
-      validate_config(c, w);
+      validate_config(c);
+      validate_for_world(c, w);
       sizes.runnable.push_back(w);
     } catch (const InputError& e) {
       if (w > world_size - 64) sizes.refused_why[w] = e.what();

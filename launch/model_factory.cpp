@@ -108,7 +108,7 @@ bool same_parameters(const Config& file, const std::string& item) {
   apply_override(probe, item);
   if (probe.model.family != file.model.family) return false;
   try {
-    validate_config(probe, 0);
+    validate_config(probe);
   } catch (const InputError&) {
     return false;
   }
@@ -147,28 +147,7 @@ void adopt_init_from_model(Config& config, const std::vector<std::string>& overr
           where, key.substr(6), says, key, given);
   }
   config.model = file.model;
-  validate_config(config, 0);
-}
-
-void check_weights_config(const std::string& weights, const ModelConfig& model) {
-  if (!fs::exists(weights_config_json(weights))) return;
-  const ModelConfig file = model_config_beside(weights);
-  const std::string where = beside_where(weights);
-  if (file.family != model.family)
-    fail_input("{} describes a {} model, but this run has model.family = {}", where, file.family,
-               model.family);
-  const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
-      {"n_layer", &ModelConfig::n_layer},
-      {"n_embd", &ModelConfig::n_embd},
-      {"n_head", &ModelConfig::n_head},
-      {"block_size", &ModelConfig::block_size},
-      {"vocab_size", &ModelConfig::vocab_size}};
-  for (const auto& [key, field] : fields)
-    if (file.*field != model.*field)
-      fail_input(
-          "{} says {} = {}, but this run has model.{} = {}: the weights are of another "
-          "model shape",
-          where, key, file.*field, key, model.*field);
+  validate_config(config);  // the model came from a file
 }
 
 }  // namespace st

@@ -38,8 +38,4 @@ ModelConfig model_config_beside(const std::string& weights);
 // both values.
 void adopt_init_from_model(Config& config, const std::vector<std::string>& overrides);
 
-// When a config.json lies beside the safetensors file `weights`, it must describe `model`
-// (a file from a different model would otherwise load whatever tensors happen to match).
-void check_weights_config(const std::string& weights, const ModelConfig& model);
-
 }  // namespace st

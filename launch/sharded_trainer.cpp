@@ -51,13 +51,13 @@ LrSchedule lr_schedule(const Config& config) {
 namespace {
 
 // The world the mesh is made from: a copy of it with the collective algorithm the config asks
-// for and (ranks_per_node > 0) its ranks r / ranks_per_node on one pretend node.
+// for and (ranks_per_node > 0) each consecutive ranks_per_node ranks on one pretend node.
 ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
                            std::unique_ptr<ProcessGroup>& copy) {
   copy = world.split(0, world.rank(), world.name(),
                      {.algorithm = config.sharding.collective_algorithm});
   if (config.sharding.ranks_per_node > 0)
-    copy->set_ranks_per_node(int(config.sharding.ranks_per_node));
+    copy->set_node_map(pretend_node_map(world.size(), int(config.sharding.ranks_per_node)));
   return *copy;
 }
 
@@ -66,7 +66,8 @@ ProcessGroup& placed_world(const Config& config, ProcessGroup& world,
 ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group,
                                std::unique_ptr<Model> model)
     : config_(config), data_(data), group_(group), model_(std::move(model)) {
-  validate_config(config, group.size());
+  ST_CHECK(model_ != nullptr, "the trainer is given the config's model (make_model)");
+  validate_for_world(config, group.size());
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
                                        mesh_shape(config, group.size()));
   if (mesh_->shape().dp_replicate > 1 && mesh_->shard_groups_span_nodes() &&
@@ -77,13 +78,6 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
         "slow link. Make dp_shard divide the ranks per node, or set "
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().dp_shard, mesh_->node_map(), mesh_->shape().dp_replicate);
-  if (!model_) model_ = make_model(config);
-  // Checks whose outcome may differ between ranks (a file another node sees differently, this
-  // process's ulimit -v), agreed on before the next collective; before anything is allocated.
-  run_agreed(group, [&] {
-    if (!config.training.init_from.empty())
-      check_weights_config(config.training.init_from, config.model);
-  });
   const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
                            config.training.grad_clip};
   sharded_ = std::make_unique<ShardedModel>(*model_, *mesh_, policy);

@@ -59,11 +59,11 @@ void check_memory_fits(const Config& config, const Model& model, const ProcessGr
 
 class ShardedTrainer {
  public:
-  // Validates the config at this world size, makes its model (parameter specs only: nothing is
-  // materialized) unless `model` is that model already, and materializes this rank's shards of
-  // its parameters, nothing more.
+  // `config` has been validated (load_config) and `model` is make_model(config): parameter
+  // specs only, nothing materialized. Checks what needs the world (validate_for_world) and
+  // materializes this rank's shards of the parameters, nothing more.
   ShardedTrainer(const Config& config, const Dataset& data, ProcessGroup& group,
-                 std::unique_ptr<Model> model = nullptr);
+                 std::unique_ptr<Model> model);
 
   // Training step `step` (0-based); a collective: every rank calls it.
   StepStats step(int64_t step);

@@ -146,16 +146,7 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.codec_seconds_per_value = times.codec_per_value;
   plan.micro_batches = int(t.micro_batches);
   plan.threads = threads;
-  plan.root_forward_pre = times.root_forward_pre;
-  plan.root_forward_post = times.root_forward_post;
-  plan.root_backward_pre = times.root_backward_pre;
-  plan.root_backward_post = times.root_backward_post;
-  plan.block_forward.assign(units.size(), 0.0);
-  plan.block_backward.assign(units.size(), 0.0);
-  for (size_t u = 1; u < units.size(); ++u) {
-    plan.block_forward[u] = times.block_forward[u - 1];
-    plan.block_backward[u] = times.block_backward[u - 1];
-  }
+  plan.compute = times;
   plan.optimizer = times.optimizer_per_element * double(shard_elements);
   plan.step_overhead = times.step_overhead;
   return plan;
@@ -181,7 +172,7 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   Config config = config_in;
   config.parallel.dp_shard = mesh.dp_shard;
   config.parallel.dp_replicate = mesh.dp_replicate;
-  validate_config(config, ranks);  // the batch must split over the ranks, as train requires
+  validate_for_world(config, ranks);  // the batch must split over the ranks, as train requires
   PlannedRow row;
   row.platform = platform_for(cluster, ranks);
   ClusterSpec spec = cluster.spec;

@@ -163,6 +163,13 @@ int block_of(int r, int block) {
   return r / block;
 }
 
+std::vector<int> pretend_node_map(int world, int per_node) {
+  ST_CHECK(per_node >= 1 && world % per_node == 0, "{} ranks in nodes of {}", world, per_node);
+  std::vector<int> nodes(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) nodes[size_t(r)] = block_of(r, per_node);
+  return nodes;
+}
+
 int index_in_block(int r, int block) {
   ST_CHECK(block >= 1 && r >= 0, "group rank {} in blocks of {}", r, block);
   return r % block;

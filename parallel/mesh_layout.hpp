@@ -68,6 +68,9 @@ RankProgression progression(const MeshShape& shape, int rank, const MeshDims& ad
 // that block; the "column" of r: the ranks at the same index in every block.
 int block_of(int r, int block);
 int index_in_block(int r, int block);
+// The node of each of `world` ranks when every `per_node` consecutive ranks pretend to be one
+// node (sharding.ranks_per_node; `per_node` divides `world`).
+std::vector<int> pretend_node_map(int world, int per_node);
 
 // "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (dp_shard 1)":
 // the data-parallel part, for summaries (pp and tp are added by their issues).

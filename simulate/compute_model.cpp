@@ -40,17 +40,6 @@ ComputeTimes from_rates(const ModelWork& w, int64_t L, double flops_rate, double
   return c;
 }
 
-ComputeTimes measured(const ComputeSample& s) {
-  ComputeTimes c;
-  c.root_forward_pre = s.root_forward_pre;
-  c.root_forward_post = s.root_forward_post;
-  c.root_backward_pre = s.root_backward_pre;
-  c.root_backward_post = s.root_backward_post;
-  c.block_forward = s.block_forward;
-  c.block_backward = s.block_backward;
-  return c;
-}
-
 // The profile's sample to start from: the threads and the ranks per core asked for (else the
 // nearest), then the rows asked for (else the nearest on a log scale).
 const ComputeSample& nearest_sample(const CalibrationProfile& p, int threads, double ranks_per_core,
@@ -84,18 +73,14 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
         at.total_bytes(profile->model.n_layer) / ((1 - s.matmul_share) * total);
     if (profile->model == shape.model && s.rows == shape.rows && s.threads == shape.threads &&
         std::abs(double(s.ranks) / profile->cores - ranks_per_core) < 1e-9) {
-      c = measured(s);
+      static_cast<SegmentTimes&>(c) = s;  // measured
       c.source = fmt::format("measured ({} profile, {} rows, {} threads)", profile->model.family,
                              s.rows, s.threads);
     } else {
       c = from_rates(work, L, flops_rate, bytes_rate);
       // Fewer threads than measured: the same work on fewer cores.
       const double thread_scale = double(s.threads) / shape.threads;
-      for (double* x :
-           {&c.root_forward_pre, &c.root_forward_post, &c.root_backward_pre, &c.root_backward_post})
-        *x *= std::max(1.0, thread_scale);
-      for (auto* v : {&c.block_forward, &c.block_backward})
-        for (double& x : *v) x *= std::max(1.0, thread_scale);
+      c.scale(std::max(1.0, thread_scale));
       c.source = fmt::format(
           "scaled from the {} profile's {} rows x {} threads ({:.0f} GFLOP/s matmul, {:.1f} GB/s "
           "rest)",

@@ -27,9 +27,8 @@ struct ComputeShape {
 // Profiles record the keys every family reads, so their family has no keys of its own.
 ModelWork profiled_work(const ProfiledModel& model, int64_t rows);
 
-struct ComputeTimes {
-  double root_forward_pre = 0, root_forward_post = 0, root_backward_pre = 0, root_backward_post = 0;
-  std::vector<double> block_forward, block_backward;  // blocks 1..L
+// A micro-batch's segments (blocks 1..L) and the rest of a step's compute.
+struct ComputeTimes : SegmentTimes {
   double optimizer_per_element = 0;
   // Encoding or decoding one value of a quantized collective (sharding.*_quantization): the
   // bytes it moves (kCodecBytesPerValue) at the rate the model's elementwise work runs.

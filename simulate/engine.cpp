@@ -95,9 +95,9 @@ SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepP
                         const SimOptions& options) {
   ST_CHECK(mesh.dp_shard * mesh.dp_replicate == platform.world(), "mesh {}x{} on {} ranks",
            mesh.dp_shard, mesh.dp_replicate, platform.world());
-  ST_CHECK(plan.block_forward.size() == plan.units.size() &&
-               plan.block_backward.size() == plan.units.size(),
-           "a step plan's block times must be indexed by unit");
+  ST_CHECK(plan.compute.block_forward.size() + 1 == plan.units.size() &&
+               plan.compute.block_backward.size() + 1 == plan.units.size(),
+           "a step plan has one block's times per unit after the root");
   const std::string engine = options.engine.empty() ? default_engine_path() : options.engine;
   if (access(engine.c_str(), X_OK) != 0)
     fail("simulate: the engine '{}' is not an executable (it is built beside shardtrain)", engine);

@@ -51,10 +51,10 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"micro_batches", plan.micro_batches},
             {"threads", plan.threads},
             {"root",
-             {plan.root_forward_pre, plan.root_forward_post, plan.root_backward_pre,
-              plan.root_backward_post}},
-            {"block_forward", plan.block_forward},
-            {"block_backward", plan.block_backward},
+             {plan.compute.root_forward_pre, plan.compute.root_forward_post,
+              plan.compute.root_backward_pre, plan.compute.root_backward_post}},
+            {"block_forward", plan.compute.block_forward},
+            {"block_backward", plan.compute.block_backward},
             {"optimizer", plan.optimizer},
             {"step_overhead", plan.step_overhead}}},
           {"options",
@@ -104,12 +104,12 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   plan.codec_seconds_per_value = qz.at(5).get<double>();
   plan.micro_batches = q.at("micro_batches");
   plan.threads = q.at("threads");
-  plan.root_forward_pre = q.at("root").at(0);
-  plan.root_forward_post = q.at("root").at(1);
-  plan.root_backward_pre = q.at("root").at(2);
-  plan.root_backward_post = q.at("root").at(3);
-  plan.block_forward = q.at("block_forward").get<std::vector<double>>();
-  plan.block_backward = q.at("block_backward").get<std::vector<double>>();
+  plan.compute.root_forward_pre = q.at("root").at(0);
+  plan.compute.root_forward_post = q.at("root").at(1);
+  plan.compute.root_backward_pre = q.at("root").at(2);
+  plan.compute.root_backward_post = q.at("root").at(3);
+  plan.compute.block_forward = q.at("block_forward").get<std::vector<double>>();
+  plan.compute.block_backward = q.at("block_backward").get<std::vector<double>>();
   plan.optimizer = q.at("optimizer");
   plan.step_overhead = q.at("step_overhead");
   o.max_ring_steps = j.at("options").at("max_ring_steps");

@@ -13,12 +13,6 @@
 
 namespace st {
 
-double ComputeSample::total() const {
-  return root_forward_pre + root_forward_post + root_backward_pre + root_backward_post +
-         std::accumulate(block_forward.begin(), block_forward.end(), 0.0) +
-         std::accumulate(block_backward.begin(), block_backward.end(), 0.0);
-}
-
 const LinkFit& CalibrationProfile::link(const std::string& name, const std::string& who,
                                         double ranks_per_core) const {
   const auto it = links.find(name);

@@ -10,6 +10,7 @@
 
 #include "models/family.hpp"
 #include "simulate/alpha_beta.hpp"
+#include "simulate/segment_times.hpp"
 
 namespace st {
 
@@ -28,19 +29,14 @@ struct ProfiledModel {
 // One measured micro-batch at `rows` sequences per rank and `threads` threads while `ranks`
 // ranks shared the machine (so their interference, and that of their communication threads,
 // is in the numbers), seconds; rank 0's, waits on collectives taken out.
-// The root unit's compute is split where the blocks interrupt it: embedding before them, head
-// and loss after them (forward); head and loss before them, embedding after them (backward).
-struct ComputeSample {
+// Its segments (SegmentTimes, total(): the micro-batch's compute) are blocks 1..L in unit order.
+struct ComputeSample : SegmentTimes {
   int ranks = 1;    // ranks computing at once on the machine while it was measured
   int threads = 1;  // each
   int64_t rows = 1;
-  double root_forward_pre = 0, root_forward_post = 0;
-  double root_backward_pre = 0, root_backward_post = 0;
-  std::vector<double> block_forward, block_backward;  // blocks 1..L in unit order
   double matmul_share = 0;           // of the micro-batch's compute, in oneDNN matmuls
   double optimizer_per_element = 0;  // norm + clip + AdamW, s per master element
   double step_overhead = 0;          // per step outside units and optimizer (batch, bookkeeping)
-  double total() const;              // the micro-batch's compute
 };
 
 // α-β of one link class for the runtime's two big collectives, measured with `ranks` ranks

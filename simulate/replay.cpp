@@ -55,22 +55,22 @@ void RankReplay::run_step() {
 void RankReplay::micro_batch() {
   const int n = int(plan_.units.size());
   run(Hook::before_forward, 0);
-  backend_.compute(plan_.root_forward_pre, "forward", 0);
+  backend_.compute(plan_.compute.root_forward_pre, "forward", 0);
   for (int u = 1; u < n; ++u) {
     run(Hook::before_forward, u);
-    backend_.compute(plan_.block_forward[size_t(u)], "forward", u);
+    backend_.compute(plan_.compute.block_forward[size_t(u - 1)], "forward", u);
     run(Hook::after_forward, u);
   }
-  backend_.compute(plan_.root_forward_post, "forward", 0);
+  backend_.compute(plan_.compute.root_forward_post, "forward", 0);
   run(Hook::after_forward, 0);
   run(Hook::before_backward, 0);
-  backend_.compute(plan_.root_backward_pre, "backward", 0);
+  backend_.compute(plan_.compute.root_backward_pre, "backward", 0);
   for (int u = n - 1; u >= 1; --u) {
     run(Hook::before_backward, u);
-    backend_.compute(plan_.block_backward[size_t(u)], "backward", u);
+    backend_.compute(plan_.compute.block_backward[size_t(u - 1)], "backward", u);
     run(Hook::after_backward, u);
   }
-  backend_.compute(plan_.root_backward_post, "backward", 0);
+  backend_.compute(plan_.compute.root_backward_post, "backward", 0);
   run(Hook::after_backward, 0);
 }
 

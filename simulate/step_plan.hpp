@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "simulate/segment_times.hpp"
 
 namespace st {
 
@@ -31,13 +32,11 @@ struct StepPlan {
   int replicas = 1;         // its ranks
   int micro_batches = 1;
   int threads = 1;  // each rank's compute threads (for a machine's cores shared by its ranks)
-  // Seconds of compute on a rank's compute thread per micro-batch (the root is split where
-  // the blocks interrupt it), and per step.
-  double root_forward_pre = 0, root_forward_post = 0;
-  double root_backward_pre = 0, root_backward_post = 0;
-  std::vector<double> block_forward, block_backward;  // by unit; entry 0 unused
-  double optimizer = 0;                               // norm, clip and AdamW over this rank's shard
-  double step_overhead = 0;                           // batch and bookkeeping, at the step's start
+  // Seconds of compute on a rank's compute thread per micro-batch (one block per unit after
+  // the root: compute.block_forward.size() == units.size() - 1), and per step.
+  SegmentTimes compute;
+  double optimizer = 0;      // norm, clip and AdamW over this rank's shard
+  double step_overhead = 0;  // batch and bookkeeping, at the step's start
 };
 
 }  // namespace st

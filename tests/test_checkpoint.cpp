@@ -13,6 +13,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "core/file_io.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/shared_dir.hpp"
 #include "tests/support/test_family.hpp"
@@ -58,13 +59,13 @@ std::vector<Tensor> all_masters(ShardedTrainer& t) {
 TEST(Checkpoint, ResumeIsBitwiseTheUninterruptedRun) {
   const std::string dir = shared_dir("resume");
   const Config config = test_config(dir);
-  ShardedTrainer straight(config, data(), world());
+  ShardedTrainer straight(config, data(), world(), make_model(config));
   std::vector<double> losses;
   for (int64_t s = 0; s < 6; ++s) {
     losses.push_back(straight.step(s).loss);
     if (s == 2) straight.save_checkpoint(3);
   }
-  ShardedTrainer resumed(config, data(), world());
+  ShardedTrainer resumed(config, data(), world(), make_model(config));
   ASSERT_EQ(resumed.load_checkpoint(latest_checkpoint(dir)), 3);
   for (int64_t s = 3; s < 6; ++s)
     EXPECT_EQ(resumed.step(s).loss, losses[size_t(s)]) << "step " << s;
@@ -83,7 +84,7 @@ void expect_reshard(int from, int to) {
   auto saver = world().split(rank < from ? 0 : 1, rank);
   std::vector<double> want(5, 0.0);
   if (rank < from) {
-    ShardedTrainer t(config, data(), *saver);
+    ShardedTrainer t(config, data(), *saver, make_model(config));
     for (int64_t s = 0; s < 3; ++s) t.step(s);
     t.save_checkpoint(3);
     for (int64_t s = 3; s < 5; ++s) want[size_t(s)] = t.step(s).loss;
@@ -94,7 +95,7 @@ void expect_reshard(int from, int to) {
   world().broadcast(w, 0)->wait();
   auto loader = world().split(rank < to ? 0 : 1, rank);
   if (rank < to) {
-    ShardedTrainer t(config, data(), *loader);
+    ShardedTrainer t(config, data(), *loader, make_model(config));
     ASSERT_EQ(t.load_checkpoint(latest_checkpoint(dir)), 3);
     for (int64_t s = 3; s < 5; ++s) {
       const double got = t.step(s).loss, expected = w.data<double>()[s];
@@ -125,7 +126,7 @@ class CorruptCheckpoint : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(shared_dir("corrupt"));
     const Config config = test_config(*dir_);
-    ShardedTrainer t(config, data(), world());
+    ShardedTrainer t(config, data(), world(), make_model(config));
     t.step(0);
     good_ = new std::string(t.save_checkpoint(1));
   }
@@ -144,7 +145,7 @@ class CorruptCheckpoint : public ::testing::Test {
   void expect_load_error(const std::string& path, const std::string& needle,
                          std::vector<std::string> extra = {}) {
     const Config config = test_config(*dir_, extra);
-    ShardedTrainer t(config, data(), world());
+    ShardedTrainer t(config, data(), world(), make_model(config));
     try {
       t.load_checkpoint(path);
       ADD_FAILURE() << "loading " << path << " should fail with '" << needle << "'";
@@ -229,7 +230,7 @@ TEST_F(CorruptCheckpoint, PositionDisagreesWithTheStep) {
 TEST_F(CorruptCheckpoint, NonFiniteState) {
   const std::string dir = shared_dir("nan");
   const Config config = test_config(dir);
-  ShardedTrainer t(config, data(), world());
+  ShardedTrainer t(config, data(), world(), make_model(config));
   t.step(0);
   if (world().rank() == world().size() - 1)
     t.fsdp().spans().back().master.data<float>()[0] = std::numeric_limits<float>::infinity();
@@ -250,7 +251,7 @@ TEST_F(CorruptCheckpoint, DifferentModel) {
 TEST_F(CorruptCheckpoint, KeepsTheNewestCheckpoints) {
   const std::string dir = shared_dir("keep");
   const Config config = test_config(dir, {"checkpoint.keep=2"});
-  ShardedTrainer t(config, data(), world());
+  ShardedTrainer t(config, data(), world(), make_model(config));
   for (int64_t s = 1; s <= 3; ++s) t.save_checkpoint(s);
   if (world().rank() == 0) {
     EXPECT_FALSE(fs::exists(dir + "/step-00000001"));
@@ -273,7 +274,7 @@ void check_export(const std::string& name, const std::vector<std::string>& extra
                   int64_t wte_rows_inside) {
   const std::string dir = shared_dir(name);
   const Config config = test_config(dir, extra);
-  ShardedTrainer t(config, data(), world());
+  ShardedTrainer t(config, data(), world(), make_model(config));
   t.step(0);
   const std::string file = dir + "/model.safetensors";
   save_safetensors(file, t.fsdp(), DType::f32, {{"format", "pt"}});
@@ -312,7 +313,8 @@ void check_export(const std::string& name, const std::vector<std::string>& extra
   std::vector<std::string> again_extra = extra;
   again_extra.push_back("training.init_from=" + file);
   again_extra.push_back("training.seed=99");
-  ShardedTrainer again(test_config(dir, again_extra), data(), world());
+  const Config again_config = test_config(dir, again_extra);
+  ShardedTrainer again(again_config, data(), world(), make_model(again_config));
   const auto loaded = all_masters(again);
   for (size_t i = 0; i < loaded.size(); ++i)
     EXPECT_EQ(std::memcmp(loaded[i].raw(), masters[i].raw(), masters[i].nbytes()), 0)
@@ -329,12 +331,13 @@ TEST(Safetensors, PaddedVocabularyExportsItsRealRows) {
 
 TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {
   const std::string dir = shared_dir("export-shape");
-  ShardedTrainer t(test_config(dir), data(), world());
+  const Config config = test_config(dir);
+  ShardedTrainer t(config, data(), world(), make_model(config));
   const std::string file = dir + "/model.safetensors";
   save_safetensors(file, t.fsdp(), DType::bf16, {});
   try {
-    ShardedTrainer other(test_config(dir, {"model.n_embd=32", "training.init_from=" + file}),
-                         data(), world());
+    const Config narrow = test_config(dir, {"model.n_embd=32", "training.init_from=" + file});
+    ShardedTrainer other(narrow, data(), world(), make_model(narrow));
     ADD_FAILURE() << "a model of another width loaded the file";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("tensor 'transformer.wte.weight' has shape [256, 64] but "
@@ -349,13 +352,15 @@ TEST(Safetensors, WrongShapeIsAnErrorNamingTheTensor) {
 // are errors naming them.
 TEST(Safetensors, ExtraTensorsAndOverlapsAreErrorsNamingThem) {
   const std::string dir = shared_dir("export-extra");
-  ShardedTrainer t(test_config(dir), data(), world());
+  const Config config = test_config(dir);
+  ShardedTrainer t(config, data(), world(), make_model(config));
   const std::string file = dir + "/model.safetensors";
   save_safetensors(file, t.fsdp(), DType::f32, {});
   auto load_error = [&](const std::string& path, std::vector<std::string> extra) {
     extra.push_back("training.init_from=" + path);
     try {
-      ShardedTrainer other(test_config(dir, extra), data(), world());
+      const Config other_config = test_config(dir, extra);
+      ShardedTrainer other(other_config, data(), world(), make_model(other_config));
     } catch (const InputError& e) {
       return std::string(e.what());
     }

@@ -392,8 +392,10 @@ TEST(Collectives, NodeMapAndAnOverride) {
   if (g.size() % 2 != 0) return;  // a node map of pairs needs an even world
   auto copy = g.split(0, g.rank());
   auto& pairs = dynamic_cast<MpiProcessGroup&>(*copy);
-  pairs.set_ranks_per_node(2);
-  for (int r = 0; r < g.size(); ++r) EXPECT_EQ(pairs.nodes()[size_t(r)], r / 2);
+  std::vector<int> two_per_node(static_cast<size_t>(g.size()));
+  for (int r = 0; r < g.size(); ++r) two_per_node[size_t(r)] = r / 2;
+  pairs.set_node_map(two_per_node);
+  EXPECT_EQ(pairs.nodes(), two_per_node);
   EXPECT_EQ(pairs.single_node(), g.size() == 2);
   EXPECT_EQ(pairs.choose(OpType::all_gather, 1 << 20),
             g.size() == 2 ? Algorithm::shm : Algorithm::ring);

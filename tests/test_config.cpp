@@ -162,7 +162,7 @@ TEST(Config, ContradictionsNameBothKeys) {
   EXPECT_NE(context.find("model.block_size"), std::string::npos);
   Config c = load_config("tiny", {});
   try {
-    validate_config(c, 3);
+    validate_for_world(c, 3);
     FAIL() << "8 sequences cannot split over 3 ranks";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("training.global_batch = 8"), std::string::npos);

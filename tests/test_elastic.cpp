@@ -137,7 +137,7 @@ TEST(Elastic, ARestartDropsOptionsTheNewMeshCannotApply) {
                          "between nodes to quantize on 2 ranks: none"),
             std::string::npos)
       << changes;
-  EXPECT_NO_THROW(validate_config(two, 2));
+  EXPECT_NO_THROW(validate_for_world(two, 2));
   // Still two nodes at 4 of 6 ranks: kept, nothing said.
   Config four = c;
   EXPECT_EQ(adapt_config_to_restart(four, 4), "");
@@ -190,7 +190,7 @@ TEST(Elastic, RunnableWorldSizesHoldWithConstrainingOptions) {
   for (int w : sizes.runnable) {
     Config r = c;
     adapt_config_to_restart(r, w);
-    EXPECT_NO_THROW(validate_config(r, w)) << w;
+    EXPECT_NO_THROW(validate_for_world(r, w)) << w;
     const MeshShape shape = mesh_shape(r, w);
     if (r.sharding.reshard_to) {
       EXPECT_NO_THROW(check_reshard_to(int(r.sharding.reshard_to), shape.dp_shard)) << w;

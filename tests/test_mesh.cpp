@@ -14,6 +14,7 @@
 #include "collectives/mpi_process_group.hpp"
 #include "core/error.hpp"
 #include "core/ops/quantize.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
@@ -58,7 +59,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST(Mesh, InitialWeightsAreBitwiseTheSameOnEveryMesh) {
   for (const Mesh& mesh : meshes(world().size())) {
     const Config config = test_config(mesh.keys);
-    ShardedTrainer sharded(config, data(), world());
+    ShardedTrainer sharded(config, data(), world(), make_model(config));
     LocalTrainer local(config, data());
     for (size_t i = 0; i < local.model().param_specs().size(); ++i) {
       const Tensor got = sharded.fsdp().gather_master(i);
@@ -76,7 +77,7 @@ struct Tolerance {
 // that counted each replica's gradient shard once more would be off by sqrt(replicas).
 void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Tolerance tol) {
   const Config config = test_config(with(mesh.keys, extra));
-  ShardedTrainer sharded(config, data(), world());
+  ShardedTrainer sharded(config, data(), world(), make_model(config));
   LocalTrainer local(config, data());
   double worst = 0;
   for (int64_t s = 0; s < config.training.max_steps; ++s) {
@@ -131,7 +132,7 @@ TEST(Mesh, ReplicaSyncLastEqualsEachAndTheReference) {
         const Config config = test_config(
             with(with(mesh.keys, common), {std::string("sharding.accumulation=") + accumulation,
                                            std::string("sharding.replica_sync=") + sync}));
-        ShardedTrainer t(config, data(), world());
+        ShardedTrainer t(config, data(), world(), make_model(config));
         for (int64_t s = 0; s < kSteps; ++s)
           EXPECT_NEAR(t.step(s).loss, reference[size_t(s)], 1e-5 * reference[size_t(s)])
               << mesh.name << " " << accumulation << " replica_sync " << sync << " step " << s;
@@ -157,7 +158,7 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
           with(mesh.keys,
                {"training.micro_batches=3", "training.global_batch=36", "training.max_steps=1",
                 k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
-      ShardedTrainer t(config, data(), world());
+      ShardedTrainer t(config, data(), world(), make_model(config));
       const StepStats st = t.step(0);
       bytes[k] = st.comm.replicated_bytes;
       int64_t shard_bytes = 0;
@@ -186,7 +187,7 @@ TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
                                          "training.max_steps=1",
                                          std::string("sharding.reshard_after_forward=") + reshard,
                                          std::string("sharding.accumulation=") + accumulation}));
-        ShardedTrainer t(config, data(), world());
+        ShardedTrainer t(config, data(), world(), make_model(config));
         const StepStats st = t.step(0);
         const Traffic predicted = t.traffic();
         const std::string what = mesh.name + " reshard " + reshard + " " + accumulation;
@@ -209,7 +210,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
     if (n < W && W % n == 0) continue;
     try {
       const Config config = test_config({"sharding.reshard_after_forward=" + std::to_string(n)});
-      ShardedTrainer t(config, data(), world());
+      ShardedTrainer t(config, data(), world(), make_model(config));
       ADD_FAILURE() << "reshard_after_forward = " << n << " accepted at " << W << " ranks";
     } catch (const InputError& e) {
       // Below 4 ranks no group has a divisor to reshard to, and the message says so.
@@ -233,8 +234,8 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
       // The trainer keeps a reference to its config.
       const Config base_config = test_config(with(keys, {"sharding.reshard_after_forward=true"}));
       const Config hpz_config = test_config(with(keys, {"sharding.reshard_after_forward=2"}));
-      ShardedTrainer base(base_config, data(), world());
-      ShardedTrainer hpz(hpz_config, data(), world());
+      ShardedTrainer base(base_config, data(), world(), make_model(base_config));
+      ShardedTrainer hpz(hpz_config, data(), world(), make_model(hpz_config));
       ASSERT_NE(hpz.fsdp().reshard_group(), nullptr);
       EXPECT_EQ(hpz.fsdp().reshard_group()->size(), 2);
       for (int64_t s = 0; s < 4; ++s) {
@@ -260,7 +261,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
     const Config config =
         test_config({"sharding.shard_degree=2", "sharding.replicate_degree=2",
                      "sharding.ranks_per_node=2", "sharding.reshard_after_forward=2"});
-    ShardedTrainer t(config, data(), world());
+    ShardedTrainer t(config, data(), world(), make_model(config));
     ADD_FAILURE() << "reshard_after_forward = 2 accepted with shard groups of 2";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("a shard group of 2 ranks has no divisor"),
@@ -273,7 +274,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
 std::string refusal(const std::vector<std::string>& keys) {
   try {
     const Config config = test_config(keys);
-    ShardedTrainer t(config, data(), world());
+    ShardedTrainer t(config, data(), world(), make_model(config));
   } catch (const InputError& e) {
     return e.what();
   }
@@ -331,8 +332,8 @@ TEST(Mesh, QuantizedGathersComputeWithTheDecodedMasters) {
         std::string("sharding.reshard_after_forward=") + reshard};
     const Config plain_config = test_config(keys);
     const Config int8_config = test_config(with(keys, {"sharding.gather_quantization=int8"}));
-    ShardedTrainer plain(plain_config, data(), world());
-    ShardedTrainer quantized(int8_config, data(), world());
+    ShardedTrainer plain(plain_config, data(), world(), make_model(plain_config));
+    ShardedTrainer quantized(int8_config, data(), world(), make_model(int8_config));
     EXPECT_TRUE(quantized.fsdp().quantized().gather);
     decode_masters_in_place(plain, Quantization::int8);
     const StepStats a = plain.step(0), b = quantized.step(0);
@@ -397,8 +398,8 @@ TEST(Mesh, QuantizedReductionsStayCloseToFullPrecision) {
       const Config plain_config = test_config(keys);
       const Config q_config =
           test_config(with(keys, {std::string("sharding.reduce_quantization=") + bound.q}));
-      ShardedTrainer plain(plain_config, data(), world());
-      ShardedTrainer quantized(q_config, data(), world());
+      ShardedTrainer plain(plain_config, data(), world(), make_model(plain_config));
+      ShardedTrainer quantized(q_config, data(), world(), make_model(q_config));
       const std::string what = mesh.name + ", " + bound.q;
       double worst_loss = 0, worst_norm = 0;
       for (int64_t s = 0; s < 4; ++s) {
@@ -460,7 +461,7 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
     auto group = world().split(rank < chain[k].ranks ? 0 : -1, rank);
     if (group) {
       const Config config = test_config(with(common, chain[k].keys));
-      ShardedTrainer t(config, data(), *group);
+      ShardedTrainer t(config, data(), *group, make_model(config));
       int64_t start = 0;
       if (k > 0) start = t.load_checkpoint(latest_checkpoint(dir));
       EXPECT_EQ(start, per_link * int64_t(k));

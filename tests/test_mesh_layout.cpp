@@ -105,6 +105,14 @@ TEST(MeshLayout, TwoDimensionsAsBefore) {
   EXPECT_EQ(checked, 10 * 6);
 }
 
+// Hand-written: the node map sharding.ranks_per_node pretends on one host.
+TEST(MeshLayout, PretendNodeMapsAreConsecutiveBlocks) {
+  EXPECT_EQ(pretend_node_map(6, 2), (std::vector<int>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(pretend_node_map(6, 3), (std::vector<int>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(pretend_node_map(4, 4), (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(pretend_node_map(3, 1), (std::vector<int>{0, 1, 2}));
+}
+
 TEST(MeshLayout, Describes) {
   EXPECT_EQ(describe_mesh({.dp_shard = 4}), "FSDP over 4 ranks");
   EXPECT_EQ(describe_mesh({.dp_shard = 2, .dp_replicate = 2}), "HSDP: 2 replicas x 2 shards");

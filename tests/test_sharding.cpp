@@ -14,6 +14,7 @@
 #include "collectives/fake_process_group.hpp"
 #include "collectives/mpi_process_group.hpp"
 #include "core/memory_stats.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/sharded_trainer.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
@@ -48,7 +49,7 @@ bool weights_bitwise_equal(ShardedTrainer& a, ShardedTrainer& b) {
 TEST(Sharding, InitialWeightsAreBitwiseTheUnshardedOnes) {
   for (const char* dtype : {"fp32", "bf16"}) {
     const Config config = test_config({std::string("precision.param_dtype=") + dtype});
-    ShardedTrainer sharded(config, data(), world());
+    ShardedTrainer sharded(config, data(), world(), make_model(config));
     LocalTrainer local(config, data());
     const auto& specs = local.model().param_specs();
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -71,7 +72,7 @@ struct Tolerance {
 // squares are summed in unit order here and declaration order there).
 void expect_training_matches(const char* dtype, Tolerance tol) {
   const Config config = test_config({std::string("precision.param_dtype=") + dtype});
-  ShardedTrainer sharded(config, data(), world());
+  ShardedTrainer sharded(config, data(), world(), make_model(config));
   LocalTrainer local(config, data());
   const bool one = world().size() == 1;
   double worst_loss = 0;
@@ -122,7 +123,7 @@ TEST(Sharding, Bf16TrainingMatchesTheUnshardedTrainer) {
 // Resharding and prefetching change when parameters are gathered, never what is computed.
 TEST(Sharding, ReshardAndPrefetchDoNotChangeTheNumbers) {
   const Config base_config = test_config({"training.max_steps=4"});
-  ShardedTrainer base(base_config, data(), world());
+  ShardedTrainer base(base_config, data(), world(), make_model(base_config));
   std::vector<double> base_losses;
   for (int64_t s = 0; s < 4; ++s) base_losses.push_back(base.step(s).loss);
   for (const char* reshard : {"true", "false"})
@@ -130,7 +131,7 @@ TEST(Sharding, ReshardAndPrefetchDoNotChangeTheNumbers) {
       const Config config = test_config({"training.max_steps=4",
                                          std::string("sharding.reshard_after_forward=") + reshard,
                                          std::string("sharding.prefetch=") + depth});
-      ShardedTrainer variant(config, data(), world());
+      ShardedTrainer variant(config, data(), world(), make_model(config));
       for (int64_t s = 0; s < 4; ++s)
         EXPECT_EQ(variant.step(s).loss, base_losses[size_t(s)])
             << "reshard " << reshard << " prefetch " << depth << " step " << s;
@@ -146,7 +147,8 @@ TEST(Sharding, AloneTheGradientsNeedNoUnshardedBuffer) {
   const bool alone = world().size() == 1;
   const std::vector<std::string> three = {"training.micro_batches=3", "training.global_batch=36"};
   auto budgeted = [&](std::vector<std::string> keys) {
-    return ShardedTrainer(test_config(keys), data(), world()).budget().unsharded_grads;
+    const Config config = test_config(keys);
+    return ShardedTrainer(config, data(), world(), make_model(config)).budget().unsharded_grads;
   };
   EXPECT_EQ(budgeted({}) == 0, alone);
   EXPECT_EQ(budgeted({three[0], three[1], "sharding.accumulation=reduce_last"}) == 0, alone);
@@ -175,14 +177,15 @@ TEST(Sharding, ActivationCheckpointingIsBitwiseInvisible) {
                           std::string("sharding.activation_checkpointing=") + mode});
     };
     const Config none_config = config("none");  // trainers keep a reference to their config
-    ShardedTrainer none(none_config, data(), world());
+    ShardedTrainer none(none_config, data(), world(), make_model(none_config));
     for (const char* mode : {"selective", "full"}) {
       SCOPED_TRACE(fmt::format("{} with activation checkpointing {}", dtype, mode));
       const Config checkpointed_config = config(mode);
-      ShardedTrainer checkpointed(checkpointed_config, data(), world());
+      ShardedTrainer checkpointed(checkpointed_config, data(), world(),
+                                  make_model(checkpointed_config));
       // Fewer bytes kept, and the mode really is on.
       EXPECT_LT(checkpointed.budget().activations, none.budget().activations);
-      ShardedTrainer reference(none_config, data(), world());
+      ShardedTrainer reference(none_config, data(), world(), make_model(none_config));
       for (int64_t s = 0; s < 3; ++s) {
         const StepStats a = reference.step(s), b = checkpointed.step(s);
         EXPECT_EQ(a.loss, b.loss) << "step " << s;
@@ -207,7 +210,8 @@ TEST(Sharding, AccumulationModesAgree) {
     return test_config(o);
   };
   const Config each = with("reduce_each"), last = with("reduce_last");
-  ShardedTrainer a(each, data(), world()), b(last, data(), world());
+  ShardedTrainer a(each, data(), world(), make_model(each)),
+      b(last, data(), world(), make_model(last));
   LocalTrainer reference(each, data());
   for (int64_t s = 0; s < 5; ++s) {
     const double la = a.step(s).loss, lb = b.step(s).loss, lr = reference.step(s).loss;
@@ -221,7 +225,7 @@ TEST(Sharding, AccumulationModesAgree) {
 // Masters, gradients and AdamW's two moments: 16 bytes per element, divided over the ranks.
 TEST(Sharding, PersistentStateIsDividedByTheWorldSize) {
   const Config config = test_config({"training.max_steps=1"});
-  ShardedTrainer sharded(config, data(), world());
+  ShardedTrainer sharded(config, data(), world(), make_model(config));
   sharded.step(0);  // the optimizer state exists after the first step
   int64_t params = 0;
   for (const auto& spec : sharded.model().param_specs()) params += spec.numel();
@@ -376,7 +380,7 @@ namespace {
 TEST(Trace, MergedTraceHasEveryRankNestedSpansAndEveryCollective) {
   const std::string path = testing::shared_dir(world(), "trace") + "/trace.json";
   const Config config = test_config({"training.max_steps=4"});
-  ShardedTrainer trainer(config, data(), world());
+  ShardedTrainer trainer(config, data(), world(), make_model(config));
   TraceSession trace(world(), path, "2..3");
   for (int64_t s = 0; s < 4; ++s) {
     trace.begin_step(s);

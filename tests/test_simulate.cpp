@@ -69,7 +69,7 @@ SimPlatform free_platform(int nodes, int ranks_per_node, AlphaBeta link) {
 StepPlan one_unit(int64_t padded, int world_shard) {
   StepPlan plan;
   plan.units = {{padded, padded / world_shard}};
-  plan.block_forward = plan.block_backward = {0.0};
+  plan.compute.block_forward = plan.compute.block_backward = {};
   return plan;
 }
 
@@ -113,12 +113,12 @@ TEST(Simulate, TwoUnitTimelineMatchesTheHandDrawnOne) {
   const double ms = 1e-3;
   StepPlan plan;
   plan.units = {{1 << 20, 1 << 19}, {1 << 20, 1 << 19}};  // 2 MiB gathered, 4 MiB reduced each
-  plan.root_forward_pre = 1 * ms;
-  plan.root_forward_post = 2 * ms;
-  plan.root_backward_pre = 3 * ms;
-  plan.root_backward_post = 1 * ms;
-  plan.block_forward = {0, 4 * ms};
-  plan.block_backward = {0, 8 * ms};
+  plan.compute.root_forward_pre = 1 * ms;
+  plan.compute.root_forward_post = 2 * ms;
+  plan.compute.root_backward_pre = 3 * ms;
+  plan.compute.root_backward_post = 1 * ms;
+  plan.compute.block_forward = {4 * ms};
+  plan.compute.block_backward = {8 * ms};
   plan.optimizer = 0.5 * ms;
   SimOptions options;
   options.timeline_ranks = 1;
@@ -176,7 +176,7 @@ class RecordingBackend final : public ReplayBackend {
 TEST(Simulate, ReshardToGathersTheBackwardFromTheReshardGroup) {
   StepPlan plan;
   plan.units = {{64, 16}, {64, 16}, {64, 16}, {64, 16}};  // root + 3 blocks, 4 shard ranks
-  plan.block_forward = plan.block_backward = {0, 0, 0, 0};
+  plan.compute.block_forward = plan.compute.block_backward = {0, 0, 0};
   for (const int reshard_to : {0, 2}) {
     plan.reshard_to = reshard_to;
     RecordingBackend backend;
@@ -205,7 +205,7 @@ TEST(Simulate, ReshardToKeepsTheBackwardGathersInsideTheNodes) {
   const int64_t padded = int64_t(1) << 22;  // 8 MiB in BF16 per unit
   plan.units = {
       {padded, padded / 4}, {padded, padded / 4}, {padded, padded / 4}, {padded, padded / 4}};
-  plan.block_forward = plan.block_backward = {0, 1e-3, 1e-3, 1e-3};
+  plan.compute.block_forward = plan.compute.block_backward = {1e-3, 1e-3, 1e-3};
   const SimResult fsdp = simulate_step(p, {4, 1}, plan);
   plan.reshard_to = 2;
   const SimResult hpz = simulate_step(p, {4, 1}, plan);
@@ -217,7 +217,7 @@ TEST(Simulate, ReshardToKeepsTheBackwardGathersInsideTheNodes) {
 TEST(Simulate, AMachinesCoresAreShared) {
   // 4 ranks of 1 thread computing 10 ms at once: on 4 cores 10 ms, on 2 cores 20 ms.
   StepPlan plan = one_unit(4096, 4);
-  plan.root_forward_pre = 10e-3;
+  plan.compute.root_forward_pre = 10e-3;
   SimPlatform p = free_platform(1, 4, {0, 0});
   p.machine_cores = 4;
   EXPECT_NEAR(simulate_step(p, {1, 4}, plan).compute, 10e-3, 1e-12);
@@ -249,9 +249,9 @@ TEST(Simulate, AnOversubscribedCoreSlowsCrossNodeRings) {
 TEST(Simulate, NodesThatBehaveAlikeAreSimulatedOnce) {
   StepPlan plan;
   plan.units = {{1 << 18, 0}, {3 << 18, 0}, {1 << 12, 0}};
-  plan.root_forward_pre = plan.root_backward_post = 2e-3;
-  plan.block_forward = {0, 3e-3, 1e-4};
-  plan.block_backward = {0, 6e-3, 2e-4};
+  plan.compute.root_forward_pre = plan.compute.root_backward_post = 2e-3;
+  plan.compute.block_forward = {3e-3, 1e-4};
+  plan.compute.block_backward = {6e-3, 2e-4};
   plan.optimizer = 1e-3;
 #ifdef SHARDTRAIN_SANITIZED  // actors are threads there: the smaller platforms, the same checks
   const std::vector<std::pair<int, int>> platforms = {{8, 2}};
@@ -494,8 +494,8 @@ RecordedStep record_step(const MeshShape& shape, int per_node, const FsdpOptions
     });
   for (auto& t : ranks) t.join();
   StepPlan& plan = out.plan;
-  plan.block_forward.assign(plan.units.size(), 0.0);
-  plan.block_backward.assign(plan.units.size(), 0.0);
+  plan.compute.block_forward.assign(plan.units.size() - 1, 0.0);
+  plan.compute.block_backward.assign(plan.units.size() - 1, 0.0);
   plan.reshard_after_forward = options.reshard_after_forward;
   plan.reshard_to = options.reshard_to;
   plan.gather_quantization = options.gather_quantization;

@@ -32,8 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (int world = 1; world <= 4; ++world) try {
-      st::validate_config(c, world);
-      st::mesh_shape(c, world);
+      st::validate_for_world(c, world);
     } catch (const st::InputError& e) {
       st::fuzzing::refused(e);
     }
