@@ -421,7 +421,7 @@ int run_train(const CommonOptions& options) {
       note->step(step);
       liveness::set_step(step);
       liveness::set_steps_done(step);
-      faults.hang_if_due(step);
+      faults.hang_if_due(step, [&] { return note->newest(); });
       trace.begin_step(step);
       const StepStats st = s.trainer->step(step);
       liveness::set_steps_done(step + 1);

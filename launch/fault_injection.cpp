@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "launch/commands.hpp"
 #include "launch/elastic.hpp"
 
@@ -45,9 +47,16 @@ void FaultInjection::hold_if_due(int64_t step) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
-void FaultInjection::hang_if_due(int64_t step) const {
-  if (step + 1 == hang_at_step_)
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+void FaultInjection::hang_if_due(int64_t step, const std::function<std::string()>& newest) const {
+  if (step + 1 != hang_at_step_) return;
+  for (std::string said = "\n";; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    const std::string now = newest();
+    if (now == said) continue;
+    said = now;
+    fmt::print(stderr, "test: hanging before step {}; newest complete checkpoint: {}\n", step + 1,
+               now.empty() ? "none" : now);
+    std::fflush(stderr);
+  }
 }
 
 }  // namespace st

@@ -6,6 +6,8 @@
 // checkpoint writes slowed so a test can kill a save (--test-slow-checkpoint-ms). The two flags
 // are hidden from `shardtrain train --help`; without them and the variable, nothing happens.
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace st {
@@ -29,8 +31,11 @@ class FaultInjection {
   // step however slowly the launcher runs on a loaded machine.
   void hold_if_due(int64_t step) const;
   // Once the step is noted as this rank's progress: blocks forever if the main thread is to
-  // hang before step `step` + 1 (1-based), so the others see it stuck at that step.
-  void hang_if_due(int64_t step) const;
+  // hang before step `step` + 1 (1-based), so the others see it stuck at that step. While it
+  // hangs it prints each newest complete checkpoint `newest` names ("test: hanging before step
+  // S; newest complete checkpoint: PATH", stderr), so a test can wait for a background save to
+  // be recorded instead of sleeping.
+  void hang_if_due(int64_t step, const std::function<std::string()>& newest) const;
   // Milliseconds each checkpoint write sleeps after a unit (0: none).
   int slow_checkpoint_ms() const { return slow_checkpoint_ms_; }
 

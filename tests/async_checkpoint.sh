@@ -96,15 +96,16 @@ case $case_ in
   interrupted)
     # Forced, not timed: rank 0 writes 0.3 s a unit, so the step-2 save is in flight when the
     # training thread passes step 2's boundary, and rank 0 then hangs at the start of step 3
-    # (a test seam) while the save completes. The second after COMPLETE appears is for the
-    # marker's fsync; the writer thread records it the moment that returns.
+    # (a test seam) while the save completes. The hanging rank says when the writer thread has
+    # recorded the save (after the marker's fsync), which is later than COMPLETE appearing.
     "$shardrun" -n 2 "$here/on_rank.sh" 0 'set -- "$@" --test-slow-checkpoint-ms 300 --test-hang-at-step 3' \
       "$st" train "${model[@]}" training.max_steps=10 checkpoint.dir=ck checkpoint.every=2 \
       checkpoint.async=true > out 2>&1 &
     launcher=$!
-    for _ in $(seq 600); do [ -f ck/step-00000002/COMPLETE ] && break; sleep 0.1; done
-    [ -f ck/step-00000002/COMPLETE ] || { kill -TERM "$launcher"; fail "the step-2 save never completed"; }
-    sleep 1
+    recorded='^test: hanging before step 3; newest complete checkpoint: ck/step-00000002$'
+    for _ in $(seq 600); do grep -q "$recorded" out && break; sleep 0.1; done
+    grep -q "$recorded" out || { kill -TERM "$launcher"; fail "the step-2 save was never recorded: $(tail -5 out)"; }
+    [ -f ck/step-00000002/COMPLETE ] || fail "the step-2 save was recorded before its marker"
     kill -TERM "$launcher"
     wait "$launcher"
     rc=$?
