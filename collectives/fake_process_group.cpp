@@ -54,12 +54,10 @@ void deliver(const FakeProcessGroup::Shared::PostedRecv& r, const char* bytes, s
 }
 }  // namespace
 
-std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size,
-                                                                        int ranks_per_node) {
+std::vector<std::unique_ptr<FakeProcessGroup>> FakeProcessGroup::create(int size) {
   if (size < 1) fail("FakeProcessGroup::create: size {} must be at least 1", size);
   auto shared = std::make_shared<Shared>(size);
-  std::vector<int> nodes(size_t(size), 0);
-  for (int r = 0; r < size && ranks_per_node > 0; ++r) nodes[size_t(r)] = r / ranks_per_node;
+  const std::vector<int> nodes(static_cast<size_t>(size), 0);
   std::vector<std::unique_ptr<FakeProcessGroup>> groups;
   for (int r = 0; r < size; ++r)
     groups.push_back(

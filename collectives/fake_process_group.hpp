@@ -13,9 +13,9 @@ namespace st {
 
 class FakeProcessGroup final : public ProcessGroup {
  public:
-  // One group object per rank, all sharing one rendezvous. `ranks_per_node` > 0 places ranks
-  // r / ranks_per_node on the same (pretend) node; 0: all on one node.
-  static std::vector<std::unique_ptr<FakeProcessGroup>> create(int size, int ranks_per_node = 0);
+  // One group object per rank, all sharing one rendezvous, all on one node (set_node_map on
+  // every rank's object places them on pretend nodes).
+  static std::vector<std::unique_ptr<FakeProcessGroup>> create(int size);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

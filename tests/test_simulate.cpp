@@ -468,7 +468,9 @@ struct RecordedStep {
 RecordedStep record_step(const MeshShape& shape, int per_node, const FsdpOptions& options,
                          int micro_batches, float grad_scale) {
   const int world = shape.world();
-  auto groups = FakeProcessGroup::create(world, per_node);
+  auto groups = FakeProcessGroup::create(world);
+  if (per_node > 0)
+    for (auto& g : groups) g->set_node_map(pretend_node_map(world, per_node));
   RecordedStep out;
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r)
