@@ -11,7 +11,7 @@ WHICH BLOCKS ARE OUTPUTS. Every fenced block without a language, or marked `cons
   1. marked `<!-- output: COMMAND -->` on the line before its fence: what COMMAND prints;
   2. marked `<!-- output -->` and holding `$ COMMAND` lines (a transcript): each command (with
      its `\\` continuation lines) runs, and the lines after it up to the next `$` are its output;
-  3. in README.md, a block right after a `<!-- tour -->` command block (tests/readme_tour.sh's
+  3. in README.md, a block right after a `<!-- tour -->` command block (the tour's
      convention): the output of that block's commands;
   4. inside `<!-- results: ... -->` ... `<!-- /results -->`: a measurement, with its date and
      CPU, rendered from bench/results/ by bench/results-block (checked by
@@ -25,9 +25,9 @@ bare `shardtrain`), /tmp/tour a scratch folder of the page's own (removed after)
 check XDG_CACHE_HOME is in it too (nothing is written outside it). A command repeated on a
 page, or on another page without /tmp/tour, runs once. In the output the scratch folder reads
 /tmp/tour again and $HOME `~`. Output is stdout and stderr; the exit status must be 0, except
-in transcripts (they show errors). The check runs a tenth of the steps, as cli.readme_tour
-does (max_steps=, checkpoint.every= and step-NNNNNNNN divided by 10, at least 1), to stay
-quick; --write runs the commands as written.
+in transcripts (they show errors). The check runs a tenth of the steps (max_steps=,
+checkpoint.every= and step-NNNNNNNN divided by 10, at least 1), to stay quick; --write runs
+the commands as written.
 
 HOW A BLOCK IS COMPARED. Runs of spaces count as one (columns widen with their numbers). A
 block without `...` lines is the whole output, line for line; with them it is an excerpt: its
@@ -51,6 +51,9 @@ time, the number after the MFU share). Every other output is compared with these
 Everything else is compared exactly: the model line and its parameter count, every budget
 term, the data and traffic lines, the units, eval's token and window counts, paths, the order
 and the words of every line.
+
+WHAT A PAGE CLAIMS beyond its lines is checked on the same run (CLAIMS below): the README's
+4-rank run follows the one-process run within 0.1% at step 5, and its plot is a PNG.
 
 LEFT_OUT: blocks deliberately not run, by page and words the block holds, each with why."""
 import difflib
@@ -311,6 +314,39 @@ def catalogue(page):
     return [f"{page}:{line + 1}: {what or 'UNMARKED'}" for line, what in found]
 
 
+def loss_at(step, lines):
+    """The loss on the `step STEP/M` line of a run's output, or None."""
+    for line in lines:
+        m = re.match(rf"step +{step}/\d+ \| loss ([\d.]+) ", line)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def readme_claims(items, runner, scratch):
+    """Why the README's tour breaks what the README says of it (its numbers are masked in the
+    comparison): the 4-rank run's losses follow the one-process run's within 0.1% (BF16), and
+    the plot is a PNG."""
+    tour = [cmd for kind, cmds in items if kind == "tour" for cmd in cmds]
+    one = next((c for c in tour if c.startswith("build/bin/shardtrain train")), None)
+    four = next((c for c in tour if c.startswith("launch/shardrun -n 4 build/bin/shardtrain train")),
+                None)
+    if not one or not four:
+        return ["the tour has no one-process and 4-rank training runs to compare"]
+    a, b = loss_at(5, runner.run(one)[1]), loss_at(5, runner.run(four)[1])
+    why = []
+    if a is None or b is None or not (a > 0 and abs(a - b) / a <= 1e-3):
+        why.append(f"the 4-rank loss at step 5 ({b}) is not within 0.1% of one rank's ({a})")
+    png = pathlib.Path(scratch, "runs.png")
+    if not png.is_file() or png.read_bytes()[:4] != b"\x89PNG":
+        why.append("the tour's plot /tmp/tour/runs.png is not a PNG")
+    return why
+
+
+# What a page says of its outputs beyond the lines it shows (run by the check alone).
+CLAIMS = {"README.md": readme_claims}
+
+
 def check_page(page, bin_dir, write):
     path = ROOT / page
     text = path.read_text()
@@ -346,6 +382,8 @@ def check_page(page, bin_dir, write):
                     failures.append(f"{page}:{block.start + 1}: the block drifted from "
                                     f"`{' && '.join(block.commands)}`:\n{why}")
             new_bodies[block.start] = (block.end, body)
+        if not write and page in CLAIMS:
+            failures += [f"{page}: {why}" for why in CLAIMS[page](items, runner, scratch)]
         if write:
             out, i = [], 0
             while i < len(lines):
