@@ -124,7 +124,7 @@ ResumeFrom parse_resume(const std::string& word, const std::string& key) {
   return ResumeFrom(word);
 }
 
-using Model = ModelConfig;
+using ModelSection = ModelConfig;
 using Data = decltype(Config::data);
 using Training = decltype(Config::training);
 using Schedule = decltype(Config::schedule);
@@ -140,20 +140,22 @@ using KeyTable = std::vector<std::pair<std::string, KeyEntry>>;
 KeyTable common_model_keys() {
   return {
       {"model.n_layer",
-       {int_key(&Config::model, &Model::n_layer), "1 – 65536", "transformer blocks"}},
+       {int_key(&Config::model, &ModelSection::n_layer), "1 – 65536", "transformer blocks"}},
       {"model.n_embd",
-       {int_key(&Config::model, &Model::n_embd), "1 – 131072, divisible by `model.n_head`",
+       {int_key(&Config::model, &ModelSection::n_embd), "1 – 131072, divisible by `model.n_head`",
         "channels C"}},
-      {"model.n_head", {int_key(&Config::model, &Model::n_head), "1 – 131072", "attention heads"}},
+      {"model.n_head",
+       {int_key(&Config::model, &ModelSection::n_head), "1 – 131072", "attention heads"}},
       {"model.block_size",
-       {int_key(&Config::model, &Model::block_size), "1 – 1048576",
+       {int_key(&Config::model, &ModelSection::block_size), "1 – 1048576",
         "context length (rows of `wpe`)"}},
       {"model.vocab_size",
-       {int_key(&Config::model, &Model::vocab_size), "1 – 16777216",
+       {int_key(&Config::model, &ModelSection::vocab_size), "1 – 16777216",
         "vocabulary (GPT-2's is 50,257); byte data (`data.path`, the built-in corpus) needs at "
         "least 256"}},
       {"model.padded_vocab_size",
-       {int_key(&Config::model, &Model::padded_vocab_size), "0, or `model.vocab_size` – 16777216",
+       {int_key(&Config::model, &ModelSection::padded_vocab_size),
+        "0, or `model.vocab_size` – 16777216",
         "rows of `wte` and columns of the logits; 0: `vocab_size` rounded up to a multiple of 128 "
         "(50,257 → 50,304); padding never reaches the loss, a sample or an export"}},
   };
@@ -202,8 +204,9 @@ KeyTable model_keys() {
   const std::string& allowed = text.emplace_back(fmt::format("{}", fmt::join(names, ", ")));
   const std::string& meaning =
       text.emplace_back(fmt::format("the architecture: {}", fmt::join(what, "; ")));
-  keys.push_back({"model.family",
-                  {str_key(&Config::model, &Model::family), allowed.c_str(), meaning.c_str()}});
+  keys.push_back(
+      {"model.family",
+       {str_key(&Config::model, &ModelSection::family), allowed.c_str(), meaning.c_str()}});
   // A key families share (Llama's, read by qwen2 and qwen3 too) is listed once, naming them.
   std::set<std::string> listed;
   for (const ModelFamily* f : model_families())

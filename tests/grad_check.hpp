@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "core/rng.hpp"
 
 namespace st::testing {
+
+inline constexpr DType f32 = DType::f32;
 
 inline std::vector<float> randn(size_t n, uint64_t stream, float std = 1.0f) {
   std::vector<float> v(n);

@@ -22,8 +22,8 @@ namespace {
 
 using testing::dot;
 using testing::expect_gradient;
+using testing::f32;
 using testing::randn;
-constexpr DType f32 = DType::f32;
 
 TEST(LlamaOps, RmsNormMatchesFormulaAndFiniteDifferences) {
   const int64_t M = 4, C = 9;

@@ -24,8 +24,8 @@ namespace {
 
 using testing::dot;
 using testing::expect_gradient;
+using testing::f32;
 using testing::randn;
-constexpr DType f32 = DType::f32;
 
 TEST(Matmul, TransposedAndBatchedViewsMatchNaiveLoop) {
   const int64_t batch = 3, M = 5, K = 7, N = 4;

@@ -17,17 +17,17 @@ GPTConfig gpt_config(const ModelConfig& c) {
 }
 
 // Nothing beyond the checks every family's keys get.
-void validate(const ModelConfig&) {}
+void validate_gpt2(const ModelConfig&) {}
 
-std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+std::unique_ptr<Model> build_gpt2(const ModelConfig& c, DType dtype) {
   return std::make_unique<GPT>(gpt_config(c), dtype);
 }
 
-void to_meta(const ModelConfig&, nlohmann::json&) {}
-void from_meta(const nlohmann::json&, ModelConfig&, const std::string&) {}
+void gpt2_to_meta(const ModelConfig&, nlohmann::json&) {}
+void gpt2_from_meta(const nlohmann::json&, ModelConfig&, const std::string&) {}
 
 // Byte or GPT-2 vocabulary, tied lm_head, the tanh GELU.
-nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
+nlohmann::ordered_json gpt2_hf_config(const ModelConfig& c, DType dtype) {
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"vocab_size", c.vocab_size},
@@ -45,7 +45,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
           {"torch_dtype", dtype == DType::bf16 ? "bfloat16" : "float32"}};
 }
 
-ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+ModelConfig gpt2_from_hf_config(const nlohmann::json& j, const std::string& where) {
   ModelConfig c;
   c.n_layer = json_int_at(j, "n_layer", where);
   c.n_embd = json_int_at(j, "n_embd", where);
@@ -84,13 +84,13 @@ const ModelFamily& gpt2_family() {
       .display_name = "GPT",
       .description = "GPT-2 (learned positions, LayerNorm, a GELU MLP, biases)",
       .own_keys = {},
-      .validate = validate,
-      .build = build,
-      .to_meta = to_meta,
-      .from_meta = from_meta,
+      .validate = validate_gpt2,
+      .build = build_gpt2,
+      .to_meta = gpt2_to_meta,
+      .from_meta = gpt2_from_meta,
       .hf_model_type = "gpt2",
-      .hf_config = hf_config,
-      .from_hf_config = from_hf_config};
+      .hf_config = gpt2_hf_config,
+      .from_hf_config = gpt2_from_hf_config};
   return family;
 }
 

@@ -215,13 +215,13 @@ namespace {
 
 constexpr LlamaVariant kLlama{"llama", "Llama", "LlamaForCausalLM", "llama"};
 
-std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
+std::unique_ptr<Model> build_plain_llama(const ModelConfig& c, DType dtype) {
   return build_llama(c, dtype, kLlama);
 }
-nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
+nlohmann::ordered_json plain_llama_hf_config(const ModelConfig& m, DType dtype) {
   return llama_hf_config(m, dtype, kLlama);
 }
-ModelConfig from_hf_config(const nlohmann::json& j, const std::string& where) {
+ModelConfig plain_llama_from_hf_config(const nlohmann::json& j, const std::string& where) {
   return llama_from_hf_config(j, where, kLlama);
 }
 
@@ -235,12 +235,12 @@ const ModelFamily& llama_family() {
           "Llama (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases)",
       .own_keys = keys().describe(),
       .validate = validate_llama,
-      .build = build,
+      .build = build_plain_llama,
       .to_meta = llama_to_meta,
       .from_meta = llama_from_meta,
       .hf_model_type = "llama",
-      .hf_config = hf_config,
-      .from_hf_config = from_hf_config};
+      .hf_config = plain_llama_hf_config,
+      .from_hf_config = plain_llama_from_hf_config};
   return family;
 }
 
