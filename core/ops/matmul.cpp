@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/op_profile.hpp"
@@ -77,12 +78,12 @@ struct KeyHash {
 
 struct Cached {
   dnnl::matmul primitive;
-  memory::desc a, b, c, bias;
+  memory::desc a, b, c, bias, scratchpad;
 };
 
 class Runtime {
  public:
-  Runtime() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  Runtime() : engine_(dnnl::engine::kind::cpu, 0) {}
 
   const Cached& get(const Key& key) {
     std::lock_guard lock(mutex_);
@@ -100,6 +101,9 @@ class Runtime {
                                 single ? memory::format_tag::ab : memory::format_tag::abc);
     }
     dnnl::primitive_attr attr;
+    // oneDNN's own scratchpad is one buffer for every primitive, unsafe when two threads run
+    // matmuls at once (tensor-parallel ranks in one process): each thread passes its own.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
     if (key.accumulate) {
       dnnl::post_ops ops;
@@ -111,6 +115,7 @@ class Runtime {
                            : dnnl::matmul::desc(entry.a, entry.b, entry.c);
       dnnl::matmul::primitive_desc pd(desc, attr, engine_);
       entry.primitive = dnnl::matmul(pd);
+      entry.scratchpad = pd.scratchpad_desc();
     } catch (const dnnl::error& e) {
       fail("oneDNN could not create a matmul for batch {}x{} [{}x{}]({})·[{}x{}]({}) -> {}: {}",
            key.batch.outer, key.batch.inner, key.a.rows, key.a.cols, dtype_name(key.a.dtype),
@@ -120,11 +125,15 @@ class Runtime {
   }
 
   dnnl::engine& engine() { return engine_; }
-  dnnl::stream& stream() { return stream_; }
+  // A stream is not thread-safe (oneDNN's threading contract): each thread that runs matmuls
+  // (tensor-parallel ranks in one process, in the tests) has its own; primitives are shared.
+  dnnl::stream& stream() {
+    thread_local dnnl::stream stream(engine_);
+    return stream;
+  }
 
  private:
   dnnl::engine engine_;
-  dnnl::stream stream_;
   std::mutex mutex_;
   std::unordered_map<Key, Cached, KeyHash> cache_;
 };
@@ -171,6 +180,11 @@ void gemm(GemmBatch batch, const MatView& a, const MatView& b, const MatView& c,
                                        {DNNL_ARG_WEIGHTS, wrap(entry.b, b.data)},
                                        {DNNL_ARG_DST, wrap(entry.c, c.data)}};
   if (options.bias) args.emplace(DNNL_ARG_BIAS, wrap(entry.bias, options.bias));
+  if (const size_t bytes = entry.scratchpad.get_size(); bytes > 0) {
+    thread_local std::vector<uint8_t> scratchpad;
+    if (scratchpad.size() < bytes) scratchpad.resize(bytes);
+    args.emplace(DNNL_ARG_SCRATCHPAD, wrap(entry.scratchpad, scratchpad.data()));
+  }
   entry.primitive.execute(rt.stream(), args);
   rt.stream().wait();
 }
