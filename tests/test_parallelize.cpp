@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/model/param_plan.hpp"
+#include "core/model/param_slice.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "models/llama/llama.hpp"
 
@@ -94,6 +95,118 @@ TEST(Parallelize, InitIsTheSameValuesForSplitsAlongDimensionOne) {
         compared += piece;
       }
   EXPECT_EQ(compared, s.numel());
+}
+
+}  // namespace
+}  // namespace st
+
+namespace st {
+namespace {
+
+// Where whole element `g` of `whole` goes under `p` over `ranks`, by coordinates (the
+// definition in param_spec.hpp, independently of SliceMap's strides): {rank, local index}.
+std::pair<int, int64_t> owner_of(const Shape& whole, const Placement& p, int ranks, int64_t g) {
+  int64_t inner = 1;
+  for (size_t d = size_t(p.dim) + 1; d < whole.size(); ++d) inner *= whole[d];
+  const int64_t extent = whole[size_t(p.dim)], segment = extent / p.parts, piece = segment / ranks;
+  const int64_t outer = g / (extent * inner), along = g / inner % extent, in = g % inner;
+  const int64_t part = along / segment, within = along % segment;
+  const int rank = int(within / piece);
+  const int64_t local_along = part * piece + within % piece;
+  return {rank, (outer * (extent / ranks) + local_along) * inner + in};
+}
+
+TEST(ParamSlice, EveryElementHasOneOwnerAtTheCoordinatesItsPlacementSays) {
+  struct Case {
+    Shape whole;
+    Placement p;
+  };
+  const Case cases[] = {{{6, 12}, Placement::shard(1, 2, 3)},  // a fused q/k/v, heads of 2
+                        {{8, 5}, Placement::shard(0, 2)},      // row-parallel, heads of 2
+                        {{24}, Placement::shard(0, 4, 3)},     // a fused bias
+                        {{4, 6, 8}, Placement::shard(1)},      // a middle dimension
+                        {{7, 3}, Placement{}}};
+  int64_t compared = 0;
+  for (const Case& c : cases)
+    for (int ranks : {1, 2}) {
+      const int64_t numel = shape_numel(c.whole);
+      std::vector<int> seen(size_t(numel), 0);
+      for (int t = 0; t < ranks; ++t) {
+        const Shape local = slice_shape("w", c.whole, c.p, ranks);
+        const SliceMap map(c.whole, c.p, t, ranks);
+        for (int64_t i = 0; i < shape_numel(local); ++i) {
+          const int64_t g = map.global(i);
+          ASSERT_TRUE(g >= 0 && g < numel) << shape_string(c.whole) << " rank " << t << " " << i;
+          ++seen[size_t(g)];
+          if (c.p.kind == Placement::Kind::shard) {
+            EXPECT_EQ(owner_of(c.whole, c.p, ranks, g), std::make_pair(t, i))
+                << shape_string(c.whole) << " element " << g;
+          }
+          ++compared;
+        }
+      }
+      const int64_t want = c.p.kind == Placement::Kind::shard ? 1 : ranks;
+      for (int64_t g = 0; g < numel; ++g) ASSERT_EQ(seen[size_t(g)], want) << g;
+    }
+  EXPECT_GT(compared, 500);
+}
+
+TEST(ParamSlice, SplitsThatDoNotDivideAreRefusedNamingTheParameter) {
+  EXPECT_EQ(slice_shape("w", {6, 12}, Placement::shard(1, 2, 3), 2), (Shape{6, 6}));
+  try {
+    slice_shape("h.0.attn.c_attn.weight", {6, 12}, Placement::shard(1, 4, 3), 2);
+    FAIL() << "a head of 4 columns split in 2 pieces of 2";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("h.0.attn.c_attn.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(slice_shape("w", {5, 3}, Placement::shard(0), 2), InputError);
+  EXPECT_THROW(slice_shape("w", {4}, Placement::shard(1), 2), InputError);
+}
+
+// Every parameter of GPT-2 (the fused c_attn along dimension 1, the padded, vocabulary-parallel
+// wte along 0) and of Qwen3 (q/k norms replicated), sliced for each rank of 2 and 4: the slice
+// initializes to the whole parameter's values at its elements, bitwise, and the slices' sizes add
+// up to the whole's (replicated ones once per rank).
+void expect_sliced_init_is_the_whole(const std::vector<ParamSpec>& whole_specs, int ranks) {
+  int64_t compared = 0;
+  for (size_t index = 0; index < whole_specs.size(); ++index) {
+    const ParamSpec& whole = whole_specs[index];
+    std::vector<float> all(size_t(whole.numel()));
+    init_param_elements(whole, 7, index, 0, all.size(), all.data());
+    for (int t = 0; t < ranks; ++t) {
+      std::vector<ParamSpec> specs{whole};
+      slice_param_specs(specs, t, ranks);
+      const ParamSpec& mine = specs[0];
+      EXPECT_EQ(mine.whole_shape(), whole.shape) << whole.name;
+      EXPECT_EQ(mine.real_shape(), whole.real_shape()) << whole.name;
+      // In two calls split mid-run, as an FSDP shard boundary may split it.
+      std::vector<float> local(size_t(mine.numel()));
+      const size_t half = local.size() / 2 + 1;
+      init_param_elements(mine, 7, index, 0, std::min(half, local.size()), local.data());
+      if (half < local.size())
+        init_param_elements(mine, 7, index, half, local.size() - half, local.data() + half);
+      const SliceMap map(whole.shape, whole.placement, t, ranks);
+      for (size_t i = 0; i < local.size(); ++i) {
+        const float want = all[size_t(map.global(int64_t(i)))];
+        ASSERT_EQ(std::memcmp(&local[i], &want, sizeof(float)), 0)
+            << whole.name << " rank " << t << " of " << ranks << ", element " << i;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(ParamSlice, SlicesInitializeToTheWholeParametersValues) {
+  const GPT gpt(GPTConfig{2, 32, 4, 16, 200}, DType::f32);  // V 200 padded to 256: rows pad
+  LlamaConfig c;
+  c.n_layer = 1, c.n_embd = 64, c.n_head = 4, c.n_kv_head = 4, c.head_dim = 16;
+  c.ffn_hidden = 96, c.qkv_bias = true, c.qk_norm = true, c.tie_embeddings = false;
+  const Llama qwen3(c, DType::f32);
+  for (int ranks : {2, 4}) {
+    expect_sliced_init_is_the_whole(gpt.param_specs(), ranks);
+    expect_sliced_init_is_the_whole(qwen3.param_specs(), ranks);
+  }
 }
 
 }  // namespace

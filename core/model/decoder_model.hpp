@@ -8,7 +8,8 @@
 // A family derives from DecoderModel<ItsConfig, ItsActivations> and supplies the blocks
 // (BlockModel) and the four root pieces. ItsConfig has n_layer, n_embd, block_size, vocab_size
 // and padded_vocab(); ItsActivations is constructed as (config, dtype, B, T, mode, device) and
-// has B, T, mode, arena and logits. The member definitions are in decoder_model_impl.hpp, which
+// has B, T, mode, arena and logits; its constructor's `tp_ranks` is the tensor-parallel degree
+// (its widths are one rank's slices'). The member definitions are in decoder_model_impl.hpp, which
 // the family's .cpp includes and instantiates (`template class DecoderModel<...>`) once its
 // activations are complete.
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/model/block_model.hpp"
+#include "core/model/param_slice.hpp"
 #include "core/ops/lm_head.hpp"
 
 namespace st {
@@ -36,10 +38,16 @@ class DecoderModel : public BlockModel {
   int64_t activation_bytes_for(int64_t B, int64_t T, ActivationCheckpointing mode) const override;
   // [B*T, padded V] (FP32): row stride padded_vocab(), the first vocab_size columns real.
   LogitsView last_logits() const override;
+  // Checks that the group is the one this model's slices were built for.
+  void set_tensor_parallel(TensorParallel* tp) override;
+  const TpSlice& tp_slice() const { return tp_slice_; }
 
  protected:
-  // `name` ("GPT", "Llama") in messages.
-  DecoderModel(const Config& config, DType compute_dtype, const char* name);
+  // `name` ("GPT", "Llama") in messages; `slice`: the tensor-parallel slices it is built of.
+  DecoderModel(const Config& config, DType compute_dtype, const char* name, TpSlice slice = {});
+  bool tensor_parallel() const { return tp_slice_.ranks > 1; }
+  // The group's collectives (set_tensor_parallel's; fails when unset).
+  TensorParallel& tp() const;
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);
@@ -68,9 +76,11 @@ class DecoderModel : public BlockModel {
   DType dtype_;
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Acts> acts_;
+  TpSlice tp_slice_;
 
  private:
   const char* name_;
+  TensorParallel* tp_ = nullptr;
 };
 
 }  // namespace st

@@ -1,5 +1,7 @@
 #include "core/model/model.hpp"
 
+#include "core/model/tensor_parallel.hpp"
+
 namespace st {
 
 const char* activation_checkpointing_name(ActivationCheckpointing mode) {
@@ -41,6 +43,12 @@ double ModelWork::total_bytes(int64_t blocks) const {
 
 ModelWork Model::work(int64_t, int64_t) const {
   fail_input("{} does not describe its work per segment, so it cannot be simulated", describe());
+}
+
+void Model::set_tensor_parallel(TensorParallel* tp) {
+  if (tp && tp->size() > 1)
+    fail_input("{} has no tensor-parallel plan: it cannot run over {} tensor-parallel ranks",
+               describe(), tp->size());
 }
 
 LogitsView Model::last_logits() const {

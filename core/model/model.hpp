@@ -12,6 +12,8 @@
 
 namespace st {
 
+class TensorParallel;  // core/model/tensor_parallel.hpp
+
 // Called by models around each unit's work, so a sharder can gather and free parameters.
 // The order is the unit topology the sharder states and checks (parallel/fsdp/unit_topology.hpp):
 // root unit 0 is entered first and left last; block units 1..n-1 are entered in order for the
@@ -109,6 +111,10 @@ class Model {
   // The logits of the last forward, for sampling (a language model keeps them; the default
   // fails naming the model).
   virtual LogitsView last_logits() const;
+  // The tensor-parallel group's collectives, for a model built as one rank's slices
+  // (core/model/param_slice.hpp); set before its first forward. The default fails naming the
+  // model unless the group is one rank.
+  virtual void set_tensor_parallel(TensorParallel* tp);
 
   // `grad` may be left undefined for forward-only use (touching it is then an error).
   void bind(size_t index, Tensor value, Tensor grad);

@@ -38,18 +38,31 @@ struct ParamSpec {
   // of 50,257 stored as 50,304): zero from the start, never exported. -1: every row is real.
   int64_t real_rows = -1;
   Placement placement = {};
+  // The slice of the whole parameter `shape` is, under tensor parallelism: rank tp_rank's of
+  // tp_ranks (core/model/param_slice.hpp). Initialization, real_rows and real_shape() speak of
+  // the whole parameter.
+  int tp_rank = 0;
+  int tp_ranks = 1;
   int64_t numel() const { return shape_numel(shape); }
+  bool sliced() const { return tp_ranks > 1 && placement.kind == Placement::Kind::shard; }
+  // The whole parameter's shape (`shape` itself unless sliced).
+  Shape whole_shape() const {
+    Shape s = shape;
+    if (sliced()) s[size_t(placement.dim)] *= tp_ranks;
+    return s;
+  }
   // The shape files outside shardtrain see (safetensors exports): the real rows only.
   Shape real_shape() const {
-    Shape s = shape;
+    Shape s = whole_shape();
     if (real_rows >= 0 && !s.empty()) s[0] = real_rows;
     return s;
   }
   int64_t real_numel() const { return shape_numel(real_shape()); }
 };
 
-// Elements [first, first + n) of parameter `param_index`, each a pure function of
-// (seed, param_index, element index): the same values whoever computes them, however split.
+// Elements [first, first + n) of parameter `param_index` (of its slice, when sliced), each a
+// pure function of (seed, param_index, the whole parameter's element index): the same values
+// whoever computes them, however split.
 void init_param_elements(const ParamSpec& spec, uint64_t seed, uint64_t param_index, uint64_t first,
                          size_t n, float* dst);
 

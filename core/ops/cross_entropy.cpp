@@ -51,13 +51,13 @@ constexpr int64_t kRowChunk = 512;
 
 template <class T>
 void backward_rows(T* d_logits, const float* logits, const int32_t* targets, float scale, int64_t M,
-                   int64_t V, int64_t ld, const float* shifts) {
+                   int64_t V, int64_t ld, const float* shifts, int64_t first = 0) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i) {
     const float* row = logits + i * ld;
     T* out = d_logits + i * ld;
     const float shift = shifts ? shifts[i] : softmax_shift(row, V);
-    const int64_t target = targets[i];
+    const int64_t target = targets[i] - first;  // outside [0, V): not in this slice
     for (int64_t c0 = 0; c0 < V; c0 += kRowChunk) {
       const int64_t n = std::min(kRowChunk, V - c0);
       float g[kRowChunk];  // the chunk's FP32 gradient, rounded once when stored
@@ -85,6 +85,16 @@ void cross_entropy_backward(void* d_logits, DType out_dtype, const float* logits
   check_targets(targets, M, V);
   dispatch_float(out_dtype, [&]<class T>(T) {
     backward_rows(static_cast<T*>(d_logits), logits, targets, scale, M, V, ld, shifts);
+  });
+}
+
+void cross_entropy_backward_slice(void* d_logits, DType out_dtype, const float* logits,
+                                  const int32_t* targets, float scale, int64_t M, int64_t first,
+                                  int64_t real, int64_t ld, const float* shifts) {
+  OpScope scope(OpKind::cross_entropy);
+  ST_CHECK(shifts != nullptr, "a vocabulary slice's gradient needs the whole rows' shifts");
+  dispatch_float(out_dtype, [&]<class T>(T) {
+    backward_rows(static_cast<T*>(d_logits), logits, targets, scale, M, real, ld, shifts, first);
   });
 }
 

@@ -28,4 +28,11 @@ void cross_entropy_backward(void* d_logits, DType out_dtype, const float* logits
                             const int32_t* targets, float scale, int64_t M, int64_t V, int64_t ld,
                             const float* shifts = nullptr);
 
+// The gradient of a vocabulary slice's logits (core/ops/vocab_parallel_loss.hpp): columns
+// [first, first + ld) of the whole rows, the first `real` of them real, given the whole rows'
+// `shifts`; a row's target column is subtracted where this slice holds it.
+void cross_entropy_backward_slice(void* d_logits, DType out_dtype, const float* logits,
+                                  const int32_t* targets, float scale, int64_t M, int64_t first,
+                                  int64_t real, int64_t ld, const float* shifts);
+
 }  // namespace st

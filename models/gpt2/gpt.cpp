@@ -6,12 +6,15 @@
 #include "core/model/activation_arena.hpp"
 #include "core/model/decoder_activations.hpp"
 #include "core/model/decoder_model_impl.hpp"
+#include "core/ops/cross_entropy.hpp"
 #include "core/ops/elementwise.hpp"
 #include "core/ops/embedding.hpp"
 #include "core/ops/gelu.hpp"
 #include "core/ops/layernorm.hpp"
 #include "core/ops/linear.hpp"
 #include "core/ops/lm_head.hpp"
+#include "core/ops/matmul.hpp"
+#include "core/ops/vocab_parallel_loss.hpp"
 #include "models/gpt2/parallelize.hpp"
 
 namespace st {
@@ -30,17 +33,21 @@ struct GPTActivations : DecoderActivations {
   Tensor d_qkv;           // FP32 [B,T,3C]
   Tensor d_big;           // FP32 [B,T,4C]
   Tensor cast_scratch;    // dtype [B*T, max(4C, V)]
+  Tensor tp_sum;          // FP32 [B,T,C]: a row-parallel matmul's partial sums (TP only)
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
-  // On Device::meta nothing is allocated: that is how activation_bytes() counts.
+  // On Device::meta nothing is allocated: that is how activation_bytes() counts. Under tensor
+  // parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one rank's slice
+  // (widths 3C/tp, 4C/tp, Vp/tp below written as 3C, 4C, Vp).
   GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                 ActivationCheckpointing mode_, Device device)
+                 ActivationCheckpointing mode_, int tp, Device device)
       : DecoderActivations(B_, T_, mode_),
-        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
+        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, tp, a); }) {}
 
-  void declare(const GPTConfig& cfg, DType dt, ActivationArena& arena) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, Vp = cfg.padded_vocab();
-    att = {B, T, H, C / H};  // query blocks of AttentionShape::block rows
+  void declare(const GPTConfig& cfg, DType dt, int tp, ActivationArena& arena) {
+    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
+                  Vp = cfg.padded_vocab() / tp, Cl = C / tp;
+    att = {B, T, H, C / cfg.n_head};  // query blocks of AttentionShape::block rows
     declare_common(arena, dt, L, C, Vp, "attn");
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
@@ -52,21 +59,23 @@ struct GPTActivations : DecoderActivations {
     ln1_rstd = layers(cheap, L, [&] { return f32("ln_1.rstd", {B * T}); });
     ln2_mean = layers(cheap, L, [&] { return f32("ln_2.mean", {B * T}); });
     ln2_rstd = layers(cheap, L, [&] { return f32("ln_2.rstd", {B * T}); });
-    qkv = layers(kept, L, [&] { return act("attn.qkv", {B, T, 3 * C}); });
-    fc = layers(kept, L, [&] { return act("mlp.fc", {B, T, 4 * C}); });
-    fc_gelu = layers(cheap, L, [&] { return act("mlp.gelu", {B, T, 4 * C}); });
+    qkv = layers(kept, L, [&] { return act("attn.qkv", {B, T, 3 * Cl}); });
+    fc = layers(kept, L, [&] { return act("mlp.fc", {B, T, 4 * Cl}); });
+    fc_gelu = layers(cheap, L, [&] { return act("mlp.gelu", {B, T, 4 * Cl}); });
     lnf = act("ln_f.out", {B, T, C});
     lnf_mean = f32("ln_f.mean", {B * T});
     lnf_rstd = f32("ln_f.rstd", {B * T});
-    d_qkv = f32("d_qkv", {B, T, 3 * C});
-    d_big = f32("d_big", {B, T, 4 * C});
-    cast_scratch = act("grad_cast", {B * T, std::max(4 * C, Vp)});
+    d_qkv = f32("d_qkv", {B, T, 3 * Cl});
+    d_big = f32("d_big", {B, T, 4 * Cl});
+    cast_scratch = act("grad_cast", {B * T, std::max({C, 4 * Cl, Vp})});
+    tp_sum = f32("tp.partial_sums", tp > 1 ? Shape{B, T, C} : Shape{0});
   }
 };
 
 template class DecoderModel<GPTConfig, GPTActivations>;
 
-GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : DecoderModel(cfg, compute_dtype, "GPT") {
+GPT::GPT(const GPTConfig& cfg, DType compute_dtype, TpSlice slice)
+    : DecoderModel(cfg, compute_dtype, "GPT", slice) {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
   if (C % cfg.n_head != 0)
     fail_input("GPT: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
@@ -105,6 +114,45 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype) : DecoderModel(cfg, compute_
   p_.ln_f_weight = ones("transformer.ln_f.weight", C);
   p_.ln_f_bias = zeros("transformer.ln_f.bias", C);
   parallelize_gpt(cfg, specs_);  // FSDP units and placements: models/gpt2/parallelize.cpp
+  if (slice.ranks > 1) {
+    if (cfg.n_head % slice.ranks != 0)
+      fail_input("GPT: n_head {} is not divisible by the tensor-parallel degree {}", cfg.n_head,
+                 slice.ranks);
+    if (Vp % slice.ranks != 0)
+      fail_input("GPT: the padded vocabulary {} is not divisible by the tensor-parallel degree {}",
+                 Vp, slice.ranks);
+    slice_param_specs(specs_, slice.rank, slice.ranks);
+  }
+}
+
+// The vocabulary rows (of wte) and logit columns this rank holds.
+VocabSlice GPT::vocab() const {
+  return vocab_slice(config_.vocab_size, config_.padded_vocab(), tp_slice_.rank, tp_slice_.ranks);
+}
+
+// out_x = x_in + in · W + b for a projection back to the residual width C: under tensor
+// parallelism W is row-parallel (this rank's rows), so each rank's product is a partial sum in
+// FP32, the bias added by rank 0 alone, summed over the group before the residual add.
+void GPT::projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
+                              size_t bias, int64_t M, int64_t K) {
+  Activations& a = *acts_;
+  const int64_t C = config_.n_embd;
+  if (!tensor_parallel()) {
+    linear_forward(a.proj_out.raw(), in, w(weight), w(bias), M, K, C, dtype_);
+    residual_add(out_x, x_in, a.proj_out.raw(), dtype_, size_t(M * C));
+    return;
+  }
+  GemmOptions options;
+  if (tp_slice_.rank == 0) options.bias = w(bias), options.bias_dtype = dtype_;
+  gemm(1, MatView::row_major(in, dtype_, M, K), MatView::row_major(w(weight), dtype_, K, C),
+       MatView::row_major(a.tp_sum.raw(), DType::f32, M, C), options);
+  tp().all_reduce_sum(a.tp_sum);
+  residual_add(out_x, x_in, a.tp_sum.raw(), DType::f32, size_t(M * C));
+}
+
+// After a column-parallel layer's backward: each rank's input gradient is a partial sum.
+void GPT::sum_input_grad(const Tensor& d_in) {
+  if (tensor_parallel()) tp().all_reduce_sum(d_in);
 }
 
 GPT::~GPT() = default;
@@ -161,15 +209,24 @@ std::array<int64_t, 3> GPT::largest_matmul(int64_t tokens) const {
 
 void GPT::embed_forward(Activations& a, const Batch& batch) {
   const auto& c = config_;
-  embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), w(p_.wpe), a.B,
-                    a.T, c.n_embd, c.vocab_size, dtype_);
+  if (!tensor_parallel()) {
+    embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), w(p_.wpe), a.B,
+                      a.T, c.n_embd, c.vocab_size, dtype_);
+    return;
+  }
+  // Vocabulary-parallel: each token's row from the rank that holds it.
+  const VocabSlice v = vocab();
+  embedding_forward_slice(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), v.first,
+                          v.cols, a.B, a.T, c.n_embd, c.vocab_size, dtype_);
+  tp().all_reduce_sum(a.x[0]);
+  add_position_embedding(a.x[0].data<float>(), w(p_.wpe), a.B, a.T, c.n_embd, dtype_);
 }
 
 // Each step is labelled with the kind of tensor it produces: a recomputation before the
 // block's backward runs only the steps whose outputs the checkpointing mode did not keep.
 void GPT::block_forward(int64_t l, const BlockPass& pass) {
   Activations& a = *acts_;
-  const int64_t M = a.B * a.T, C = config_.n_embd;
+  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks;
   const BlockParams& p = p_.h[size_t(l)];
   using enum BlockTensor;
   if (pass.runs(cheap))
@@ -177,29 +234,24 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
                       a.x[l].data<float>(), w(p.ln_1_weight), w(p.ln_1_bias), M, C, dtype_);
   if (pass.runs(kept))
     linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(p.c_attn_weight), w(p.c_attn_bias), M, C,
-                   3 * C, dtype_);
+                   3 * Cl, dtype_);
   if (pass.runs(cheap))
     attention_probs_forward(a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
   if (pass.runs(kept)) {
     attention_values_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.att, dtype_);
-    linear_forward(a.proj_out.raw(), a.att_y[l].raw(), w(p.attn_proj_weight), w(p.attn_proj_bias),
-                   M, C, C, dtype_);
-    residual_add(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.proj_out.raw(), dtype_,
-                 size_t(M * C));
+    projection_residual(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.att_y[l].raw(),
+                        p.attn_proj_weight, p.attn_proj_bias, M, Cl);
   }
   if (pass.runs(cheap))
     layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
                       a.x_mid[l].data<float>(), w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
   if (pass.runs(kept))
-    linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * C,
+    linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * Cl,
                    dtype_);
-  if (pass.runs(cheap)) gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * C), dtype_);
-  if (pass.runs(output)) {
-    linear_forward(a.proj_out.raw(), a.fc_gelu[l].raw(), w(p.mlp_proj_weight), w(p.mlp_proj_bias),
-                   M, 4 * C, C, dtype_);
-    residual_add(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.proj_out.raw(), dtype_,
-                 size_t(M * C));
-  }
+  if (pass.runs(cheap)) gelu_forward(a.fc_gelu[l].raw(), a.fc[l].raw(), size_t(M * 4 * Cl), dtype_);
+  if (pass.runs(output))
+    projection_residual(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.fc_gelu[l].raw(),
+                        p.mlp_proj_weight, p.mlp_proj_bias, M, 4 * Cl);
 }
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
@@ -207,7 +259,16 @@ double GPT::head_forward(Activations& a, const Batch& batch) {
   layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
                     a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), M, C,
                     dtype_);
-  // The logits' weights are tied with the token embedding.
+  // The logits' weights are tied with the token embedding; under tensor parallelism each rank
+  // computes its vocabulary slice's logits, and the loss reduces over the group.
+  if (tensor_parallel()) {
+    const VocabSlice v = vocab();
+    gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
+         MatView::row_major(w(p_.wte), dtype_, v.cols, C).t(),
+         MatView::row_major(a.logits.raw(), DType::f32, M, v.cols));
+    return vocab_parallel_cross_entropy_forward(a.losses, a.row_shift, a.logits.data<float>(),
+                                                batch.targets.data<int32_t>(), M, v, tp());
+  }
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.wte),
                          batch.targets.data<int32_t>(), head_shape(a), dtype_,
                          a.row_shift.data<float>());
@@ -216,9 +277,20 @@ double GPT::head_forward(Activations& a, const Batch& batch) {
 void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const int64_t M = a.B * a.T, C = config_.n_embd;
   // The padded columns get a zero gradient: their wte rows never change.
-  lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(), a.cast_scratch.raw(),
-                   a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(), grad_scale, head_shape(a),
-                   dtype_, a.row_shift.data<float>());
+  if (tensor_parallel()) {
+    const VocabSlice v = vocab();
+    void* grad = dtype_ == DType::f32 ? a.logits.raw() : a.cast_scratch.raw();
+    cross_entropy_backward_slice(grad, dtype_, a.logits.data<float>(),
+                                 batch.targets.data<int32_t>(), grad_scale, M, v.first, v.real(),
+                                 v.cols, a.row_shift.data<float>());
+    const LinearPart head[] = {{w(p_.wte), g(p_.wte), v.cols}};
+    fused_linear_backward_from(a.d_small.data<float>(), grad, a.lnf.raw(), head, M, C, dtype_);
+    sum_input_grad(a.d_small);
+  } else {
+    lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(),
+                     a.cast_scratch.raw(), a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(),
+                     grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
+  }
   a.dx.zero_();
   layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias),
                      a.d_small.data<float>(), a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
@@ -227,7 +299,7 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
 
 void GPT::block_backward(int64_t l) {
   Activations& a = *acts_;
-  const int64_t M = a.B * a.T, C = config_.n_embd;
+  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks;
   const BlockParams& p = p_.h[size_t(l)];
   float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
   float* d_big = a.d_big.data<float>();
@@ -238,29 +310,32 @@ void GPT::block_backward(int64_t l) {
   // d_big, the gradient after GELU, only feeds GELU's backward: in dtype (BF16 rounds it once,
   // as autocast does), half the bytes of FP32 written and read back.
   linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), dx, scratch, a.fc_gelu[l].raw(),
-                  w(p.mlp_proj_weight), M, 4 * C, C, dtype_, nullptr, {.d_in = dtype_});
+                  w(p.mlp_proj_weight), M, 4 * Cl, C, dtype_, nullptr, {.d_in = dtype_});
   // Through GELU and c_fc in one: fc is the input to GELU.
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
-                  w(p.c_fc_weight), M, C, 4 * C, dtype_, a.fc[l].raw(), {.d_out = dtype_});
+                  w(p.c_fc_weight), M, C, 4 * Cl, dtype_, a.fc[l].raw(), {.d_out = dtype_});
+  sum_input_grad(a.d_small);
   layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
                      w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
                      C, dtype_);
 
   // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
   linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), dx, scratch,
-                  a.att_y[l].raw(), w(p.attn_proj_weight), M, C, C, dtype_);
+                  a.att_y[l].raw(), w(p.attn_proj_weight), M, Cl, C, dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
                      dtype_);
   linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
-                  a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * C, dtype_);
+                  a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * Cl, dtype_);
+  sum_input_grad(a.d_small);
   layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_small, a.x[l].data<float>(),
                      w(p.ln_1_weight), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M,
                      C, dtype_);
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {
-  embedding_backward(g(p_.wte), g(p_.wpe), a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
-                     a.T, config_.n_embd);
+  const VocabSlice v = vocab();
+  embedding_backward_slice(g(p_.wte), v.first, v.cols, g(p_.wpe), a.dx.data<float>(),
+                           batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
 }
 
 }  // namespace st

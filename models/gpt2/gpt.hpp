@@ -10,6 +10,7 @@
 #include "core/model/decoder_model.hpp"
 #include "core/ops/attention.hpp"
 #include "core/ops/lm_head.hpp"
+#include "core/ops/vocab_parallel_loss.hpp"
 
 namespace st {
 
@@ -28,7 +29,9 @@ extern template class DecoderModel<GPTConfig, GPTActivations>;
 
 class GPT final : public DecoderModel<GPTConfig, GPTActivations> {
  public:
-  GPT(const GPTConfig& config, DType compute_dtype);
+  // `slice`: built of tensor-parallel rank slice.rank's slices of every parameter (Megatron's
+  // layout: models/gpt2/parallelize.cpp), run with set_tensor_parallel's group of slice.ranks.
+  GPT(const GPTConfig& config, DType compute_dtype, TpSlice slice = {});
   ~GPT() override;
 
   double flops_per_token() const override;
@@ -58,6 +61,10 @@ class GPT final : public DecoderModel<GPTConfig, GPTActivations> {
   double head_forward(Activations& a, const Batch& batch) override;
   void head_backward(Activations& a, const Batch& batch, float grad_scale) override;
   void embed_backward(Activations& a, const Batch& batch) override;
+  VocabSlice vocab() const;
+  void projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
+                           size_t bias, int64_t M, int64_t K);
+  void sum_input_grad(const Tensor& d_in);
 
   ParamIndex p_;
 };

@@ -38,8 +38,9 @@ struct LlamaActivations : DecoderActivations {
   Tensor cast_scratch;    // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
+  // Llama has no tensor-parallel plan yet (tp_ranks 1; Model::set_tensor_parallel refuses more).
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                   ActivationCheckpointing mode_, Device device)
+                   ActivationCheckpointing mode_, int /*tp_ranks*/, Device device)
       : DecoderActivations(B_, T_, mode_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),

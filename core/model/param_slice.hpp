@@ -1,0 +1,46 @@
+#pragma once
+// The part of a parameter one rank of a tensor-parallel group holds, by the parameter's
+// placement (core/model/param_spec.hpp): its shape, and where each of its elements sits in the
+// whole parameter. Initialization, checkpoints and Hugging Face files speak of whole parameters
+// (global coordinates); a rank's memory holds its slice (local coordinates).
+#include <cstdint>
+#include <string>
+
+#include "core/model/param_spec.hpp"
+
+namespace st {
+
+// Which slices a model is built of: tensor-parallel rank `rank` of `ranks` (1: whole).
+struct TpSlice {
+  int rank = 0;
+  int ranks = 1;
+};
+
+// The shape of one rank's slice of a parameter of shape `whole` placed by `p` over `ranks`
+// ranks: dimension p.dim divided by `ranks` (a replicated parameter keeps its shape). Fails
+// naming `name` when the split does not divide (each of p.parts segments into `ranks` pieces of
+// whole multiples of p.block).
+Shape slice_shape(const std::string& name, const Shape& whole, const Placement& p, int ranks);
+
+// Where the elements of rank `t`'s slice sit in the whole parameter. The slice is runs of
+// `run` consecutive elements of the whole parameter, in the whole's order; local element i is
+// run i / run, at i % run within it.
+class SliceMap {
+ public:
+  SliceMap(const Shape& whole, const Placement& p, int t, int ranks);
+  int64_t run() const { return run_; }
+  // The whole parameter's index of local element `local`.
+  int64_t global(int64_t local) const {
+    const int64_t k = local / run_, o = k / parts_, part = k % parts_;
+    return o * outer_stride_ + part * part_stride_ + offset_ + local % run_;
+  }
+
+ private:
+  int64_t run_ = 1, parts_ = 1, outer_stride_ = 0, part_stride_ = 0, offset_ = 0;
+};
+
+// The specs of rank `t`'s slices: each parameter's shape becomes its slice's, and the spec
+// records the split (ParamSpec::tp_rank, tp_ranks) so initialization reads global indices.
+void slice_param_specs(std::vector<ParamSpec>& specs, int t, int ranks);
+
+}  // namespace st

@@ -1,0 +1,194 @@
+// Tensor parallelism's pieces against one rank's: its collectives over in-process groups, and
+// the vocabulary-parallel loss, whose slices' losses and gradients are the whole rows' (bitwise
+// at one rank, to FP32 rounding at 2 and 4: only the sums' order differs).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+
+#include "core/model/param_slice.hpp"
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/vocab_parallel_loss.hpp"
+#include "core/rng.hpp"
+#include "models/gpt2/gpt.hpp"
+#include "parallel/tensor_parallel.hpp"
+#include "tests/support/fake_ranks.hpp"
+#include "tests/support/local_params.hpp"
+#include "tests/support/model_checks.hpp"
+
+namespace st {
+namespace {
+
+TEST(TensorParallel, CollectivesOverTheGroup) {
+  for (int n : {2, 3, 4}) {
+    std::vector<std::vector<float>> gathered(static_cast<size_t>(n)),
+        scattered(static_cast<size_t>(n)), sums(static_cast<size_t>(n)),
+        maxima(static_cast<size_t>(n));
+    on_ranks(n, [&](ProcessGroup& group) {
+      GroupTensorParallel tp(group);
+      const int r = tp.rank();
+      EXPECT_EQ(tp.size(), n);
+      Tensor mine = Tensor::empty("mine", {2}, DType::f32);
+      mine.data<float>()[0] = float(r), mine.data<float>()[1] = float(10 * r);
+      Tensor all = Tensor::empty("all", {2 * n}, DType::f32);
+      tp.all_gather(mine, all);
+      gathered[size_t(r)].assign(all.data<float>(), all.data<float>() + 2 * n);
+      // Rank r contributes r + 1 to every element: element k of the scatter input is k + r.
+      Tensor in = Tensor::empty("in", {3 * n}, DType::f32),
+             out = Tensor::empty("out", {3}, DType::f32);
+      for (int k = 0; k < 3 * n; ++k) in.data<float>()[k] = float(k + r);
+      tp.reduce_scatter_sum(in, out);
+      scattered[size_t(r)].assign(out.data<float>(), out.data<float>() + 3);
+      Tensor s = Tensor::empty("s", {1}, DType::f32), m = Tensor::empty("m", {1}, DType::f32);
+      s.data<float>()[0] = float(r + 1), m.data<float>()[0] = float(r == 1 ? 7 : -r);
+      tp.all_reduce_sum(s);
+      tp.all_reduce_max(m);
+      sums[size_t(r)] = {s.data<float>()[0]};
+      maxima[size_t(r)] = {m.data<float>()[0]};
+    });
+    for (int r = 0; r < n; ++r) {
+      for (int k = 0; k < n; ++k) {
+        EXPECT_EQ(gathered[size_t(r)][size_t(2 * k)], float(k));
+        EXPECT_EQ(gathered[size_t(r)][size_t(2 * k + 1)], float(10 * k));
+      }
+      // Σ over ranks q of (3r + j + q) = n(3r + j) + n(n-1)/2.
+      for (int j = 0; j < 3; ++j)
+        EXPECT_EQ(scattered[size_t(r)][size_t(j)], float(n * (3 * r + j) + n * (n - 1) / 2));
+      EXPECT_EQ(sums[size_t(r)][0], float(n * (n + 1) / 2));
+      EXPECT_EQ(maxima[size_t(r)][0], 7.f);
+    }
+  }
+}
+
+// Rows of logits over a vocabulary of 200 padded to 256, targets everywhere (the last real
+// column too), each rank given its columns: the same losses and normalizers on every rank as
+// the whole rows', and each slice's gradient the whole gradient's columns.
+TEST(TensorParallel, VocabParallelLossIsTheWholeRowsLoss) {
+  const int64_t M = 7, V = 200, Vp = 256;
+  std::vector<float> logits(static_cast<size_t>(M * Vp));
+  fill_normal(logits.data(), logits.size(), 3, 0, 0, 0.f, 2.f);
+  const std::vector<int32_t> targets = {0, 5, 63, 64, 127, 150, 199};
+  std::vector<float> want_losses(static_cast<size_t>(M)), want_shifts(static_cast<size_t>(M)),
+      want_grad(logits.size());
+  cross_entropy_forward(want_losses.data(), logits.data(), targets.data(), M, V, Vp,
+                        want_shifts.data());
+  const float scale = 1.f / 3;
+  cross_entropy_backward(want_grad.data(), logits.data(), targets.data(), scale, M, V, Vp,
+                         want_shifts.data());
+  std::atomic<int64_t> compared = 0;  // gradient elements, over the ranks
+  for (int n : {1, 2, 4}) {
+    on_ranks(n, [&](ProcessGroup& group) {
+      GroupTensorParallel tp(group);
+      const VocabSlice s = vocab_slice(V, Vp, tp.rank(), n);
+      std::vector<float> mine(static_cast<size_t>(M * s.cols)), grad(mine.size());
+      for (int64_t i = 0; i < M; ++i)
+        std::memcpy(&mine[size_t(i * s.cols)], &logits[size_t(i * Vp + s.first)],
+                    size_t(s.cols) * sizeof(float));
+      Tensor losses = Tensor::empty("losses", {M}, DType::f32);
+      Tensor shifts = Tensor::empty("shifts", {M}, DType::f32);
+      const double total = vocab_parallel_cross_entropy_forward(losses, shifts, mine.data(),
+                                                                targets.data(), M, s, tp);
+      cross_entropy_backward_slice(grad.data(), DType::f32, mine.data(), targets.data(), scale, M,
+                                   s.first, s.real(), s.cols, shifts.data<float>());
+      double want_total = 0;
+      for (int64_t i = 0; i < M; ++i) {
+        const float loss = losses.data<float>()[i], shift = shifts.data<float>()[i];
+        want_total += want_losses[size_t(i)];
+        if (n == 1) {
+          EXPECT_EQ(loss, want_losses[size_t(i)]) << "row " << i;
+          EXPECT_EQ(shift, want_shifts[size_t(i)]) << "row " << i;
+        } else {
+          EXPECT_NEAR(loss, want_losses[size_t(i)], 1e-6 * std::abs(want_losses[size_t(i)]))
+              << "row " << i << " at " << n << " ranks";
+          EXPECT_NEAR(shift, want_shifts[size_t(i)], 1e-6 * std::abs(want_shifts[size_t(i)]));
+        }
+        for (int64_t j = 0; j < s.cols; ++j) {
+          const float got = grad[size_t(i * s.cols + j)],
+                      want = want_grad[size_t(i * Vp + s.first + j)];
+          if (n == 1)
+            EXPECT_EQ(got, want) << "row " << i << " column " << j;
+          else
+            EXPECT_NEAR(got, want, 1e-6 * scale) << "row " << i << " column " << s.first + j;
+        }
+      }
+      EXPECT_NEAR(total, want_total, 1e-6 * want_total);
+      compared += M * s.cols;
+    });
+  }
+  EXPECT_EQ(compared.load(), 3 * M * Vp);
+}
+
+// GPT-2 built of each rank's slices (Megatron's layout: heads, MLP width and vocabulary split,
+// norms and the output projections' biases whole) at 2 and 4 ranks, in FP32: the same loss as
+// the whole model on one process to FP32 rounding, and every rank's gradient slice the whole
+// gradient's elements there (the padded vocabulary rows' zero too), with each activation
+// checkpointing mode (the recomputed blocks' collectives run again).
+TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
+  const GPTConfig config{2, 32, 4, 16, 200};  // 4 heads of 8; vocabulary 200 padded to 256
+  const Batch batch = testing::random_batch(2, 16, 5, 200);
+  const float grad_scale = 1.f / 32;
+  GPT whole(config, DType::f32);
+  LocalParams whole_params(whole, 11);
+  UnitHooks hooks;
+  const double want_loss = whole.forward_backward(batch, grad_scale, hooks);
+  // Each parameter's largest gradient, the scale of its rounding.
+  std::vector<float> largest;
+  for (size_t i = 0; i < whole.param_specs().size(); ++i) {
+    const Tensor g = whole_params.grad(i);
+    float m = 0;
+    for (int64_t k = 0; k < g.numel(); ++k) m = std::max(m, std::abs(g.data<float>()[k]));
+    largest.push_back(m);
+  }
+  struct Run {
+    int ranks;
+    ActivationCheckpointing mode;
+  };
+  std::atomic<int64_t> compared = 0;
+  for (const Run run :
+       {Run{2, ActivationCheckpointing::none}, Run{4, ActivationCheckpointing::none},
+        Run{2, ActivationCheckpointing::full}, Run{2, ActivationCheckpointing::selective}}) {
+    on_ranks(run.ranks, [&](ProcessGroup& group) {
+      GroupTensorParallel tp(group);
+      GPT mine(config, DType::f32, TpSlice{tp.rank(), run.ranks});
+      mine.set_tensor_parallel(&tp);
+      mine.set_activation_checkpointing(run.mode);
+      LocalParams params(mine, 11);
+      const double loss = mine.forward_backward(batch, grad_scale, hooks);
+      EXPECT_NEAR(loss, want_loss, 1e-6 * want_loss)
+          << run.ranks << " ranks, " << activation_checkpointing_name(run.mode);
+      for (size_t i = 0; i < mine.param_specs().size(); ++i) {
+        const ParamSpec& spec = mine.param_specs()[i];
+        const SliceMap map(spec.whole_shape(), spec.placement, spec.tp_rank, spec.tp_ranks);
+        const float* got = params.grad(i).data<float>();
+        const float* want = whole_params.grad(i).data<float>();
+        for (int64_t k = 0; k < spec.numel(); ++k) {
+          const float w = want[map.global(k)];
+          ASSERT_NEAR(got[k], w, 1e-5f * largest[i] + 1e-12f)
+              << spec.name << " element " << k << " of rank " << tp.rank() << " of " << run.ranks
+              << ", " << activation_checkpointing_name(run.mode);
+          ++compared;
+        }
+      }
+    });
+  }
+  // Every rank compares its whole slice set: at least the whole model's elements per run.
+  EXPECT_GE(compared.load(), 4 * whole_params.numel());
+}
+
+// A model whose family has no tensor-parallel plan refuses a group of more than one rank, and a
+// GPT built for one rank of 2 refuses a group where it is another rank.
+TEST(TensorParallel, AModelRefusesAGroupItWasNotBuiltFor) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    GroupTensorParallel tp(group);
+    GPT gpt(GPTConfig{1, 32, 4, 16, 256}, DType::f32, TpSlice{1 - tp.rank(), 2});
+    EXPECT_THROW(gpt.set_tensor_parallel(&tp), Error);
+  });
+  EXPECT_THROW(GPT(GPTConfig{1, 32, 4, 16, 256}, DType::f32, TpSlice{0, 3}), InputError);
+}
+
+}  // namespace
+}  // namespace st
