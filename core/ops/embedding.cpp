@@ -8,13 +8,20 @@
 #include "core/ops/elementwise.hpp"
 
 namespace st {
+namespace {
+
+void check_tokens(const int32_t* tokens, int64_t n, int64_t V) {
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      fail("embedding: token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, V);
+}
+
+}  // namespace
 
 void embedding_forward(float* out, const int32_t* tokens, const void* wte, const void* wpe,
                        int64_t B, int64_t T, int64_t C, int64_t V, DType dtype) {
   OpScope scope(OpKind::embedding);
-  for (int64_t i = 0; i < B * T; ++i)
-    if (tokens[i] < 0 || tokens[i] >= V)
-      fail("embedding: token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, V);
+  check_tokens(tokens, B * T, V);
   dispatch_float(dtype, [&]<class X>(X) {
     const X* te = static_cast<const X*>(wte);
     const X* pe = static_cast<const X*>(wpe);
@@ -43,9 +50,7 @@ void embedding_forward_slice(float* out, const int32_t* tokens, const void* wte_
                              int64_t rows, int64_t B, int64_t T, int64_t C, int64_t V,
                              DType dtype) {
   OpScope scope(OpKind::embedding);
-  for (int64_t i = 0; i < B * T; ++i)
-    if (tokens[i] < 0 || tokens[i] >= V)
-      fail("embedding: token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, V);
+  check_tokens(tokens, B * T, V);
   dispatch_float(dtype, [&]<class X>(X) {
     const X* te = static_cast<const X*>(wte_rows);
 #pragma omp parallel for schedule(static)
