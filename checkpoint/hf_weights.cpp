@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
+#include "core/model/param_slice.hpp"
 #include "core/ops/elementwise.hpp"
 
 namespace st {
@@ -143,6 +144,7 @@ std::string weights_tokenizer_json(const std::string& weights) {
 }
 
 WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec>& specs) {
+  check_not_sliced(specs, "loading Hugging Face weights");
   WeightsPlan plan;
   plan.source = weights;
   plan.file_of.assign(specs.size(), 0);

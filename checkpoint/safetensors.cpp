@@ -11,6 +11,7 @@
 #include "collectives/agreement.hpp"
 #include "core/file_io.hpp"
 #include "core/json_parse.hpp"
+#include "core/model/param_slice.hpp"
 #include "core/ops/elementwise.hpp"
 
 namespace st {
@@ -72,6 +73,7 @@ void save_safetensors(const std::string& path, FsdpRuntime& fsdp, DType dtype,
                       const std::vector<size_t>& which) {
   ProcessGroup& group = fsdp.group();
   const auto& specs = fsdp.model().param_specs();
+  check_not_sliced(specs, "a safetensors export");
   const size_t esize = dtype_size(dtype);
   std::vector<bool> held(specs.size(), which.empty());
   for (size_t i : which) held.at(i) = true;

@@ -60,7 +60,7 @@ void check_shape(const MeshShape& shape) {
   ST_CHECK(shape.world() <= (int64_t(1) << 30), "a mesh of {} ranks", shape.world());
 }
 
-bool spans(const MeshDims& dims, MeshDim d) {
+bool has_dim(const MeshDims& dims, MeshDim d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
 }
 
@@ -109,7 +109,7 @@ std::vector<int> group_members(const MeshShape& shape, int rank, const MeshDims&
     int rest = k;
     for (int i = kMeshDims - 1; i >= 0; --i) {
       const MeshDim d = kMeshDimOrder[i];
-      if (!spans(dims, d)) continue;
+      if (!has_dim(dims, d)) continue;
       c.at(d) = rest % shape.size(d);
       rest /= shape.size(d);
     }
@@ -121,7 +121,7 @@ std::vector<int> group_members(const MeshShape& shape, int rank, const MeshDims&
 int group_size(const MeshShape& shape, const MeshDims& dims) {
   int n = 1;
   for (MeshDim d : kMeshDimOrder)
-    if (spans(dims, d)) n *= shape.size(d);
+    if (has_dim(dims, d)) n *= shape.size(d);
   return n;
 }
 
@@ -130,7 +130,7 @@ int group_index(const MeshShape& shape, int rank, const MeshDims& dims) {
   const MeshCoord c = coord_of(shape, rank);
   int index = 0;
   for (MeshDim d : kMeshDimOrder)
-    if (!spans(dims, d)) index = index * shape.size(d) + c.at(d);
+    if (!has_dim(dims, d)) index = index * shape.size(d) + c.at(d);
   return index;
 }
 
@@ -138,7 +138,7 @@ int rank_in_group(const MeshShape& shape, int rank, const MeshDims& dims) {
   const MeshCoord c = coord_of(shape, rank);
   int index = 0;
   for (MeshDim d : kMeshDimOrder)
-    if (spans(dims, d)) index = index * shape.size(d) + c.at(d);
+    if (has_dim(dims, d)) index = index * shape.size(d) + c.at(d);
   return index;
 }
 
@@ -148,7 +148,7 @@ RankProgression progression(const MeshShape& shape, int rank, const MeshDims& ad
   // the simulator asks this of every rank of meshes of millions.
   int inner = -1, outer = kMeshDims;
   for (int i = 0; i < kMeshDims; ++i)
-    if (spans(adjacent_dims, kMeshDimOrder[i]))
+    if (has_dim(adjacent_dims, kMeshDimOrder[i]))
       inner = std::max(inner, i), outer = std::min(outer, i);
   ST_CHECK(inner - outer + 1 == int(adjacent_dims.size()),
            "mesh dimensions that are not adjacent are no progression");

@@ -36,7 +36,7 @@ nlohmann::json hf_llama() {
           {"torch_dtype", "bfloat16"}};
 }
 
-void expect_refused(const nlohmann::json& j, const std::string& words) {
+void expect_config_refused(const nlohmann::json& j, const std::string& words) {
   try {
     model_config_from_hf(j, "config.json");
     FAIL() << "expected an InputError with '" << words << "'";
@@ -68,20 +68,20 @@ TEST(ModelFamily, ReadsHuggingFaceLlamaConfig) {
 TEST(ModelFamily, RefusesWhatItCannotHonour) {
   nlohmann::json j = hf_llama();
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
-  expect_refused(j, "rope_scaling");
+  expect_config_refused(j, "rope_scaling");
   j = hf_llama();
   j["tie_word_embeddings"] = "yes";
-  expect_refused(j, "tie_word_embeddings = \"yes\" must be true or false");
+  expect_config_refused(j, "tie_word_embeddings = \"yes\" must be true or false");
   j = hf_llama();
   j["num_key_value_heads"] = 3;
-  expect_refused(j, "model.n_kv_head = 3 must divide model.n_head = 4");
+  expect_config_refused(j, "model.n_kv_head = 3 must divide model.n_head = 4");
   j = hf_llama();
   j["model_type"] = "mistral";
-  expect_refused(
+  expect_config_refused(
       j, "model_type = \"mistral\" is not one shardtrain reads (gpt2, llama, qwen2, qwen3)");
   j = hf_llama();
   j.erase("hidden_size");
-  expect_refused(j, "'hidden_size' is missing");
+  expect_config_refused(j, "'hidden_size' is missing");
 }
 
 // Keys that would make transformers compute another model than the family's are refused by
@@ -96,11 +96,11 @@ TEST(ModelFamily, RefusesKeysThatWouldChangeTheModel) {
             "sliding_window = 16 (narrower than max_position_embeddings = 32)"}}) {
     nlohmann::json bad = hf_llama();
     bad[key] = value;
-    expect_refused(bad, words);
+    expect_config_refused(bad, words);
   }
   nlohmann::json j = hf_llama();
   j.erase("model_type");
-  expect_refused(j, "config.json has no model_type");
+  expect_config_refused(j, "config.json has no model_type");
   // Heads of their own width are read (Qwen3's layout), hidden / heads recorded as the default.
   j = hf_llama();
   j["head_dim"] = 32;
@@ -129,7 +129,7 @@ TEST(ModelFamily, RefusesKeysThatWouldChangeTheModel) {
            {"scale_attn_by_inverse_layer_idx", true, "scale_attn_by_inverse_layer_idx"}}) {
     nlohmann::json bad = g;
     bad[key] = value;
-    expect_refused(bad, words);
+    expect_config_refused(bad, words);
   }
   g["activation_function"] = "gelu_new";
   g["n_inner"] = nullptr;
@@ -202,7 +202,7 @@ TEST(ModelFamily, ReadsAndWritesHuggingFaceQwenConfigs) {
   q3["hidden_size"] = 512;
   EXPECT_EQ(llama_keys(model_config_from_hf(q3, "config.json")).head_dim, 128);
   q3["attention_bias"] = true;  // Qwen3's o_proj would have a bias too
-  expect_refused(q3, "attention_bias = true is not supported");
+  expect_config_refused(q3, "attention_bias = true is not supported");
   // Qwen2: q, k and v always have biases (attention_bias is not its key); heads hidden / heads.
   nlohmann::json q2 = hf_llama();
   q2["model_type"] = "qwen2";

@@ -122,13 +122,18 @@ TEST(ParamSlice, EveryElementHasOneOwnerAtTheCoordinatesItsPlacementSays) {
     Placement p;
   };
   const Case cases[] = {{{6, 12}, Placement::shard(1, 2, 3)},  // a fused q/k/v, heads of 2
+                        {{5, 72}, Placement::shard(1, 2, 3)},  // the same at 3 and 4 ranks
+                        {{24, 3}, Placement::shard(0, 2)},     // heads of 2 rows, 3 and 4 ranks
                         {{8, 5}, Placement::shard(0, 2)},      // row-parallel, heads of 2
                         {{24}, Placement::shard(0, 4, 3)},     // a fused bias
                         {{4, 6, 8}, Placement::shard(1)},      // a middle dimension
                         {{7, 3}, Placement{}}};
   int64_t compared = 0;
   for (const Case& c : cases)
-    for (int ranks : {1, 2}) {
+    for (int ranks : {1, 2, 3, 4}) {
+      if (c.p.kind == Placement::Kind::shard &&
+          c.whole[size_t(c.p.dim)] % (c.p.parts * c.p.block * ranks) != 0)
+        continue;
       const int64_t numel = shape_numel(c.whole);
       std::vector<int> seen(size_t(numel), 0);
       for (int t = 0; t < ranks; ++t) {
@@ -149,6 +154,20 @@ TEST(ParamSlice, EveryElementHasOneOwnerAtTheCoordinatesItsPlacementSays) {
       for (int64_t g = 0; g < numel; ++g) ASSERT_EQ(seen[size_t(g)], want) << g;
     }
   EXPECT_GT(compared, 500);
+}
+
+// What reads and writes whole parameters (safetensors, Hugging Face folders) refuses slices by
+// name until checkpoints speak whole-parameter coordinates; whole specs pass.
+TEST(ParamSlice, WholeParameterFilesRefuseSlices) {
+  const GPT gpt(GPTConfig{1, 32, 4, 16, 256}, DType::f32);
+  EXPECT_NO_THROW(check_not_sliced(gpt.param_specs(), "an export"));
+  const GPT sliced(GPTConfig{1, 32, 4, 16, 256}, DType::f32, TpSlice{1, 2});
+  try {
+    check_not_sliced(sliced.param_specs(), "an export");
+    FAIL() << "a sliced model passed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.wte.weight"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ParamSlice, SplitsThatDoNotDivideAreRefusedNamingTheParameter) {

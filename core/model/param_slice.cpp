@@ -41,6 +41,15 @@ SliceMap::SliceMap(const Shape& whole, const Placement& p, int t, int ranks) {
   offset_ = int64_t(t) * piece * inner;
 }
 
+void check_not_sliced(const std::vector<ParamSpec>& specs, const char* what) {
+  for (const ParamSpec& s : specs)
+    if (s.sliced())
+      fail_input(
+          "{}: '{}' is tensor-parallel rank {}'s slice of {}; {} reads and writes whole "
+          "parameters only (for now: a tensor-parallel model cannot be saved or loaded)",
+          what, s.name, s.tp_rank, shape_string(s.whole_shape()), what);
+}
+
 void slice_param_specs(std::vector<ParamSpec>& specs, int t, int ranks) {
   for (ParamSpec& s : specs) {
     ST_CHECK(s.tp_ranks == 1, "{} is sliced already", s.name);

@@ -5,6 +5,7 @@
 // (global coordinates); a rank's memory holds its slice (local coordinates).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/model/param_spec.hpp"
 
@@ -38,6 +39,11 @@ class SliceMap {
  private:
   int64_t run_ = 1, parts_ = 1, outer_stride_ = 0, part_stride_ = 0, offset_ = 0;
 };
+
+// Fails naming the first sliced parameter of `specs`: `what` reads or writes whole parameters
+// only (safetensors, Hugging Face folders; checkpoints of slices in whole-parameter
+// coordinates are not written yet).
+void check_not_sliced(const std::vector<ParamSpec>& specs, const char* what);
 
 // The specs of rank `t`'s slices: each parameter's shape becomes its slice's, and the spec
 // records the split (ParamSpec::tp_rank, tp_ranks) so initialization reads global indices.

@@ -38,7 +38,8 @@ struct LlamaActivations : DecoderActivations {
   Tensor cast_scratch;    // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
-  // Llama has no tensor-parallel plan yet (tp_ranks 1; Model::set_tensor_parallel refuses more).
+  // Llama has no tensor-parallel plan yet: it is built whole (tp_ranks 1), and
+  // DecoderModel::set_tensor_parallel refuses a group of more ranks.
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
                    ActivationCheckpointing mode_, int /*tp_ranks*/, Device device)
       : DecoderActivations(B_, T_, mode_),
