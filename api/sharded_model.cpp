@@ -6,9 +6,11 @@
 #include "api/evaluate.hpp"
 #include "collectives/agreement.hpp"
 #include "core/error.hpp"
+#include "core/model/param_slice.hpp"
 #include "core/op_profile.hpp"
 #include "optim/clip.hpp"
 #include "optim/optim_param.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace st {
 
@@ -28,10 +30,18 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
       policy_(policy) {
   if (!(policy.grad_clip >= 0))
     fail_input("ShardPolicy: grad_clip = {} must be >= 0 (0: off)", policy.grad_clip);
+  if (ProcessGroup* tp = mesh_.tp_group()) {
+    tensor_parallel_ = std::make_unique<GroupTensorParallel>(*tp);
+    model.set_tensor_parallel(tensor_parallel_.get());  // refuses a model not built of slices
+  }
   fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, policy.fsdp, policy.seed);
   std::vector<OptimParam> params;
-  for (ShardSpan& s : fsdp_->spans())
+  for (ShardSpan& s : fsdp_->spans()) {
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
+    // Every TP rank holds a parameter that TP does not split: the norm counts TP rank 0's.
+    params.back().norm_counted_elsewhere =
+        mesh_.tp_rank() > 0 && !model.param_specs()[s.param].sliced();
+  }
   optimizer_ = make_optimizer(std::move(params), policy.optimizer);
 }
 
@@ -88,22 +98,27 @@ double ShardedModel::forward_backward(int micro, const Batch& batch, int64_t los
   return model_.forward_backward(batch, 1.0f / float(loss_terms), hooks);
 }
 
+double ShardedModel::loss_share(double loss_sum) const {
+  return mesh_.tp_rank() == 0 ? loss_sum : 0.0;
+}
+
 StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
   const int64_t step = optimizer_->steps_taken() + 1;
-  // The norm is summed over the shard group, whose gradient shards (all-reduced across
-  // replicas) together are the whole gradient once; the loss over the world. Without replicas
-  // the shard group is the world and the loss rides along in the norm's all-reduce.
-  double riders[] = {loss_sum};
+  // The norm is summed over the model group (dp_shard x tp; the shard group without TP), whose
+  // gradient shards (all-reduced across replicas) together are the whole gradient once; the
+  // loss over the world, each data-parallel place's once. Without replicas the model group is
+  // the world and the loss rides along in the norm's all-reduce.
+  double riders[] = {loss_share(loss_sum)};
   const bool replicated = mesh_.replica_group() != nullptr;
   if (replicated) {
     Tensor loss = Tensor::empty("step_loss", {1}, DType::f64);
-    loss.data<double>()[0] = loss_sum;
+    loss.data<double>()[0] = riders[0];
     OpScope wait(OpKind::collective_wait);
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
   }
   StepResult r;
-  r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.shard_group(),
+  r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.model_group(),
                                  replicated ? std::span<double>() : std::span<double>(riders),
                                  fmt::format("step {}", step));
   r.loss = riders[0] / double(loss_terms);
@@ -114,12 +129,30 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
 }
 
 double ShardedModel::evaluate(const Batch& batch, int64_t loss_terms) {
-  return sum_over_group(model_.forward_loss(batch, *fsdp_), *fsdp_, group_) / double(loss_terms);
+  return sum_over_group(loss_share(model_.forward_loss(batch, *fsdp_)), *fsdp_, group_) /
+         double(loss_terms);
 }
 
 double ShardedModel::loss_sum_over_windows(int64_t windows, int64_t chunk,
                                            const std::function<Batch(int64_t, int64_t)>& batch) {
   return sharded_loss_sum(model_, *fsdp_, windows, chunk, batch);
+}
+
+Tensor ShardedModel::whole_master(size_t index) {
+  Tensor slice = fsdp_->gather_master(index);
+  const ParamSpec& spec = model_.param_specs()[index];
+  ProcessGroup* tp = mesh_.tp_group();
+  if (!tp || !spec.sliced()) return slice;
+  const int64_t n = slice.numel();
+  Tensor all = Tensor::empty(spec.name + ".slices", {tp->size() * n}, DType::f32);
+  tp->all_gather(slice, all)->wait();
+  Tensor whole = Tensor::empty(spec.name, spec.whole_shape(), DType::f32);
+  for (int t = 0; t < tp->size(); ++t) {
+    const SliceMap map(spec.whole_shape(), spec.placement, t, tp->size());
+    const float* from = all.data<float>() + t * n;
+    for (int64_t k = 0; k < n; ++k) whole.data<float>()[map.global(k)] = from[k];
+  }
+  return whole;
 }
 
 nlohmann::json ShardedModel::checkpoint_meta(int64_t step, const nlohmann::json& extra) const {

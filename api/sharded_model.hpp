@@ -90,6 +90,11 @@ class ShardedModel {
   // Collective. Loads a checked checkpoint's shards and the optimizer's step count.
   void load(const CheckpointInfo& info);
 
+  // Collective. The whole FP32 master of parameter `index` (whole-parameter coordinates): its
+  // shards gathered over the shard group and, where TP slices it, the slices over the TP group.
+  // For tests and inspection: it allocates the whole parameter (twice, while it runs).
+  Tensor whole_master(size_t index);
+
   // For what the step does not cover: loading weights, checkpoints' layouts, inspection.
   FsdpRuntime& runtime() { return *fsdp_; }
   const FsdpRuntime& runtime() const { return *fsdp_; }
@@ -104,12 +109,16 @@ class ShardedModel {
   // The global loss and gradient norm (one all-reduce without replicas), clipping, the
   // optimizer step. `loss_sum` is this rank's, over its micro-batches.
   StepResult update(double loss_sum, int64_t loss_terms, float lr);
+  // What this rank adds to a sum of losses over the world: every TP rank of a data-parallel
+  // place computed the same loss, and the first counts it.
+  double loss_share(double loss_sum) const;
 
   Model& model_;
   std::unique_ptr<DeviceMesh> own_mesh_;  // the 1-D mesh of the group constructor
   DeviceMesh& mesh_;
   ProcessGroup& group_;  // the mesh's world: the loss, checkpoints' agreement
   ShardPolicy policy_;
+  std::unique_ptr<TensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;
 };

@@ -107,8 +107,9 @@ struct Config {
   struct {
     int64_t dp_shard = -1;     // ranks sharing one copy of the parameters (FSDP)
     int64_t dp_replicate = 1;  // copies that all-reduce their gradient shards (HSDP, DDP)
-    int64_t tp = 1;            // tensor parallelism: not yet (1)
+    int64_t tp = 1;            // tensor-parallel ranks (consecutive: the innermost dimension)
     int64_t pp = 1;            // pipeline stages: not yet (1)
+    bool allow_cross_node_tp = false;
   } parallel;
   // Keys read under an older name, each "old -> new" (printed once at start-up).
   std::vector<std::string> renamed_keys;
@@ -154,8 +155,10 @@ void validate_model_config(const ModelConfig& model);
 // [parallel]'s dp_shard x dp_replicate x tp x pp resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.
 MeshShape mesh_shape(const Config& config, int world_size);
-// Tensor and pipeline parallelism above 1 refused by key (until their issues land).
-void check_parallelism_supported(int64_t tp, int64_t pp);
+// Pipeline parallelism above 1 refused by key (until its issue lands); tensor parallelism over
+// `tp` ranks checked against the model (its family's plan: what TP splits divides by tp) and
+// against what it does not compose with yet, each refused by key.
+void check_parallelism_supported(const Config& config, int64_t tp);
 
 // Every key as `section.key = value`, for the start-up summary.
 std::vector<std::string> describe_config(const Config& config);

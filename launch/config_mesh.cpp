@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "launch/config.hpp"
+#include "models/family.hpp"
 
 namespace st {
 
@@ -47,21 +48,40 @@ MeshShape mesh_shape(const Config& c, int world_size) {
                         .dp_replicate = int(degrees[1].value),
                         .tp = int(degrees[2].value),
                         .pp = int(degrees[3].value)};
-  check_parallelism_supported(shape.tp, shape.pp);
+  check_parallelism_supported(c, shape.tp);
   return shape;
 }
 
-void check_parallelism_supported(int64_t tp, int64_t pp) {
-  if (tp > 1)
-    fail_input(
-        "parallel.tp = {}: tensor parallelism is not implemented yet (it comes with its own "
-        "issue); set parallel.tp = 1",
-        tp);
-  if (pp > 1)
+void check_parallelism_supported(const Config& c, int64_t tp) {
+  if (c.parallel.pp > 1)
     fail_input(
         "parallel.pp = {}: pipeline parallelism is not implemented yet (it comes with its own "
         "issue); set parallel.pp = 1",
-        pp);
+        c.parallel.pp);
+  if (tp <= 1) return;  // 1, or -1 (the rest): checked once the world resolves it
+  const ModelFamily& family = model_family(c.model.family);
+  if (!family.check_tensor_parallel)
+    fail_input(
+        "parallel.tp = {}: model.family = {} has no tensor-parallel plan yet (gpt2 has one); set "
+        "parallel.tp = 1",
+        tp, family.name);
+  family.check_tensor_parallel(c.model, tp);
+  // What tensor parallelism does not compose with yet, by key: all of it speaks of whole
+  // parameters, and a TP rank holds slices.
+  const auto refuse = [&](const char* key, const std::string& value, const char* why) {
+    fail_input(
+        "parallel.tp = {} with {} = {}: {} is not there yet for tensor-parallel runs; "
+        "train with parallel.tp = 1, or without it",
+        tp, key, value, why);
+  };
+  if (!c.checkpoint.dir.empty())
+    refuse("checkpoint.dir", c.checkpoint.dir,
+           "saving checkpoints of slices (in whole-parameter "
+           "coordinates)");
+  if (!c.checkpoint.resume.newest() && !c.checkpoint.resume.never())
+    refuse("checkpoint.resume", c.checkpoint.resume.name(), "resuming into slices");
+  if (!c.training.init_from.empty())
+    refuse("training.init_from", c.training.init_from, "reading weights into slices");
 }
 
 }  // namespace st

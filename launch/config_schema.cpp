@@ -427,11 +427,16 @@ KeyTable parallel_keys() {
         "copies that all-reduce their gradient shards (1: FSDP; with dp_shard 1: DDP; between: "
         "HSDP)"}},
       {"parallel.tp",
-       {int_key(&Config::parallel, &Parallel::tp), "1 (tensor parallelism is not there yet)",
-        "tensor-parallel ranks (the innermost dimension: consecutive ranks)"}},
+       {int_key(&Config::parallel, &Parallel::tp), "≥ 1 dividing the heads, or -1 (the rest)",
+        "tensor-parallel ranks (the innermost dimension: consecutive ranks, ideally one node) "
+        "that split each block's matmuls, heads and vocabulary by Megatron's layout (gpt2)"}},
       {"parallel.pp",
        {int_key(&Config::parallel, &Parallel::pp), "1 (pipeline parallelism is not there yet)",
         "pipeline stages (the outermost dimension)"}},
+      {"parallel.allow_cross_node_tp",
+       {bool_key(&Config::parallel, &Parallel::allow_cross_node_tp), "true, false",
+        "allow TP groups that straddle nodes (every block's activations would cross the slow "
+        "link twice a pass)"}},
   };
 }
 

@@ -145,7 +145,7 @@ void validate_outputs(const Config& c) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
   // Refused by name whatever the world size; the product is checked once it is known.
-  check_parallelism_supported(c.parallel.tp, c.parallel.pp);
+  check_parallelism_supported(c, c.parallel.tp);
   if (c.sharding.ranks_per_node < 0)
     fail_input("sharding.ranks_per_node = {} must be >= 0 (0: detect)", c.sharding.ranks_per_node);
   at_least_one(c.metrics.log_every, "metrics.log_every");
@@ -170,8 +170,8 @@ void validate_config(const Config& c) {
 
 void validate_for_world(const Config& c, int world_size) {
   ST_CHECK(world_size >= 1, "a world of {} ranks", world_size);
-  check_batch_splits(c, world_size);
-  mesh_shape(c, world_size);
+  // The ranks of one TP group read the same rows: the batch splits over the data-parallel ranks.
+  check_batch_splits(c, mesh_shape(c, world_size).data_parallel());
   if (c.sharding.ranks_per_node > 0 && world_size % c.sharding.ranks_per_node != 0)
     fail_input("sharding.ranks_per_node = {} does not divide the {} ranks into whole nodes",
                c.sharding.ranks_per_node, world_size);

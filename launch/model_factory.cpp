@@ -15,10 +15,21 @@ void apply_matmul_settings(const Config& config) {
   set_fp32_matmul_engine(config.precision.fp32_matmul);
 }
 
-std::unique_ptr<Model> make_model(const Config& config) {
-  auto model = model_family(config.model.family).build(config.model, config.precision.param_dtype);
+std::unique_ptr<Model> make_model(const Config& config, TpSlice slice) {
+  const ModelFamily& family = model_family(config.model.family);
+  ST_CHECK(slice.ranks == 1 || family.build_slice,
+           "model.family = {} has no tensor-parallel plan (validation refuses parallel.tp)",
+           family.name);
+  auto model = slice.ranks == 1
+                   ? family.build(config.model, config.precision.param_dtype)
+                   : family.build_slice(config.model, config.precision.param_dtype, slice);
   model->set_activation_checkpointing(config.sharding.activation_checkpointing);
   return model;
+}
+
+TpSlice tp_slice_of(const Config& config, int rank, int world_size) {
+  const MeshShape shape = mesh_shape(config, world_size);
+  return {coord_of(shape, rank).tp, shape.tp};
 }
 
 nlohmann::json model_meta_json(const ModelConfig& config, const Model& model) {

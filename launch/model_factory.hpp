@@ -7,13 +7,17 @@
 #include <string>
 
 #include "core/model/model.hpp"
+#include "core/model/param_slice.hpp"
 #include "launch/config.hpp"
 
 namespace st {
 
 // Parameter specs only (the meta picture): nothing is materialized until a sharder binds it.
-// Computes in precision.param_dtype.
-std::unique_ptr<Model> make_model(const Config& config);
+// Computes in precision.param_dtype. With `slice` (parallel.tp > 1): TP rank slice.rank's
+// slices of the parameters (tp_slice_of says which a rank holds).
+std::unique_ptr<Model> make_model(const Config& config, TpSlice slice = {});
+// The slices rank `rank` of `world_size` holds under the config's mesh (parallel.tp).
+TpSlice tp_slice_of(const Config& config, int rank, int world_size);
 
 // Selects the BF16 matmul path and the FP32 matmul engine (precision.bf16_matmul and
 // precision.fp32_matmul) for this process: every command that computes calls it once, right

@@ -162,7 +162,7 @@ Session open_session(const CommonOptions& options, const std::function<void(Conf
     check_validation_split(s.config, *s.data);
     // The model once: parameter specs only (no memory), measured by the peak, then the
     // trainer's.
-    model = make_model(s.config);
+    model = make_model(s.config, tp_slice_of(s.config, group.rank(), group.size()));
   });
   // Before anything is allocated or measured; the machine's memory (ulimit -v) may differ
   // between ranks, so the ranks agree on the outcome.
@@ -218,6 +218,17 @@ void print_mesh(Session& s) {
         fmt::format("; replica group '{}' ({} ranks on {} node{}): all-reduce {}", replicas->name(),
                     replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
                     transport_on(*replicas, OpType::all_reduce, 0));
+  if (ProcessGroup* tp = mesh.tp_group()) {
+    // A row-parallel block's partial sums: one micro-batch's rows of this data rank, FP32.
+    const auto& tr = c.training;
+    const size_t activation_bytes = size_t(tr.global_batch / tr.micro_batches / mesh.data_ranks() *
+                                           tr.seq_len * c.model.n_embd) *
+                                    sizeof(float);
+    groups += fmt::format(
+        "; TP group '{}' ({} ranks on {} node{}): all-reduce of a {:.1f} MiB activation {}",
+        tp->name(), tp->size(), node_count(*tp), node_count(*tp) == 1 ? "" : "s",
+        double(activation_bytes) / kMiB, transport_on(*tp, OpType::all_reduce, activation_bytes));
+  }
   if (ProcessGroup* reshard = t.fsdp().reshard_group())
     groups +=
         fmt::format("; reshard group '{}' ({} ranks on {} node{}): all-gather {}", reshard->name(),
@@ -302,11 +313,17 @@ void print_machine_summary(const Session& s) {
 void print_model_summary(Session& s) {
   const Config& c = s.config;
   ShardedTrainer& t = *s.trainer;
-  int64_t params = 0;
-  for (const auto& spec : t.model().param_specs()) params += spec.numel();
-  fmt::print("model: {} | {} parameters | precision: param {} reduce {} output {}\n",
-             t.model().describe(), params, dtype_name(c.precision.param_dtype),
-             dtype_name(c.precision.reduce_dtype), dtype_name(c.precision.output_dtype));
+  int64_t params = 0, slices = 0;
+  for (const auto& spec : t.model().param_specs()) {
+    slices += spec.numel();
+    params += shape_numel(spec.whole_shape());
+  }
+  const int tp = t.mesh().shape().tp;
+  fmt::print("model: {} | {} parameters{} | precision: param {} reduce {} output {}\n",
+             t.model().describe(), params,
+             tp > 1 ? fmt::format(" (each TP rank's slices: {}, split {} ways)", slices, tp) : "",
+             dtype_name(c.precision.param_dtype), dtype_name(c.precision.reduce_dtype),
+             dtype_name(c.precision.output_dtype));
   fmt::print(
       "data: {} ({} train / {} val tokens) | global batch {} x {} tokens in {} micro-batch{}\n",
       s.data->source(), s.data->train().size(), s.data->val().size(), c.training.global_batch,

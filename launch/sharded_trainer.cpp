@@ -78,6 +78,13 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
         "slow link. Make dp_shard divide the ranks per node, or set "
         "sharding.allow_cross_node_shard = true",
         mesh_->shape().dp_shard, mesh_->node_map(), mesh_->shape().dp_replicate);
+  if (mesh_->shape().tp > 1 && mesh_->tp_groups_span_nodes() &&
+      !config.parallel.allow_cross_node_tp)
+    fail_input(
+        "parallel.tp = {} puts TP groups across nodes ({}): every block's activations would cross "
+        "the slow link several times a pass. Make tp divide the ranks per node, or set "
+        "parallel.allow_cross_node_tp = true",
+        mesh_->shape().tp, mesh_->node_map());
   const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
                            config.training.grad_clip};
   sharded_ = std::make_unique<ShardedModel>(*model_, *mesh_, policy);

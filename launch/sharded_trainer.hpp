@@ -76,6 +76,8 @@ class ShardedTrainer {
   FsdpRuntime& fsdp() { return sharded_->runtime(); }
   const FsdpRuntime& fsdp() const { return sharded_->runtime(); }
   DeviceMesh& mesh() { return *mesh_; }
+  // Collective: ShardedModel::whole_master.
+  Tensor whole_master(size_t index) { return sharded_->whole_master(index); }
   // The analytical per-rank budget (computed once, at start-up).
   MemoryBudget budget() const;
   // The bytes a step moves, per rank and over each link class (parallel/fsdp/traffic.hpp).

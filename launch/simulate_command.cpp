@@ -250,6 +250,11 @@ namespace {
 std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
                                                           const std::vector<std::string>& names,
                                                           int ranks, int ranks_per_node) {
+  if (config.parallel.tp != 1)
+    fail_input(
+        "parallel.tp = {}: simulate does not model tensor parallelism yet (its per-layer "
+        "collectives come with the simulator's own issue); simulate with parallel.tp = 1",
+        config.parallel.tp);
   std::vector<std::pair<std::string, MeshShape>> out;
   const std::vector<std::string> wanted =
       names.empty() ? std::vector<std::string>{"fsdp", "hsdp", "ddp"} : names;

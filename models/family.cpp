@@ -1,6 +1,7 @@
 #include "models/family.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 
@@ -46,6 +47,17 @@ std::string family_names(const std::vector<const ModelFamily*>& families) {
                                          : ", ") +
              std::string(families[i]->name);
   return names;
+}
+
+void check_tp_divides(int64_t tp, const char* key, int64_t value, const char* what) {
+  if (value % tp == 0) return;
+  std::vector<int64_t> fits;
+  for (int64_t d = 1; d <= value && fits.size() < 8; ++d)
+    if (value % d == 0) fits.push_back(d);
+  fail_input(
+      "parallel.tp = {} does not divide {} = {}: tensor parallelism splits {} evenly over "
+      "the TP ranks (tp = {}{} would)",
+      tp, key, value, what, fmt::join(fits, ", "), fits.size() == 8 ? ", ..." : "");
 }
 
 const ModelFamily& model_family(const std::string& name) {

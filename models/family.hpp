@@ -15,6 +15,7 @@
 #include "core/dtype.hpp"
 #include "core/json_parse.hpp"
 #include "core/model/model.hpp"
+#include "core/model/param_slice.hpp"
 
 namespace st {
 
@@ -58,6 +59,11 @@ struct ModelFamily {
   void (*validate)(const ModelConfig&);
   // Parameter specs only, computing in `dtype`.
   std::unique_ptr<Model> (*build)(const ModelConfig&, DType dtype);
+  // Tensor parallelism (nullptr while the family has no plan for it): the checks of a split
+  // over `tp` ranks (InputErrors naming the keys and numbers), and the model of TP rank
+  // slice.rank's slices (parameter specs only).
+  void (*check_tensor_parallel)(const ModelConfig&, int64_t tp);
+  std::unique_ptr<Model> (*build_slice)(const ModelConfig&, DType dtype, TpSlice slice);
   // What a checkpoint records beyond Model::hyperparameters(), and reads back.
   void (*to_meta)(const ModelConfig&, nlohmann::json& model);
   void (*from_meta)(const nlohmann::json& model, ModelConfig&, const std::string& where);
@@ -80,6 +86,10 @@ const ModelFamily& model_family_for_hf(const nlohmann::json& config, const std::
 // The families that read key `key` (families built on one block share its keys: llama, qwen2
 // and qwen3 read model.n_kv_head); none: a key every family reads, or none.
 std::vector<const ModelFamily*> model_families_owning(const std::string& key);
+// An InputError unless `tp` divides `value` (key `key`, which TP splits as `what`), naming the
+// tp values that would.
+void check_tp_divides(int64_t tp, const char* key, int64_t value, const char* what);
+
 // "llama, qwen2 or qwen3", for messages.
 std::string family_names(const std::vector<const ModelFamily*>& families);
 

@@ -38,6 +38,7 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm, Pr
 double grad_sum_of_squares(const std::vector<OptimParam>& params) {
   double total = 0;
   for (const auto& p : params) {
+    if (p.norm_counted_elsewhere) continue;
     const float* g = p.grad.data<float>();
     const int64_t n = p.grad.numel();
     double sum = 0;

@@ -22,7 +22,8 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm, Pr
 double global_grad_norm(const std::vector<OptimParam>& params, ProcessGroup& group,
                         std::span<double> riders, std::string_view context);
 
-// Sum over all spans of grad^2 (in double), this process's part of the global norm.
+// Sum over all spans of grad^2 (in double), this process's part of the global norm (spans
+// norm_counted_elsewhere left out).
 double grad_sum_of_squares(const std::vector<OptimParam>& params);
 // Multiplies every gradient by `factor`.
 void scale_grads(const std::vector<OptimParam>& params, float factor);

@@ -13,6 +13,10 @@ struct OptimParam {
   Tensor master;  // FP32, updated in place
   Tensor grad;    // FP32, same element count
   bool weight_decay = false;
+  // A copy that other ranks of the norm's group hold as well (a parameter replicated over a
+  // tensor-parallel group, on every TP rank but the first): left out of the global norm's sum,
+  // so that each element counts once.
+  bool norm_counted_elsewhere = false;
 };
 
 // Validates dtypes, devices and sizes; throws an Error naming the parameter and what it holds.

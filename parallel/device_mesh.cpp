@@ -7,15 +7,22 @@
 namespace st {
 
 DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), shape_(shape) {
-  ST_CHECK(shape.world() == world.size(), "mesh {} x {} does not cover a world of {}",
-           shape.dp_replicate, shape.dp_shard, world.size());
-  ST_CHECK(shape.pp == 1 && shape.tp == 1, "pp {} and tp {}: not yet", shape.pp, shape.tp);
-  if (shape.dp_replicate == 1) return;  // FSDP: the world is the shard group
+  ST_CHECK(shape.world() == world.size(), "mesh {} x {} x {} does not cover a world of {}",
+           shape.dp_replicate, shape.dp_shard, shape.tp, world.size());
+  ST_CHECK(shape.pp == 1, "pp {}: not yet", shape.pp);
+  if (shape.dp_replicate == 1 && shape.tp == 1) return;  // FSDP: the world is the shard group
   const int r = world.rank();
-  const int shard_group = group_index(shape, r, {MeshDim::dp_shard});
-  const int replica_group = group_index(shape, r, {MeshDim::dp_replicate});
-  shard_ = world.split(shard_group, r, fmt::format("shard{}", shard_group));
-  replica_ = world.split(replica_group, r, fmt::format("replica{}", replica_group));
+  // Every rank makes the same splits in the same order (each is collective over the world).
+  const auto split = [&](const MeshDims& dims, const char* name) {
+    const int index = group_index(shape, r, dims);
+    return world.split(index, r, fmt::format("{}{}", name, index));
+  };
+  shard_ = split({MeshDim::dp_shard}, "shard");
+  if (shape.dp_replicate > 1) replica_ = split({MeshDim::dp_replicate}, "replica");
+  if (shape.tp > 1) {
+    tp_ = split({MeshDim::tp}, "tp");
+    model_ = split({MeshDim::dp_shard, MeshDim::tp}, "model");
+  }
 }
 
 ProcessGroup& DeviceMesh::shard_block_group(int n) {
@@ -49,16 +56,32 @@ int DeviceMesh::replica_index() const {
   return coord_of(shape_, world_.rank()).dp_replicate;
 }
 
+int DeviceMesh::tp_rank() const {
+  return coord_of(shape_, world_.rank()).tp;
+}
+
 int DeviceMesh::data_rank() const {
   return rank_in_group(shape_, world_.rank(), {MeshDim::dp_replicate, MeshDim::dp_shard});
 }
 
-bool DeviceMesh::shard_groups_span_nodes() const {
-  const auto& nodes = world_.nodes();
-  for (int r = 0; r < world_.size(); ++r)
-    for (int member : group_members(shape_, r, {MeshDim::dp_shard}))
+namespace {
+
+bool groups_span_nodes(const ProcessGroup& world, const MeshShape& shape, MeshDim dim) {
+  const auto& nodes = world.nodes();
+  for (int r = 0; r < world.size(); ++r)
+    for (int member : group_members(shape, r, {dim}))
       if (nodes[size_t(member)] != nodes[size_t(r)]) return true;
   return false;
+}
+
+}  // namespace
+
+bool DeviceMesh::shard_groups_span_nodes() const {
+  return groups_span_nodes(world_, shape_, MeshDim::dp_shard);
+}
+
+bool DeviceMesh::tp_groups_span_nodes() const {
+  return groups_span_nodes(world_, shape_, MeshDim::tp);
 }
 
 std::string DeviceMesh::node_map() const {

@@ -1,12 +1,14 @@
 #pragma once
-// The device mesh's process groups (the arithmetic is parallel/mesh_layout's): for now its
-// data-parallel dimensions, hybrid sharding (FSDP2/torchtitan's HSDP): the world's ranks form
-// `dp_replicate` shard groups of `dp_shard` consecutive ranks each (ideally one node each). A
-// unit's parameters are sharded within a shard group; the shard groups hold replicas and all-reduce
-// their gradient shards over the replica groups (the ranks with the same place in every shard
-// group). dp_shard = world is FSDP; dp_shard = 1 is DDP. The mesh creates every group the
-// runtime uses, hpZ's and the quantized collectives' within a shard group too, and owns them:
-// nothing else splits a group by rank arithmetic.
+// The device mesh's process groups (the arithmetic is parallel/mesh_layout's): hybrid sharding
+// (FSDP2/torchtitan's HSDP) and tensor parallelism. The `tp` ranks of a TP group are consecutive
+// (ideally one node) and hold slices of the same parameters; with tp = 1, the world's ranks form
+// `dp_replicate` shard groups of `dp_shard` consecutive ranks each (ideally one node each), and
+// with tp > 1 a shard group is the ranks of one TP coordinate in such a block. A unit's
+// parameters (a TP rank's slices of them) are sharded within a shard group; the shard groups
+// hold replicas and all-reduce their gradient shards over the replica groups (the ranks with the
+// same place in every shard group). dp_shard = world is FSDP; dp_shard = 1 is DDP. The mesh
+// creates every group the runtime uses, hpZ's and the quantized collectives' within a shard
+// group too, and owns them: nothing else splits a group by rank arithmetic.
 #include <map>
 #include <memory>
 #include <string>
@@ -18,8 +20,8 @@ namespace st {
 
 class DeviceMesh {
  public:
-  // Collective over `world` (whose size must be shard × replicate). With replicate = 1 the
-  // shard group is the world itself; otherwise both groups are split from it.
+  // Collective over `world` (whose size must be the shape's product; pp = 1). With replicate =
+  // tp = 1 the shard group is the world itself; otherwise the groups are split from it.
   DeviceMesh(ProcessGroup& world, MeshShape shape);
 
   const MeshShape& shape() const { return shape_; }
@@ -27,6 +29,13 @@ class DeviceMesh {
   ProcessGroup& shard_group() { return shard_ ? *shard_ : world_; }
   // nullptr when there is one replica (nothing to all-reduce).
   ProcessGroup* replica_group() { return replica_.get(); }
+  // This rank's TP group (its tp ranks, consecutive), nullptr for tp = 1.
+  ProcessGroup* tp_group() { return tp_.get(); }
+  // This rank's place in its TP group (0 for tp = 1).
+  int tp_rank() const;
+  // The ranks that hold one copy of the model between them (dp_shard x tp): where a sum over
+  // every parameter once (the gradient norm) is taken. The shard group for tp = 1.
+  ProcessGroup& model_group() { return model_ ? *model_ : shard_group(); }
   // hpZ's group: this rank's block of `n` consecutive ranks of its shard group (n divides it).
   // Made by the first call for n, a collective over the shard group, and kept.
   ProcessGroup& shard_block_group(int n);
@@ -47,8 +56,9 @@ class DeviceMesh {
   // dp_shard; the tp and pp ranks of one place read the same rows), and their number.
   int data_rank() const;
   int data_ranks() const { return shape_.data_parallel(); }
-  // True when some shard group has ranks on more than one node.
+  // True when some shard group (TP group) has ranks on more than one node.
   bool shard_groups_span_nodes() const;
+  bool tp_groups_span_nodes() const;
   // "HSDP: 2 replicas x 2 shards" and the like, for summaries.
   std::string describe() const;
   // "node 0: ranks 0-1, node 1: ranks 2-3": the world's node map.
@@ -57,7 +67,7 @@ class DeviceMesh {
  private:
   ProcessGroup& world_;
   MeshShape shape_;
-  std::unique_ptr<ProcessGroup> shard_, replica_;
+  std::unique_ptr<ProcessGroup> shard_, replica_, tp_, model_;
   std::map<int, std::unique_ptr<ProcessGroup>> shard_blocks_;  // by block size
   int node_block_ = 0;
   std::unique_ptr<ProcessGroup> node_, across_nodes_;

@@ -176,6 +176,12 @@ int index_in_block(int r, int block) {
 }
 
 std::string describe_mesh(const MeshShape& shape) {
+  if (shape.tp > 1) {
+    if (shape.data_parallel() == 1) return fmt::format("TP over {} ranks", shape.tp);
+    MeshShape data = shape;
+    data.tp = 1;
+    return fmt::format("{} x TP {}", describe_mesh(data), shape.tp);
+  }
   if (shape.dp_replicate == 1) return fmt::format("FSDP over {} ranks", shape.dp_shard);
   if (shape.dp_shard == 1)
     return fmt::format("DDP over {} replicas (dp_shard 1)", shape.dp_replicate);

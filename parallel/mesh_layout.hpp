@@ -72,8 +72,8 @@ int index_in_block(int r, int block);
 // node (sharding.ranks_per_node; `per_node` divides `world`).
 std::vector<int> pretend_node_map(int world, int per_node);
 
-// "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (dp_shard 1)":
-// the data-parallel part, for summaries (pp and tp are added by their issues).
+// "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (dp_shard 1)",
+// "FSDP over 2 ranks x TP 2", "TP over 2 ranks": for summaries (pp is added by its issue).
 std::string describe_mesh(const MeshShape& shape);
 
 }  // namespace st

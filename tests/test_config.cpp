@@ -204,7 +204,28 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
   };
   EXPECT_NE(message({"parallel.tp=-1"}, 4).find("parallel.dp_shard and parallel.tp are both -1"),
             std::string::npos);
-  EXPECT_NE(message({"parallel.tp=2"}, 4).find("parallel.tp = 2: tensor parallelism is not"),
+  // Tensor parallelism: checked against the family's plan and what it cannot compose with yet.
+  EXPECT_EQ(message({"parallel.tp=2"}, 4), "accepted");
+  EXPECT_EQ(mesh_shape(load_config("tiny", {"parallel.tp=2"}), 4),
+            (MeshShape{.dp_shard = 2, .dp_replicate = 1, .tp = 2}));
+  EXPECT_EQ(mesh_shape(load_config("tiny", {"parallel.tp=-1", "parallel.dp_shard=1"}), 4),
+            (MeshShape{.dp_shard = 1, .dp_replicate = 1, .tp = 4}));
+  EXPECT_EQ(message({"parallel.tp=3"}, 3),
+            "parallel.tp = 3 does not divide model.n_head = 4: tensor parallelism splits the "
+            "attention heads evenly over the TP ranks (tp = 1, 2, 4 would)");
+  // -1 resolved to 3 by the world: the same check once the world is known.
+  EXPECT_NE(message({"parallel.tp=-1", "parallel.dp_shard=1"}, 3).find("model.n_head = 4"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=8", "model.n_head=8", "model.padded_vocab_size=260"}, 8)
+                .find("does not divide model.padded_vocab_size = 260"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=2", "model.family=llama"}, 2)
+                .find("model.family = llama has no tensor-parallel plan yet"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=2", "checkpoint.dir=/tmp/c"}, 2).find("with checkpoint.dir = "),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=2", "training.init_from=/tmp/m"}, 2)
+                .find("with training.init_from = /tmp/m: reading weights into slices"),
             std::string::npos);
   EXPECT_NE(message({"parallel.pp=2", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
             std::string::npos);

@@ -54,6 +54,32 @@ TEST(DeviceMesh, MakesEachGroupOnceWithTheMembersOfItsCoordinates) {
   EXPECT_EQ(checked, 8);
 }
 
+// HSDP x TP on 8 ranks (replicas 2 x shards 2 x tp 2, rank = (replica * 2 + shard) * 2 + t): a TP
+// group is two consecutive ranks; a shard group the ranks of one TP coordinate in a replica's
+// block of four; the model group (the norm's) is that block; the data rank leaves tp out.
+TEST(DeviceMesh, TensorParallelGroupsAreConsecutiveAndShardGroupsSkipThem) {
+  std::mutex checked_mutex;
+  int checked = 0;
+  on_ranks(8, [&](ProcessGroup& world) {
+    const int r = world.rank(), t = r % 2, shard = r / 2 % 2, replica = r / 4;
+    DeviceMesh mesh(world, MeshShape{.dp_shard = 2, .dp_replicate = 2, .tp = 2});
+    ASSERT_NE(mesh.tp_group(), nullptr);
+    EXPECT_EQ(members(*mesh.tp_group(), r), (std::vector<int>{r - t, r - t + 1}));
+    EXPECT_EQ(mesh.tp_rank(), t);
+    EXPECT_EQ(members(mesh.shard_group(), r),
+              (std::vector<int>{4 * replica + t, 4 * replica + t + 2}));
+    ASSERT_NE(mesh.replica_group(), nullptr);
+    EXPECT_EQ(members(*mesh.replica_group(), r), (std::vector<int>{r % 4, r % 4 + 4}));
+    EXPECT_EQ(members(mesh.model_group(), r),
+              (std::vector<int>{4 * replica, 4 * replica + 1, 4 * replica + 2, 4 * replica + 3}));
+    EXPECT_EQ(mesh.data_rank(), replica * 2 + shard);
+    EXPECT_EQ(mesh.data_ranks(), 4);
+    std::lock_guard lock(checked_mutex);
+    ++checked;
+  });
+  EXPECT_EQ(checked, 8);
+}
+
 // One rank per node: no node group; the ranks across nodes are the whole shard group. FSDP's
 // shard group is the world itself.
 TEST(DeviceMesh, OneRankPerNodeAndFsdp) {

@@ -16,6 +16,7 @@
 #include "core/ops/quantize.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "models/family.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/local_trainer.hpp"
 #include "tests/support/shared_dir.hpp"
@@ -32,10 +33,24 @@ struct Mesh {
   std::string name;
   std::vector<std::string> keys;
   int replicas;
+  int tp = 1;
 };
 
+// Whether the family under test has a tensor-parallel plan (the others refuse parallel.tp:
+// TensorParallelWhereTheFamilyHasNoPlanIsRefused).
+bool family_has_tp_plan() {
+  return model_family(test_config().model.family).build_slice != nullptr;
+}
+
+// The model a rank trains under `config`: its slices where the mesh has TP.
+std::unique_ptr<Model> trainer_model(const Config& config) {
+  return make_model(config, tp_slice_of(config, world().rank(), world().size()));
+}
+
 // Every mesh a world of this size has: FSDP over all, DDP, and HSDP with shard groups of half
-// the world, each a pretend node (sharding.ranks_per_node), when the world splits in two.
+// the world, each a pretend node (sharding.ranks_per_node), when the world splits in two; with
+// tensor parallelism where the family has a plan and tp divides the test model's 4 heads: TP
+// over 2 ranks; over 4: FSDP 2 x TP 2, TP 4 and DDP 2 x TP 2 (HSDP x TP needs 8 ranks).
 std::vector<Mesh> meshes(int world_size) {
   const std::string w = std::to_string(world_size);
   std::vector<Mesh> m = {
@@ -48,7 +63,44 @@ std::vector<Mesh> meshes(int world_size) {
                   "sharding.ranks_per_node=" + half},
                  2});
   }
+  if (!family_has_tp_plan()) return m;
+  const auto tp_mesh = [](std::string name, int dp_shard, int dp_replicate, int tp) {
+    return Mesh{
+        std::move(name),
+        {fmt::format("parallel.dp_shard={}", dp_shard),
+         fmt::format("parallel.dp_replicate={}", dp_replicate), fmt::format("parallel.tp={}", tp)},
+        dp_replicate,
+        tp};
+  };
+  if (world_size == 2) m.push_back(tp_mesh("TP 2", 1, 1, 2));
+  if (world_size == 4) {
+    m.push_back(tp_mesh("FSDP 2 x TP 2", 2, 1, 2));
+    m.push_back(tp_mesh("TP 4", 1, 1, 4));
+    m.push_back(tp_mesh("DDP 2 x TP 2", 1, 2, 2));
+  }
   return m;
+}
+
+// After training with TP: every parameter TP does not split (norms, wpe, row-parallel biases)
+// is held by each TP rank and must stay bitwise the same on all of them (their gradients come
+// from the same bits, through all-reduces whose result every rank shares).
+void expect_replicated_parameters_agree(ShardedTrainer& t, const std::string& what) {
+  ProcessGroup* tp = t.mesh().tp_group();
+  ASSERT_NE(tp, nullptr) << what;
+  int compared = 0;
+  const auto& specs = t.model().param_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].sliced()) continue;
+    const Tensor mine = t.fsdp().gather_master(i);
+    Tensor all = Tensor::empty("all", {tp->size() * mine.numel()}, DType::f32);
+    tp->all_gather(mine, all)->wait();
+    for (int r = 1; r < tp->size(); ++r)
+      EXPECT_EQ(std::memcmp(all.data<float>(), all.data<float>() + r * mine.numel(), mine.nbytes()),
+                0)
+          << what << ": " << specs[i].name << " differs between TP ranks 0 and " << r;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0) << what;
 }
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -59,10 +111,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST(Mesh, InitialWeightsAreBitwiseTheSameOnEveryMesh) {
   for (const Mesh& mesh : meshes(world().size())) {
     const Config config = test_config(mesh.keys);
-    ShardedTrainer sharded(config, data(), world(), make_model(config));
+    ShardedTrainer sharded(config, data(), world(), trainer_model(config));
     LocalTrainer local(config, data());
     for (size_t i = 0; i < local.model().param_specs().size(); ++i) {
-      const Tensor got = sharded.fsdp().gather_master(i);
+      const Tensor got = sharded.whole_master(i);
       EXPECT_EQ(std::memcmp(got.raw(), local.params().master(i).raw(), got.nbytes()), 0)
           << mesh.name << ": " << local.model().param_specs()[i].name;
     }
@@ -77,7 +129,7 @@ struct Tolerance {
 // that counted each replica's gradient shard once more would be off by sqrt(replicas).
 void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Tolerance tol) {
   const Config config = test_config(with(mesh.keys, extra));
-  ShardedTrainer sharded(config, data(), world(), make_model(config));
+  ShardedTrainer sharded(config, data(), world(), trainer_model(config));
   LocalTrainer local(config, data());
   double worst = 0;
   for (int64_t s = 0; s < config.training.max_steps; ++s) {
@@ -88,6 +140,7 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
   }
   const double diff = max_weight_diff(sharded, local);
   EXPECT_LT(diff, tol.weight_abs) << mesh.name;
+  if (mesh.tp > 1) expect_replicated_parameters_agree(sharded, mesh.name);
   if (world().rank() == 0)
     std::printf("  %s (%s): worst relative loss difference %.3g, worst weight difference %.3g\n",
                 mesh.name.c_str(), sharded.mesh().describe().c_str(), worst, diff);
@@ -95,9 +148,16 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
 
 // FP32: the tolerances of the FSDP tests (tests/test_sharding.cpp), which say why.
 TEST(Mesh, Fp32TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
-  for (const Mesh& mesh : meshes(world().size()))
+  int tp_meshes = 0;
+  for (const Mesh& mesh : meshes(world().size())) {
     expect_mesh_matches(mesh, {"precision.param_dtype=fp32"},
                         {.loss_rel = 1e-5, .norm_rel = 1e-4, .weight_abs = 1e-4});
+    tp_meshes += mesh.tp > 1;
+  }
+  // At 2 and 4 ranks a family with a TP plan trains on TP meshes too.
+  if (family_has_tp_plan() && world().size() % 2 == 0) {
+    EXPECT_GT(tp_meshes, 0);
+  }
 }
 
 TEST(Mesh, Bf16TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
@@ -132,7 +192,7 @@ TEST(Mesh, ReplicaSyncLastEqualsEachAndTheReference) {
         const Config config = test_config(
             with(with(mesh.keys, common), {std::string("sharding.accumulation=") + accumulation,
                                            std::string("sharding.replica_sync=") + sync}));
-        ShardedTrainer t(config, data(), world(), make_model(config));
+        ShardedTrainer t(config, data(), world(), trainer_model(config));
         for (int64_t s = 0; s < kSteps; ++s)
           EXPECT_NEAR(t.step(s).loss, reference[size_t(s)], 1e-5 * reference[size_t(s)])
               << mesh.name << " " << accumulation << " replica_sync " << sync << " step " << s;
@@ -158,7 +218,7 @@ TEST(Mesh, ReplicaBytesFollowTheSyncMode) {
           with(mesh.keys,
                {"training.micro_batches=3", "training.global_batch=36", "training.max_steps=1",
                 k == 0 ? "sharding.replica_sync=each" : "sharding.replica_sync=last"}));
-      ShardedTrainer t(config, data(), world(), make_model(config));
+      ShardedTrainer t(config, data(), world(), trainer_model(config));
       const StepStats st = t.step(0);
       bytes[k] = st.comm.replicated_bytes;
       int64_t shard_bytes = 0;
@@ -181,13 +241,15 @@ TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
   for (const Mesh& mesh : meshes(world().size()))
     for (const char* reshard : {"true", "false", "2"})
       for (const char* accumulation : {"reduce_each", "reduce_last"}) {
-        if (std::string(reshard) == "2" && (mesh.replicas != 1 || world().size() != 4)) continue;
+        if (std::string(reshard) == "2" &&
+            (mesh.replicas != 1 || mesh.tp != 1 || world().size() != 4))
+          continue;
         const Config config =
             test_config(with(mesh.keys, {"training.micro_batches=3", "training.global_batch=36",
                                          "training.max_steps=1",
                                          std::string("sharding.reshard_after_forward=") + reshard,
                                          std::string("sharding.accumulation=") + accumulation}));
-        ShardedTrainer t(config, data(), world(), make_model(config));
+        ShardedTrainer t(config, data(), world(), trainer_model(config));
         const StepStats st = t.step(0);
         const Traffic predicted = t.traffic();
         const std::string what = mesh.name + " reshard " + reshard + " " + accumulation;
@@ -210,7 +272,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
     if (n < W && W % n == 0) continue;
     try {
       const Config config = test_config({"sharding.reshard_after_forward=" + std::to_string(n)});
-      ShardedTrainer t(config, data(), world(), make_model(config));
+      ShardedTrainer t(config, data(), world(), trainer_model(config));
       ADD_FAILURE() << "reshard_after_forward = " << n << " accepted at " << W << " ranks";
     } catch (const InputError& e) {
       // Below 4 ranks no group has a divisor to reshard to, and the message says so.
@@ -261,7 +323,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
     const Config config =
         test_config({"sharding.shard_degree=2", "sharding.replicate_degree=2",
                      "sharding.ranks_per_node=2", "sharding.reshard_after_forward=2"});
-    ShardedTrainer t(config, data(), world(), make_model(config));
+    ShardedTrainer t(config, data(), world(), trainer_model(config));
     ADD_FAILURE() << "reshard_after_forward = 2 accepted with shard groups of 2";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("a shard group of 2 ranks has no divisor"),
@@ -274,7 +336,7 @@ TEST(Mesh, ReshardToASmallerGroupComputesTheSameBits) {
 std::string refusal(const std::vector<std::string>& keys) {
   try {
     const Config config = test_config(keys);
-    ShardedTrainer t(config, data(), world(), make_model(config));
+    ShardedTrainer t(config, data(), world(), trainer_model(config));
   } catch (const InputError& e) {
     return e.what();
   }

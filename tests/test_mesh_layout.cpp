@@ -117,6 +117,10 @@ TEST(MeshLayout, Describes) {
   EXPECT_EQ(describe_mesh({.dp_shard = 4}), "FSDP over 4 ranks");
   EXPECT_EQ(describe_mesh({.dp_shard = 2, .dp_replicate = 2}), "HSDP: 2 replicas x 2 shards");
   EXPECT_EQ(describe_mesh({.dp_replicate = 4}), "DDP over 4 replicas (dp_shard 1)");
+  EXPECT_EQ(describe_mesh({.tp = 4}), "TP over 4 ranks");
+  EXPECT_EQ(describe_mesh({.dp_shard = 2, .tp = 2}), "FSDP over 2 ranks x TP 2");
+  EXPECT_EQ(describe_mesh({.dp_shard = 2, .dp_replicate = 2, .tp = 2}),
+            "HSDP: 2 replicas x 2 shards x TP 2");
 }
 
 }  // namespace

@@ -23,6 +23,18 @@ std::unique_ptr<Model> build_gpt2(const ModelConfig& c, DType dtype) {
   return std::make_unique<GPT>(gpt_config(c), dtype);
 }
 
+// Megatron's layout (models/gpt2/parallelize.cpp) splits the heads, the MLP's 4·n_embd and the
+// padded vocabulary.
+void check_gpt2_tensor_parallel(const ModelConfig& c, int64_t tp) {
+  check_tp_divides(tp, "model.n_head", c.n_head, "the attention heads");
+  check_tp_divides(tp, "model.padded_vocab_size", c.padded_vocab(),
+                   "the vocabulary-parallel embedding and head");
+}
+
+std::unique_ptr<Model> build_gpt2_slice(const ModelConfig& c, DType dtype, TpSlice slice) {
+  return std::make_unique<GPT>(gpt_config(c), dtype, slice);
+}
+
 void gpt2_to_meta(const ModelConfig&, nlohmann::json&) {}
 void gpt2_from_meta(const nlohmann::json&, ModelConfig&, const std::string&) {}
 
@@ -86,6 +98,8 @@ const ModelFamily& gpt2_family() {
       .own_keys = {},
       .validate = validate_gpt2,
       .build = build_gpt2,
+      .check_tensor_parallel = check_gpt2_tensor_parallel,
+      .build_slice = build_gpt2_slice,
       .to_meta = gpt2_to_meta,
       .from_meta = gpt2_from_meta,
       .hf_model_type = "gpt2",

@@ -236,6 +236,8 @@ const ModelFamily& llama_family() {
       .own_keys = keys().describe(),
       .validate = validate_llama,
       .build = build_plain_llama,
+      .check_tensor_parallel = nullptr,
+      .build_slice = nullptr,
       .to_meta = llama_to_meta,
       .from_meta = llama_from_meta,
       .hf_model_type = "llama",

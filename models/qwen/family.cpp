@@ -33,6 +33,8 @@ ModelFamily qwen_family(const char* description) {
                      .own_keys = llama_own_keys(),
                      .validate = validate_llama,
                      .build = build<V>,
+                     .check_tensor_parallel = nullptr,
+                     .build_slice = nullptr,
                      .to_meta = llama_to_meta,
                      .from_meta = llama_from_meta,
                      .hf_model_type = V.model_type,

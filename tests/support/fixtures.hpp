@@ -55,7 +55,7 @@ inline double max_weight_diff(ShardedTrainer& sharded, LocalTrainer& local) {
   double worst = 0;
   const auto& specs = local.model().param_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
-    const Tensor got = sharded.fsdp().gather_master(i);
+    const Tensor got = sharded.whole_master(i);
     const float* a = got.data<float>();
     const float* b = local.params().master(i).data<float>();
     for (int64_t k = 0; k < got.numel(); ++k)
