@@ -16,6 +16,7 @@
 #include "core/failure_record.hpp"
 #include "core/file_io.hpp"
 #include "core/liveness.hpp"
+#include "core/model/param_slice.hpp"
 
 namespace st {
 namespace {
@@ -172,6 +173,7 @@ std::string checkpoint_path(const std::string& root, int64_t step) {
 std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
                             FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
                             const SaveOptions& options) {
+  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");  // every rank alike
   ProcessGroup& group = fsdp.group();
   const int rank = group.rank(), world = group.size();
   const std::vector<ShardSpan> spans = fsdp.spans();
@@ -418,6 +420,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
 }
 
 void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp) {
+  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");
   check_manifest_layout(info, fsdp.units(), fsdp.model().param_specs(),
                         fmt::format("'{}'", (fs::path(info.path) / kManifest).string()));
 }
@@ -510,6 +513,7 @@ void read_state(const CheckpointInfo& info, const ShardedState& state, int rank,
 
 void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
                      const std::vector<ShardedState>& states) {
+  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");  // every rank alike
   ProcessGroup& group = fsdp.group();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);

@@ -155,10 +155,11 @@ void validate_model_config(const ModelConfig& model);
 // [parallel]'s dp_shard x dp_replicate x tp x pp resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.
 MeshShape mesh_shape(const Config& config, int world_size);
-// Pipeline parallelism above 1 refused by key (until its issue lands); tensor parallelism over
-// `tp` ranks checked against the model (its family's plan: what TP splits divides by tp) and
-// against what it does not compose with yet, each refused by key.
-void check_parallelism_supported(const Config& config, int64_t tp);
+// Pipeline parallelism over `pp` > 1 stages refused by key (until its issue lands); tensor
+// parallelism over `tp` ranks checked against the model (its family's plan: what TP splits
+// divides by tp) and against what it does not compose with yet, each refused by key. `tp` and
+// `pp` are the config's (-1: checked again once the world resolves them) or the resolved mesh's.
+void check_parallelism_supported(const Config& config, int64_t tp, int64_t pp);
 
 // Every key as `section.key = value`, for the start-up summary.
 std::vector<std::string> describe_config(const Config& config);

@@ -48,22 +48,21 @@ MeshShape mesh_shape(const Config& c, int world_size) {
                         .dp_replicate = int(degrees[1].value),
                         .tp = int(degrees[2].value),
                         .pp = int(degrees[3].value)};
-  check_parallelism_supported(c, shape.tp);
+  check_parallelism_supported(c, shape.tp, shape.pp);
   return shape;
 }
 
-void check_parallelism_supported(const Config& c, int64_t tp) {
-  if (c.parallel.pp > 1)
+void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
+  if (pp > 1)
     fail_input(
         "parallel.pp = {}: pipeline parallelism is not implemented yet (it comes with its own "
         "issue); set parallel.pp = 1",
-        c.parallel.pp);
+        pp);
   if (tp <= 1) return;  // 1, or -1 (the rest): checked once the world resolves it
   const ModelFamily& family = model_family(c.model.family);
   if (!family.check_tensor_parallel)
     fail_input(
-        "parallel.tp = {}: model.family = {} has no tensor-parallel plan yet (gpt2 has one); set "
-        "parallel.tp = 1",
+        "parallel.tp = {}: model.family = {} has no tensor-parallel plan yet; set parallel.tp = 1",
         tp, family.name);
   family.check_tensor_parallel(c.model, tp);
   // What tensor parallelism does not compose with yet, by key: all of it speaks of whole

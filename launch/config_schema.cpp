@@ -429,14 +429,14 @@ KeyTable parallel_keys() {
       {"parallel.tp",
        {int_key(&Config::parallel, &Parallel::tp), "≥ 1 dividing the heads, or -1 (the rest)",
         "tensor-parallel ranks (the innermost dimension: consecutive ranks, ideally one node) "
-        "that split each block's matmuls, heads and vocabulary by Megatron's layout (gpt2)"}},
+        "that split each block's matmuls, heads and vocabulary by Megatron's layout"}},
       {"parallel.pp",
        {int_key(&Config::parallel, &Parallel::pp), "1 (pipeline parallelism is not there yet)",
         "pipeline stages (the outermost dimension)"}},
       {"parallel.allow_cross_node_tp",
        {bool_key(&Config::parallel, &Parallel::allow_cross_node_tp), "true, false",
         "allow TP groups that straddle nodes (every block's activations would cross the slow "
-        "link twice a pass)"}},
+        "link four times a micro-batch)"}},
   };
 }
 

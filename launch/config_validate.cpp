@@ -145,7 +145,7 @@ void validate_outputs(const Config& c) {
   if (c.sharding.prefetch < 0 || c.sharding.prefetch > 8)
     fail_input("sharding.prefetch = {} must be in [0, 8]", c.sharding.prefetch);
   // Refused by name whatever the world size; the product is checked once it is known.
-  check_parallelism_supported(c, c.parallel.tp);
+  check_parallelism_supported(c, c.parallel.tp, c.parallel.pp);
   if (c.sharding.ranks_per_node < 0)
     fail_input("sharding.ranks_per_node = {} must be >= 0 (0: detect)", c.sharding.ranks_per_node);
   at_least_one(c.metrics.log_every, "metrics.log_every");

@@ -95,12 +95,16 @@ std::string fit_mesh(Config& c, int world_size) {
   } catch (const InputError&) {
   }
   const int64_t shard = c.parallel.dp_shard, replicate = c.parallel.dp_replicate;
-  if (shard > 0 && world_size % shard == 0) {
-    c.parallel.dp_replicate = world_size / shard;
-  } else if (replicate > 0 && world_size % replicate == 0) {
-    c.parallel.dp_shard = world_size / replicate;
+  // The TP degree stays (it fixes each rank's slices); the data-parallel ranks are the rest.
+  const int64_t tp = c.parallel.tp > 1 ? c.parallel.tp : 1;
+  if (world_size % tp != 0) return "";  // no mesh keeps tp: the world is not runnable
+  const int64_t data = world_size / tp;
+  if (shard > 0 && data % shard == 0) {
+    c.parallel.dp_replicate = data / shard;
+  } else if (replicate > 0 && data % replicate == 0) {
+    c.parallel.dp_shard = data / replicate;
   } else {
-    c.parallel.dp_shard = world_size;
+    c.parallel.dp_shard = data;
     c.parallel.dp_replicate = 1;
   }
   return fmt::format(
@@ -145,8 +149,8 @@ std::vector<size_t> layout_ids(const std::vector<std::vector<int>>& groups,
 // distinct pair of group layouts is judged once (meshes repeat one layout).
 bool quantization_applies(const Config& c, const MeshShape& shape, const std::vector<int>& nodes) {
   const MeshDims shard_dim{MeshDim::dp_shard}, replica_dim{MeshDim::dp_replicate};
-  std::vector<std::vector<int>> shards(size_t(shape.dp_replicate)),
-      replicas(size_t(shape.dp_shard));
+  std::vector<std::vector<int>> shards(size_t(shape.world() / shape.dp_shard)),
+      replicas(size_t(shape.world() / shape.dp_replicate));
   for (int r = 0; r < shape.world(); ++r) {  // ascending: each group's members in order
     shards[size_t(group_index(shape, r, shard_dim))].push_back(nodes[size_t(r)]);
     if (shape.dp_replicate > 1)

@@ -28,7 +28,8 @@ namespace st {
 
 void Session::measure_peak(const Model* model) {
   const auto& t = config.training;
-  const int64_t tokens = t.global_batch / t.micro_batches / ranks.size() * t.seq_len;
+  const int64_t tokens = t.global_batch / t.micro_batches /
+                         mesh_shape(config, ranks.size()).data_parallel() * t.seq_len;
   // A 1024 cube reaches the peak where a 2048 one spills the caches: measured on the 2-core AMD
   // EPYC (AVX2), 188 against 163 GFLOP/s, in 0.1 s of start-up instead of 0.7 s.
   std::vector<MatmulShape> shapes = {{1024, 1024, 1024}};
@@ -256,8 +257,8 @@ void print_mesh(Session& s) {
   if (!quantized.empty()) fmt::print("quantized collectives: {}\n", fmt::join(quantized, "; "));
   const Traffic tr = t.traffic();
   fmt::print(
-      "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}; over "
-      "the links, whole job: intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",
+      "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}{}; "
+      "over the links, whole job: intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",
       double(tr.gathered) / kMiB,
       tr.regathered
           ? fmt::format(" ({:.1f} MiB of it within reshard groups)", double(tr.regathered) / kMiB)
@@ -266,6 +267,9 @@ void print_mesh(Session& s) {
       mesh.replica_group()
           ? fmt::format(", all-reduces {:.1f} MiB across replicas", double(tr.replicated) / kMiB)
           : "",
+      mesh.tp_group() ? fmt::format(", all-reduces {:.1f} MiB of activations in its TP group",
+                                    double(tr.tp_reduced) / kMiB)
+                      : "",
       double(tr.intra_node) / kMiB, double(tr.inter_node) / kMiB);
 }
 

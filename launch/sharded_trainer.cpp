@@ -67,6 +67,8 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
                                std::unique_ptr<Model> model)
     : config_(config), data_(data), group_(group), model_(std::move(model)) {
   ST_CHECK(model_ != nullptr, "the trainer is given the config's model (make_model)");
+  // Again here: a command may have set keys after load_config validated them (bench checkpoint
+  // sets checkpoint.dir), and what TP cannot compose with must still be refused.
   validate_for_world(config, group.size());
   mesh_ = std::make_unique<DeviceMesh>(placed_world(config, group, placed_world_),
                                        mesh_shape(config, group.size()));
@@ -82,7 +84,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
       !config.parallel.allow_cross_node_tp)
     fail_input(
         "parallel.tp = {} puts TP groups across nodes ({}): every block's activations would cross "
-        "the slow link several times a pass. Make tp divide the ranks per node, or set "
+        "the slow link four times a micro-batch. Make tp divide the ranks per node, or set "
         "parallel.allow_cross_node_tp = true",
         mesh_->shape().tp, mesh_->node_map());
   const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
@@ -228,7 +230,9 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
                                   const std::vector<UnitLayout>& units, int states_per_element,
                                   int world_size) {
   const auto& t = config.training;
-  const int64_t rows = t.global_batch / t.micro_batches / world_size;
+  const MeshShape mesh = mesh_shape(config, world_size);
+  // The ranks of a TP group hold the same rows (each its slices of their activations).
+  const int64_t rows = t.global_batch / t.micro_batches / mesh.data_parallel();
   int64_t activations = 0;
   try {
     activations = model.activation_bytes(rows, t.seq_len);
@@ -241,7 +245,6 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   // Quantized collectives as planned for the config's node map; where nodes are detected at
   // run time, as if a node held 2 ranks of a shard group (the most these buffers can take).
   const auto& s = config.sharding;
-  const MeshShape mesh = mesh_shape(config, world_size);
   QuantizedPlan quantized;
   quantized.gather = s.gather_quantization != Quantization::none;
   if (s.reduce_quantization != Quantization::none) {
@@ -284,12 +287,23 @@ void check_memory_fits(const Config& config, const Model& model, const ProcessGr
       double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, beyond);
 }
 
+double tp_all_reduce_bytes(const Config& c, const MeshShape& mesh) {
+  if (mesh.tp == 1) return 0;
+  const auto& t = c.training;
+  const double activation = double(t.global_batch / t.micro_batches / mesh.data_parallel()) *
+                            double(t.seq_len * c.model.n_embd) * sizeof(float);
+  const double L = double(c.model.n_layer);
+  const bool recompute = c.sharding.activation_checkpointing == ActivationCheckpointing::full;
+  return double(t.micro_batches) * activation * (4 * L + 2 + (recompute ? 2 * L : 0));
+}
+
 Traffic ShardedTrainer::traffic() const {
   const auto& s = config_.sharding;
   return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
                           config_.precision.param_dtype, int(config_.training.micro_batches),
                           s.reshard_after_forward, int(s.reshard_to), s.accumulation,
-                          s.replica_sync, s.gather_quantization, s.reduce_quantization});
+                          s.replica_sync, s.gather_quantization, s.reduce_quantization,
+                          tp_all_reduce_bytes(config_, mesh_->shape())});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {

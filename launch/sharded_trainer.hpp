@@ -41,6 +41,11 @@ struct StepStats {
 };
 
 FsdpOptions fsdp_options(const Config& config);
+// Each rank's tensor-parallel all-reduce payload per step under Megatron's layout (0 for tp =
+// 1): per micro-batch, an FP32 activation [rows, seq_len, n_embd] for the embedding and the
+// head, two per block forward (the row-parallel outputs) and two backward (the column-parallel
+// input gradients), two more per block when full activation checkpointing reruns its forward.
+double tp_all_reduce_bytes(const Config& config, const MeshShape& mesh);
 // The learning-rate schedule of `config` (optimizer.schedule and its keys, training.max_steps).
 LrSchedule lr_schedule(const Config& config);
 

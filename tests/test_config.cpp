@@ -219,15 +219,27 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
   EXPECT_NE(message({"parallel.tp=8", "model.n_head=8", "model.padded_vocab_size=260"}, 8)
                 .find("does not divide model.padded_vocab_size = 260"),
             std::string::npos);
-  EXPECT_NE(message({"parallel.tp=2", "model.family=llama"}, 2)
-                .find("model.family = llama has no tensor-parallel plan yet"),
+  EXPECT_EQ(message({"parallel.tp=2", "model.family=llama", "model.n_kv_head=2"}, 2), "accepted");
+  EXPECT_NE(message({"parallel.tp=4", "model.family=llama", "model.n_kv_head=2"}, 4)
+                .find("parallel.tp = 4 does not divide model.n_kv_head = 2"),
             std::string::npos);
+  EXPECT_NE(
+      message({"parallel.tp=4", "model.family=qwen3", "model.n_kv_head=4", "model.ffn_hidden=90"},
+              4)
+          .find("does not divide model.ffn_hidden = 90"),
+      std::string::npos);
   EXPECT_NE(message({"parallel.tp=2", "checkpoint.dir=/tmp/c"}, 2).find("with checkpoint.dir = "),
             std::string::npos);
   EXPECT_NE(message({"parallel.tp=2", "training.init_from=/tmp/m"}, 2)
                 .find("with training.init_from = /tmp/m: reading weights into slices"),
             std::string::npos);
   EXPECT_NE(message({"parallel.pp=2", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
+            std::string::npos);
+  // -1 resolved to 2 by the world: refused as well, not an internal error later.
+  EXPECT_NE(message({"parallel.pp=-1", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=2", "checkpoint.resume=/tmp/c"}, 2)
+                .find("with checkpoint.resume = /tmp/c: resuming into slices"),
             std::string::npos);
   EXPECT_NE(message({"parallel.dp_shard=0"}, 4).find("parallel.dp_shard = 0 must be"),
             std::string::npos);

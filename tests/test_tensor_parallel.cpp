@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "core/ops/vocab_parallel_loss.hpp"
 #include "core/rng.hpp"
 #include "models/gpt2/gpt.hpp"
+#include "models/llama/llama.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "tests/support/fake_ranks.hpp"
 #include "tests/support/local_params.hpp"
@@ -128,7 +131,7 @@ TEST(TensorParallel, VocabParallelLossIsTheWholeRowsLoss) {
   }
 }
 
-// GPT-2 built of each rank's slices (Megatron's layout: heads, MLP width and vocabulary split,
+// A model built of each rank's slices (Megatron's layout: heads, MLP width and vocabulary split,
 // norms and the output projections' biases whole) at 2 and 4 ranks, in FP32: the same loss as
 // the whole model on one process to FP32 rounding, every rank's gradient slice the whole
 // gradient's elements there (the padded vocabulary rows exactly zero), and the whole parameters'
@@ -150,11 +153,14 @@ struct RunTotals {
   std::vector<std::vector<float>> replicated;  // each whole parameter's gradient, by rank 0
 };
 
-TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
-  const GPTConfig config{2, 32, 4, 16, 200};  // 4 heads of 8; vocabulary 200 padded to 256
+// A model of `make(dtype, slice)` against its whole FP32 self, on every run of `runs`.
+using MakeModel = std::function<std::unique_ptr<Model>(DType, TpSlice)>;
+void expect_slices_train_as_the_whole_model(const MakeModel& make,
+                                            const std::vector<GptRun>& runs) {
   const Batch batch = testing::random_batch(2, 16, 5, 200);
   const float grad_scale = 1.f / 32;
-  GPT whole(config, DType::f32);
+  const std::unique_ptr<Model> whole_model = make(DType::f32, {});
+  Model& whole = *whole_model;
   LocalParams whole_params(whole, 11);
   UnitHooks hooks;
   const double want_loss = whole.forward_backward(batch, grad_scale, hooks);
@@ -167,21 +173,17 @@ TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
     for (int64_t k = 0; k < g.numel(); ++k) m = std::max(m, std::abs(g.data<float>()[k]));
     largest.push_back(m);
   }
-  for (const GptRun run :
-       {GptRun{2, ActivationCheckpointing::none}, GptRun{4, ActivationCheckpointing::none},
-        GptRun{2, ActivationCheckpointing::full}, GptRun{4, ActivationCheckpointing::full},
-        GptRun{2, ActivationCheckpointing::selective},
-        GptRun{2, ActivationCheckpointing::none, DType::bf16},
-        GptRun{4, ActivationCheckpointing::selective, DType::bf16}}) {
+  for (const GptRun& run : runs) {
     const std::string what =
-        fmt::format("{} ranks, {}, {}", run.ranks, activation_checkpointing_name(run.mode),
-                    dtype_name(run.dtype));
+        fmt::format("{}: {} ranks, {}, {}", whole.describe(), run.ranks,
+                    activation_checkpointing_name(run.mode), dtype_name(run.dtype));
     const bool fp32 = run.dtype == DType::f32;
     RunTotals totals;
     totals.replicated.resize(whole_specs.size());
     on_ranks(run.ranks, [&](ProcessGroup& group) {
       GroupTensorParallel tp(group);
-      GPT mine(config, run.dtype, TpSlice{tp.rank(), run.ranks});
+      const std::unique_ptr<Model> mine_model = make(run.dtype, TpSlice{tp.rank(), run.ranks});
+      Model& mine = *mine_model;
       mine.set_tensor_parallel(&tp);
       mine.set_activation_checkpointing(run.mode);
       LocalParams params(mine, 11);
@@ -239,6 +241,38 @@ TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
     EXPECT_GT(totals.dot / std::sqrt(totals.n_whole * totals.n_tp), fp32 ? 0.999999 : 0.99) << what;
     EXPECT_NEAR(std::sqrt(totals.n_tp / totals.n_whole), 1.0, fp32 ? 1e-6 : 0.02) << what;
   }
+}
+
+TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
+  const GPTConfig config{2, 32, 4, 16, 200};  // 4 heads of 8; vocabulary 200 padded to 256
+  expect_slices_train_as_the_whole_model(
+      [&](DType dtype, TpSlice slice) { return std::make_unique<GPT>(config, dtype, slice); },
+      {GptRun{2, ActivationCheckpointing::none}, GptRun{4, ActivationCheckpointing::none},
+       GptRun{2, ActivationCheckpointing::full}, GptRun{4, ActivationCheckpointing::full},
+       GptRun{2, ActivationCheckpointing::selective},
+       GptRun{2, ActivationCheckpointing::none, DType::bf16},
+       GptRun{4, ActivationCheckpointing::selective, DType::bf16}});
+}
+
+// Llama's block under the same checks: grouped-query attention (8 query heads over 4 KV heads:
+// each rank keeps the KV heads its query heads use), SwiGLU's gate and up column-parallel, o
+// and down row-parallel without biases, an untied lm_head; and with Qwen's additions: biases
+// on q, k and v (split with their heads) and Qwen3's q/k norms over heads 6 wide (not n_embd /
+// n_head), whose whole weights get each rank's heads' gradients summed over the group.
+TEST(TensorParallel, LlamaAndQwenSlicesTrainAsTheWholeModel) {
+  LlamaConfig llama;
+  llama.n_layer = 2, llama.n_embd = 32, llama.n_head = 8, llama.n_kv_head = 4;
+  llama.ffn_hidden = 48, llama.block_size = 16, llama.vocab_size = 200;
+  llama.tie_embeddings = false;
+  LlamaConfig qwen = llama;
+  qwen.head_dim = 6, qwen.qkv_bias = true, qwen.qk_norm = true, qwen.tie_embeddings = true;
+  qwen.name = "Qwen3";
+  for (const LlamaConfig& config : {llama, qwen})
+    expect_slices_train_as_the_whole_model(
+        [&](DType dtype, TpSlice slice) { return std::make_unique<Llama>(config, dtype, slice); },
+        {GptRun{2, ActivationCheckpointing::none}, GptRun{4, ActivationCheckpointing::none},
+         GptRun{4, ActivationCheckpointing::full}, GptRun{2, ActivationCheckpointing::selective},
+         GptRun{2, ActivationCheckpointing::none, DType::bf16}});
 }
 
 // A model built whole (a family without a tensor-parallel plan builds only that) refuses a group

@@ -4,6 +4,7 @@
 
 #include "collectives/fake_process_group.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/fsdp/traffic.hpp"
 #include "parallel/fsdp/unit_layout.hpp"
 #include "tests/support/mlp.hpp"
 
@@ -102,6 +103,28 @@ TEST(UnitTopology, RootAndChainOrdersAndTheCheck) {
         << e.what();
   }
   fsdp.reshard_all();
+}
+
+// The traffic prediction with tensor parallelism, by hand: 4 ranks as dp_shard 2 x tp 2 on two
+// nodes of 2 (ranks 0-1, 2-3). TP groups are consecutive ranks, so {0,1} and {2,3} all-reduce
+// within a node; shard groups take every tp-th rank, {0,2} and {1,3}, so every gather and
+// reduce-scatter hop crosses nodes. One root unit of 1000 elements (BF16 gathers, 2000 bytes;
+// FP32 reduce-scatter, 4000 bytes), 800 bytes of TP all-reduce per rank.
+TEST(Traffic, TensorParallelGroupsAndStridedShardGroupsOnTheirNodes) {
+  UnitLayout root;
+  root.unit = 0, root.name = "root", root.numel = 1000, root.padded_numel = 1000;
+  root.shard_numel = 500;
+  const std::vector<UnitLayout> units{root};
+  TrafficInputs in{&units, MeshShape{.dp_shard = 2, .tp = 2}, {0, 0, 1, 1}};
+  in.tp_bytes = 800;
+  const Traffic t = predict_traffic(in);
+  EXPECT_EQ(t.gathered, 2000);
+  EXPECT_EQ(t.scattered, 4000);
+  EXPECT_EQ(t.tp_reduced, 800);
+  // Each shard group: a ring of 2 hops carrying half the gather and half the reduce-scatter.
+  EXPECT_EQ(t.inter_node, 2 * 2 * (1000 + 2000));
+  // Each TP group: an all-reduce of 2 ranks sends the 800 bytes once each way.
+  EXPECT_EQ(t.intra_node, 2 * 2 * 800);
 }
 
 }  // namespace

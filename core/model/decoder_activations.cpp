@@ -7,7 +7,7 @@
 namespace st {
 
 void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C,
-                                        int64_t Vp, const char* attn) {
+                                        int64_t Vp, const char* attn, int tp_ranks) {
   const int64_t H = att.H, Q = att.H * att.head_size;
   const std::string probs_name = std::string(attn) + ".probs", y_name = std::string(attn) + ".y";
   x.clear();
@@ -22,6 +22,7 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {B, T, C});
   d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
+  tp_sum = arena.f32("tp.partial_sums", tp_ranks > 1 ? Shape{B, T, C} : Shape{0});
   // The AVX512-BF16 attention keeps its tiles per thread: no scores, d_y or d_s scratch.
   const bool general = !attention_bf16_kernels_run(att, dt);
   att_scores = arena.f32("attn.scores", general ? Shape{B, H, T, T} : Shape{0});

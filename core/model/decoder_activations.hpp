@@ -29,6 +29,7 @@ struct DecoderActivations {
   Tensor proj_out;  // dtype [B,T,C]
   Tensor dx;        // FP32 [B,T,C]: the residual stream's gradient
   Tensor d_small;   // FP32 [B,T,max(C,Q)]: one more
+  Tensor tp_sum;    // FP32 [B,T,C]: a row-parallel matmul's partial sums (tensor parallelism)
   // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]; empty where the BF16 kernels run.
   Tensor att_scores, att_dy, att_ds;
 
@@ -42,10 +43,11 @@ struct DecoderActivations {
   DecoderActivations(int64_t B_, int64_t T_, ActivationCheckpointing mode_)
       : B(B_), T(T_), mode(mode_) {}
 
-  // Declares the tensors above for L blocks of width C and a head of Vp columns (att set); the
+  // Declares the tensors above for L blocks of width C and a head of Vp columns (att set: this
+  // rank's heads; Vp: its vocabulary slice) over `tp_ranks` tensor-parallel ranks; the
   // attention's per-layer tensors are named "<attn>.probs" and "<attn>.y".
   void declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C, int64_t Vp,
-                      const char* attn);
+                      const char* attn, int tp_ranks);
   // L per-layer tensors of `kind` (BlockModel::per_block under this set's mode).
   template <class Make>
   std::vector<Tensor> layers(BlockTensor kind, int64_t L, Make&& make) const {

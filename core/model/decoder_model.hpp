@@ -19,6 +19,8 @@
 #include "core/model/block_model.hpp"
 #include "core/model/param_slice.hpp"
 #include "core/ops/lm_head.hpp"
+#include "core/ops/matmul.hpp"
+#include "core/ops/vocab_parallel_loss.hpp"
 
 namespace st {
 
@@ -48,6 +50,30 @@ class DecoderModel : public BlockModel {
   bool tensor_parallel() const { return tp_slice_.ranks > 1; }
   // The group's collectives (set_tensor_parallel's; fails when unset).
   TensorParallel& tp() const;
+
+  // Tensor parallelism's steps every family takes alike (Megatron's layout; used only when
+  // tensor_parallel()):
+  // The vocabulary rows (of the embedding and head) and logit columns this rank holds.
+  VocabSlice vocab() const;
+  // out_x[M, C] = x_in + in[M, K] · weight[K, C] (+ bias, added by TP rank 0 alone) for a
+  // row-parallel projection back to the residual stream: each rank's product is a partial sum,
+  // summed over the group in FP32 before the residual add.
+  void row_parallel_residual(float* out_x, const float* x_in, const void* in, int64_t M, int64_t K,
+                             const MatView& weight, const void* bias);
+  // After a column-parallel layer's backward: each rank's input gradient [M, C] (the first
+  // M·C elements of d_in) is a partial sum over its columns; sums it over the group.
+  void sum_input_grad(const Tensor& d_in, int64_t M);
+  // A replicated parameter whose gradient each rank computed from its own heads only (Qwen3's
+  // q/k norms): adds the group's sum of `partial` into `grad`.
+  void add_summed_grad(float* grad, const Tensor& partial);
+  // The vocabulary-parallel embedding of batch's tokens into a.x[0] (each token's row from the
+  // rank that holds it), its backward into g(embed), the head's logits over this rank's
+  // columns and the loss, and the head's backward into a.d_small (summed over the group).
+  void vocab_parallel_embed_forward(Acts& a, const Batch& batch, size_t embed);
+  void vocab_parallel_embed_backward(Acts& a, const Batch& batch, size_t embed, float* d_positions);
+  double vocab_parallel_head_forward(Acts& a, const Batch& batch, const void* normed, size_t head);
+  void vocab_parallel_head_backward(Acts& a, const Batch& batch, float grad_scale,
+                                    const void* normed, size_t head, void* cast_scratch);
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);

@@ -6,6 +6,12 @@
 #include "core/error.hpp"
 #include "core/model/decoder_model.hpp"
 #include "core/model/tensor_parallel.hpp"
+#include "core/ops/cross_entropy.hpp"
+#include "core/ops/elementwise.hpp"
+#include "core/ops/embedding.hpp"
+#include "core/ops/linear.hpp"
+#include "core/ops/matmul.hpp"
+#include "core/ops/vocab_parallel_loss.hpp"
 
 namespace st {
 
@@ -30,6 +36,83 @@ template <class Config, class Acts>
 TensorParallel& DecoderModel<Config, Acts>::tp() const {
   if (!tp_) fail("{}: tensor-parallel slices computed before set_tensor_parallel", name_);
   return *tp_;
+}
+
+template <class Config, class Acts>
+VocabSlice DecoderModel<Config, Acts>::vocab() const {
+  return vocab_slice(config_.vocab_size, config_.padded_vocab(), tp_slice_.rank, tp_slice_.ranks);
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::row_parallel_residual(float* out_x, const float* x_in,
+                                                       const void* in, int64_t M, int64_t K,
+                                                       const MatView& weight, const void* bias) {
+  Acts& a = *acts_;
+  const int64_t C = config_.n_embd;
+  GemmOptions options;
+  if (bias && tp_slice_.rank == 0) options.bias = bias, options.bias_dtype = dtype_;
+  gemm(1, MatView::row_major(in, dtype_, M, K), weight,
+       MatView::row_major(a.tp_sum.raw(), DType::f32, M, C), options);
+  tp().all_reduce_sum(a.tp_sum);
+  residual_add(out_x, x_in, a.tp_sum.raw(), DType::f32, size_t(M * C));
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::sum_input_grad(const Tensor& d_in, int64_t M) {
+  tp().all_reduce_sum(d_in.view({d_in.numel()}).slice(0, M * config_.n_embd));
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::add_summed_grad(float* grad, const Tensor& partial) {
+  tp().all_reduce_sum(partial);
+  const float* sum = partial.template data<float>();
+  for (int64_t i = 0; i < partial.numel(); ++i) grad[i] += sum[i];
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::vocab_parallel_embed_forward(Acts& a, const Batch& batch,
+                                                              size_t embed) {
+  const VocabSlice v = vocab();
+  embedding_forward_slice(a.x[0].template data<float>(), batch.inputs.data<int32_t>(), w(embed),
+                          v.first, v.cols, a.B, a.T, config_.n_embd, config_.vocab_size, dtype_);
+  tp().all_reduce_sum(a.x[0]);
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::vocab_parallel_embed_backward(Acts& a, const Batch& batch,
+                                                               size_t embed, float* d_positions) {
+  const VocabSlice v = vocab();
+  embedding_backward_slice(g(embed), v.first, v.cols, d_positions, a.dx.template data<float>(),
+                           batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
+}
+
+template <class Config, class Acts>
+double DecoderModel<Config, Acts>::vocab_parallel_head_forward(Acts& a, const Batch& batch,
+                                                               const void* normed, size_t head) {
+  const int64_t M = a.B * a.T, C = config_.n_embd;
+  const VocabSlice v = vocab();
+  gemm(1, MatView::row_major(normed, dtype_, M, C),
+       MatView::row_major(w(head), dtype_, v.cols, C).t(),
+       MatView::row_major(a.logits.raw(), DType::f32, M, v.cols));
+  return vocab_parallel_cross_entropy_forward(a.losses, a.row_shift,
+                                              a.logits.template data<float>(),
+                                              batch.targets.data<int32_t>(), M, v, tp());
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, const Batch& batch,
+                                                              float grad_scale, const void* normed,
+                                                              size_t head, void* cast_scratch) {
+  const int64_t M = a.B * a.T, C = config_.n_embd;
+  const VocabSlice v = vocab();
+  // The padded columns get a zero gradient: their rows never change.
+  void* grad = dtype_ == DType::f32 ? a.logits.raw() : cast_scratch;
+  cross_entropy_backward_slice(grad, dtype_, a.logits.template data<float>(),
+                               batch.targets.data<int32_t>(), grad_scale, M, v.first, v.real(),
+                               v.cols, a.row_shift.template data<float>());
+  const LinearPart part[] = {{w(head), g(head), v.cols}};
+  fused_linear_backward_from(a.d_small.template data<float>(), grad, normed, part, M, C, dtype_);
+  sum_input_grad(a.d_small, M);
 }
 
 template <class Config, class Acts>

@@ -33,7 +33,6 @@ struct GPTActivations : DecoderActivations {
   Tensor d_qkv;           // FP32 [B,T,3C]
   Tensor d_big;           // FP32 [B,T,4C]
   Tensor cast_scratch;    // dtype [B*T, max(4C, V)]
-  Tensor tp_sum;          // FP32 [B,T,C]: a row-parallel matmul's partial sums (TP only)
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
   // On Device::meta nothing is allocated: that is how activation_bytes() counts. Under tensor
@@ -48,7 +47,7 @@ struct GPTActivations : DecoderActivations {
     const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
                   Vp = cfg.padded_vocab() / tp, Cl = C / tp;
     att = {B, T, H, C / cfg.n_head};  // query blocks of AttentionShape::block rows
-    declare_common(arena, dt, L, C, Vp, "attn");
+    declare_common(arena, dt, L, C, Vp, "attn", tp);
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
     // Each per-layer activation with the kind of step that produces it (BlockTensor).
@@ -68,7 +67,6 @@ struct GPTActivations : DecoderActivations {
     d_qkv = f32("d_qkv", {B, T, 3 * Cl});
     d_big = f32("d_big", {B, T, 4 * Cl});
     cast_scratch = act("grad_cast", {B * T, std::max({C, 4 * Cl, Vp})});
-    tp_sum = f32("tp.partial_sums", tp > 1 ? Shape{B, T, C} : Shape{0});
   }
 };
 
@@ -125,34 +123,19 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype, TpSlice slice)
   }
 }
 
-// The vocabulary rows (of wte) and logit columns this rank holds.
-VocabSlice GPT::vocab() const {
-  return vocab_slice(config_.vocab_size, config_.padded_vocab(), tp_slice_.rank, tp_slice_.ranks);
-}
-
-// out_x = x_in + in · W + b for a projection back to the residual width C: under tensor
-// parallelism W is row-parallel (this rank's rows), so each rank's product is a partial sum in
-// FP32, the bias added by rank 0 alone, summed over the group before the residual add.
+// out_x = x_in + in · W + b for a projection back to the residual width C (W: Conv1D's [K, C];
+// row-parallel under tensor parallelism).
 void GPT::projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
                               size_t bias, int64_t M, int64_t K) {
   Activations& a = *acts_;
   const int64_t C = config_.n_embd;
-  if (!tensor_parallel()) {
-    linear_forward(a.proj_out.raw(), in, w(weight), w(bias), M, K, C, dtype_);
-    residual_add(out_x, x_in, a.proj_out.raw(), dtype_, size_t(M * C));
+  if (tensor_parallel()) {
+    row_parallel_residual(out_x, x_in, in, M, K, MatView::row_major(w(weight), dtype_, K, C),
+                          w(bias));
     return;
   }
-  GemmOptions options;
-  if (tp_slice_.rank == 0) options.bias = w(bias), options.bias_dtype = dtype_;
-  gemm(1, MatView::row_major(in, dtype_, M, K), MatView::row_major(w(weight), dtype_, K, C),
-       MatView::row_major(a.tp_sum.raw(), DType::f32, M, C), options);
-  tp().all_reduce_sum(a.tp_sum);
-  residual_add(out_x, x_in, a.tp_sum.raw(), DType::f32, size_t(M * C));
-}
-
-// After a column-parallel layer's backward: each rank's input gradient is a partial sum.
-void GPT::sum_input_grad(const Tensor& d_in) {
-  if (tensor_parallel()) tp().all_reduce_sum(d_in);
+  linear_forward(a.proj_out.raw(), in, w(weight), w(bias), M, K, C, dtype_);
+  residual_add(out_x, x_in, a.proj_out.raw(), dtype_, size_t(M * C));
 }
 
 GPT::~GPT() = default;
@@ -214,11 +197,7 @@ void GPT::embed_forward(Activations& a, const Batch& batch) {
                       a.T, c.n_embd, c.vocab_size, dtype_);
     return;
   }
-  // Vocabulary-parallel: each token's row from the rank that holds it.
-  const VocabSlice v = vocab();
-  embedding_forward_slice(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.wte), v.first,
-                          v.cols, a.B, a.T, c.n_embd, c.vocab_size, dtype_);
-  tp().all_reduce_sum(a.x[0]);
+  vocab_parallel_embed_forward(a, batch, p_.wte);
   add_position_embedding(a.x[0].data<float>(), w(p_.wpe), a.B, a.T, c.n_embd, dtype_);
 }
 
@@ -261,14 +240,7 @@ double GPT::head_forward(Activations& a, const Batch& batch) {
                     dtype_);
   // The logits' weights are tied with the token embedding; under tensor parallelism each rank
   // computes its vocabulary slice's logits, and the loss reduces over the group.
-  if (tensor_parallel()) {
-    const VocabSlice v = vocab();
-    gemm(1, MatView::row_major(a.lnf.raw(), dtype_, M, C),
-         MatView::row_major(w(p_.wte), dtype_, v.cols, C).t(),
-         MatView::row_major(a.logits.raw(), DType::f32, M, v.cols));
-    return vocab_parallel_cross_entropy_forward(a.losses, a.row_shift, a.logits.data<float>(),
-                                                batch.targets.data<int32_t>(), M, v, tp());
-  }
+  if (tensor_parallel()) return vocab_parallel_head_forward(a, batch, a.lnf.raw(), p_.wte);
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.wte),
                          batch.targets.data<int32_t>(), head_shape(a), dtype_,
                          a.row_shift.data<float>());
@@ -278,14 +250,7 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const int64_t M = a.B * a.T, C = config_.n_embd;
   // The padded columns get a zero gradient: their wte rows never change.
   if (tensor_parallel()) {
-    const VocabSlice v = vocab();
-    void* grad = dtype_ == DType::f32 ? a.logits.raw() : a.cast_scratch.raw();
-    cross_entropy_backward_slice(grad, dtype_, a.logits.data<float>(),
-                                 batch.targets.data<int32_t>(), grad_scale, M, v.first, v.real(),
-                                 v.cols, a.row_shift.data<float>());
-    const LinearPart head[] = {{w(p_.wte), g(p_.wte), v.cols}};
-    fused_linear_backward_from(a.d_small.data<float>(), grad, a.lnf.raw(), head, M, C, dtype_);
-    sum_input_grad(a.d_small);
+    vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.wte, a.cast_scratch.raw());
   } else {
     lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(),
                      a.cast_scratch.raw(), a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(),
@@ -314,7 +279,7 @@ void GPT::block_backward(int64_t l) {
   // Through GELU and c_fc in one: fc is the input to GELU.
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
                   w(p.c_fc_weight), M, C, 4 * Cl, dtype_, a.fc[l].raw(), {.d_out = dtype_});
-  sum_input_grad(a.d_small);
+  if (tensor_parallel()) sum_input_grad(a.d_small, M);
   layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
                      w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
                      C, dtype_);
@@ -326,16 +291,15 @@ void GPT::block_backward(int64_t l) {
                      dtype_);
   linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
                   a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * Cl, dtype_);
-  sum_input_grad(a.d_small);
+  if (tensor_parallel()) sum_input_grad(a.d_small, M);
   layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_small, a.x[l].data<float>(),
                      w(p.ln_1_weight), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M,
                      C, dtype_);
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {
-  const VocabSlice v = vocab();
-  embedding_backward_slice(g(p_.wte), v.first, v.cols, g(p_.wpe), a.dx.data<float>(),
-                           batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
+  // One rank's vocabulary slice is all of it without tensor parallelism.
+  vocab_parallel_embed_backward(a, batch, p_.wte, g(p_.wpe));
 }
 
 }  // namespace st

@@ -61,10 +61,8 @@ class GPT final : public DecoderModel<GPTConfig, GPTActivations> {
   double head_forward(Activations& a, const Batch& batch) override;
   void head_backward(Activations& a, const Batch& batch, float grad_scale) override;
   void embed_backward(Activations& a, const Batch& batch) override;
-  VocabSlice vocab() const;
   void projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
                            size_t bias, int64_t M, int64_t K);
-  void sum_input_grad(const Tensor& d_in);
 
   ParamIndex p_;
 };

@@ -79,12 +79,23 @@ void validate_llama(const ModelConfig& m) {
     fail_input("model.norm_eps = {} must be in (0, 1)", c.norm_eps);
 }
 
-std::unique_ptr<Model> build_llama(const ModelConfig& c, DType dtype, const LlamaVariant& v) {
+std::unique_ptr<Model> build_llama(const ModelConfig& c, DType dtype, const LlamaVariant& v,
+                                   TpSlice slice) {
   LlamaConfig l = llama_config(c);
   l.qkv_bias = v.qkv_bias;
   l.qk_norm = v.qk_norm;
   l.name = v.name;
-  return std::make_unique<Llama>(l, dtype);
+  return std::make_unique<Llama>(l, dtype, slice);
+}
+
+void check_llama_tensor_parallel(const ModelConfig& c, int64_t tp) {
+  const LlamaConfig l = llama_config(c);  // n_kv_head and ffn_hidden resolved
+  check_tp_divides(tp, "model.n_head", c.n_head, "the query heads");
+  check_tp_divides(tp, "model.n_kv_head", l.n_kv_head,
+                   "the key/value heads (fewer than tp, replicated, is not supported)");
+  check_tp_divides(tp, "model.ffn_hidden", l.ffn_hidden, "the MLP's hidden width");
+  check_tp_divides(tp, "model.padded_vocab_size", c.padded_vocab(),
+                   "the vocabulary-parallel embedding and head");
 }
 
 // n_kv_head, ffn_hidden and tie_embeddings come with Model::hyperparameters().
@@ -218,6 +229,9 @@ constexpr LlamaVariant kLlama{"llama", "Llama", "LlamaForCausalLM", "llama"};
 std::unique_ptr<Model> build_plain_llama(const ModelConfig& c, DType dtype) {
   return build_llama(c, dtype, kLlama);
 }
+std::unique_ptr<Model> build_plain_llama_slice(const ModelConfig& c, DType dtype, TpSlice slice) {
+  return build_llama(c, dtype, kLlama, slice);
+}
 nlohmann::ordered_json plain_llama_hf_config(const ModelConfig& m, DType dtype) {
   return llama_hf_config(m, dtype, kLlama);
 }
@@ -236,8 +250,8 @@ const ModelFamily& llama_family() {
       .own_keys = keys().describe(),
       .validate = validate_llama,
       .build = build_plain_llama,
-      .check_tensor_parallel = nullptr,
-      .build_slice = nullptr,
+      .check_tensor_parallel = check_llama_tensor_parallel,
+      .build_slice = build_plain_llama_slice,
       .to_meta = llama_to_meta,
       .from_meta = llama_from_meta,
       .hf_model_type = "llama",

@@ -36,22 +36,23 @@ struct LlamaActivations : DecoderActivations {
   Tensor d_gate_up;       // dtype [B,T,2F]
   Tensor d_swiglu;        // FP32 [B,T,F]
   Tensor cast_scratch;    // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
+  Tensor qk_norm_grad;    // FP32 [2·hs]: q/k norms' gradient from this rank's heads (TP)
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
-  // Llama has no tensor-parallel plan yet: it is built whole (tp_ranks 1), and
-  // DecoderModel::set_tensor_parallel refuses a group of more ranks.
+  // Under tensor parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one
+  // rank's slice (H, KV, F, Vp below are its).
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                   ActivationCheckpointing mode_, int /*tp_ranks*/, Device device)
+                   ActivationCheckpointing mode_, int tp, Device device)
       : DecoderActivations(B_, T_, mode_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
-        arena("Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, a); }) {}
+        arena("Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, tp, a); }) {}
 
-  void declare(const LlamaConfig& cfg, DType dt, ActivationArena& arena) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head, F = cfg.ffn_hidden;
-    const int64_t Vp = cfg.padded_vocab();
-    att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head};
-    declare_common(arena, dt, L, C, Vp, "self_attn");
+  void declare(const LlamaConfig& cfg, DType dt, int tp, ActivationArena& arena) {
+    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp, F = cfg.ffn_hidden / tp;
+    const int64_t Vp = cfg.padded_vocab() / tp;
+    att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head / tp};
+    declare_common(arena, dt, L, C, Vp, "self_attn", tp);
     const int64_t W = att.qkv_width();
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
@@ -62,7 +63,7 @@ struct LlamaActivations : DecoderActivations {
     rstd2 = layers(cheap, L, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
     qkv = layers(kept, L, [&] { return act("self_attn.qkv", {B, T, W}); });
     if (cfg.qk_norm) {
-      const int64_t hs = cfg.head_size(), KV = cfg.n_kv_head;
+      const int64_t hs = cfg.head_size(), KV = att.KV();
       q_in = layers(kept, L, [&] { return f32("self_attn.q_norm.in", {B * T * H, hs}); });
       k_in = layers(kept, L, [&] { return f32("self_attn.k_norm.in", {B * T * KV, hs}); });
       q_rstd = layers(kept, L, [&] { return f32("self_attn.q_norm.rstd", {B * T * H}); });
@@ -77,13 +78,15 @@ struct LlamaActivations : DecoderActivations {
     d_swiglu = f32("d_swiglu", {B, T, F});
     // SwiGLU's backward writes its own dtype output (d_gate_up): 2F is not needed here.
     cast_scratch = act("grad_cast", {B * T, std::max({W, Vp, C})});
+    qk_norm_grad = f32("self_attn.qk_norm.partial_grad",
+                       cfg.qk_norm && tp > 1 ? Shape{2 * cfg.head_size()} : Shape{0});
   }
 };
 
 template class DecoderModel<LlamaConfig, LlamaActivations>;
 
-Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
-    : DecoderModel(cfg, compute_dtype, "Llama") {
+Llama::Llama(const LlamaConfig& cfg, DType compute_dtype, TpSlice slice)
+    : DecoderModel(cfg, compute_dtype, "Llama", slice) {
   const int64_t C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, Vp = cfg.padded_vocab();
   if (cfg.head_dim <= 0 && C % cfg.n_head != 0)
     fail_input("Llama: n_embd {} is not divisible by n_head {}", C, cfg.n_head);
@@ -139,6 +142,26 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype)
     specs_[p_.head].real_rows = V;
   }
   parallelize_llama(cfg, specs_);  // FSDP units and placements: models/llama/parallelize.cpp
+  if (slice.ranks > 1) {
+    // Each rank keeps whole query heads and the KV heads they use (n_kv_head divisible too:
+    // fewer KV heads than ranks, replicated, is not supported).
+    for (const auto& [what, n] : {std::pair{"n_head", cfg.n_head},
+                                  {"n_kv_head", cfg.n_kv_head},
+                                  {"ffn_hidden", cfg.ffn_hidden},
+                                  {"the padded vocabulary", Vp}})
+      if (n % slice.ranks != 0)
+        fail_input("Llama: {} {} is not divisible by the tensor-parallel degree {}", what, n,
+                   slice.ranks);
+    slice_param_specs(specs_, slice.rank, slice.ranks);
+  }
+}
+
+// This rank's widths: all of them without tensor parallelism.
+Llama::Widths Llama::widths() const {
+  const LlamaConfig& c = config_;
+  const int64_t tp = tp_slice_.ranks, hs = c.head_size();
+  return {c.n_head / tp, c.n_kv_head / tp, c.n_head / tp * hs, c.n_kv_head / tp * hs,
+          c.ffn_hidden / tp};
 }
 
 Llama::~Llama() = default;
@@ -210,7 +233,8 @@ std::array<int64_t, 3> Llama::largest_matmul(int64_t tokens) const {
 
 std::array<LinearPart, 3> Llama::qkv_parts(const BlockParams& p, bool backward) {
   const LlamaConfig& c = config_;
-  const int64_t Q = c.n_head * c.head_size(), KV = c.n_kv_head * c.head_size();
+  const Widths n = widths();
+  const int64_t Q = n.q, KV = n.kv;
   auto part = [&](size_t weight, size_t bias, int64_t N) {
     return LinearPart{w(weight), backward ? g(weight) : nullptr, N, c.qkv_bias ? w(bias) : nullptr,
                       c.qkv_bias && backward ? g(bias) : nullptr};
@@ -222,8 +246,8 @@ std::array<LinearPart, 3> Llama::qkv_parts(const BlockParams& p, bool backward) 
 void Llama::block_forward(int64_t l, const BlockPass& pass) {
   Activations& a = *acts_;
   const LlamaConfig& c = config_;
-  const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
-  const int64_t Q = c.n_head * c.head_size();
+  const Widths n = widths();
+  const int64_t M = a.B * a.T, C = c.n_embd, F = n.ffn, Q = n.q;
   const BlockParams& p = p_.layers[size_t(l)];
   using enum BlockTensor;
   if (pass.runs(cheap))
@@ -234,22 +258,19 @@ void Llama::block_forward(int64_t l, const BlockPass& pass) {
     if (c.qk_norm) {
       const int64_t W = a.att.qkv_width(), hs = c.head_size();
       head_rmsnorm_forward(a.qkv[l].raw(), a.q_in[l].data<float>(), a.q_rstd[l].data<float>(),
-                           w(p.q_norm), M, W, 0, c.n_head, hs, float(c.norm_eps), dtype_);
+                           w(p.q_norm), M, W, 0, n.heads, hs, float(c.norm_eps), dtype_);
       head_rmsnorm_forward(a.qkv[l].raw(), a.k_in[l].data<float>(), a.k_rstd[l].data<float>(),
-                           w(p.k_norm), M, W, c.n_head, c.n_kv_head, hs, float(c.norm_eps), dtype_);
+                           w(p.k_norm), M, W, n.heads, n.kv_heads, hs, float(c.norm_eps), dtype_);
     }
     // q's and k's heads lead each row: one rotation covers both.
-    rope_forward(a.qkv[l].raw(), a.B, a.T, c.n_head + c.n_kv_head, a.att.qkv_width(), a.rope,
-                 dtype_);
+    rope_forward(a.qkv[l].raw(), a.B, a.T, n.heads + n.kv_heads, a.att.qkv_width(), a.rope, dtype_);
   }
   if (pass.runs(cheap))
     attention_probs_forward(a.qkv[l].raw(), a.saved(l), a.scratch(), a.att, dtype_);
   if (pass.runs(kept)) {
     attention_values_forward(a.att_y[l].raw(), a.qkv[l].raw(), a.saved(l), a.att, dtype_);
-    const LinearPart o[] = {{w(p.o), nullptr, C}};
-    fused_linear_forward(a.proj_out.raw(), a.att_y[l].raw(), o, M, Q, dtype_);
-    residual_add(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.proj_out.raw(), dtype_,
-                 size_t(M * C));
+    projection_residual(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.att_y[l].raw(), p.o, M,
+                        Q);
   }
   if (pass.runs(cheap))
     rmsnorm_forward(a.ln2[l].raw(), a.rstd2[l].data<float>(), a.x_mid[l].data<float>(),
@@ -259,19 +280,32 @@ void Llama::block_forward(int64_t l, const BlockPass& pass) {
     fused_linear_forward(a.gate_up[l].raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
   }
   if (pass.runs(cheap)) swiglu_forward(a.swiglu[l].raw(), a.gate_up[l].raw(), M, F, dtype_);
-  if (pass.runs(output)) {
-    const LinearPart down[] = {{w(p.down), nullptr, C}};
-    fused_linear_forward(a.proj_out.raw(), a.swiglu[l].raw(), down, M, F, dtype_);
-    residual_add(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.proj_out.raw(), dtype_,
-                 size_t(M * C));
+  if (pass.runs(output))
+    projection_residual(a.x[l + 1].data<float>(), a.x_mid[l].data<float>(), a.swiglu[l].raw(),
+                        p.down, M, F);
+}
+
+// out_x = x_in + in · weightᵀ for o_proj and down_proj (nn.Linear's [C, K]; row-parallel under
+// tensor parallelism).
+void Llama::projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
+                                int64_t M, int64_t K) {
+  Activations& a = *acts_;
+  const int64_t C = config_.n_embd;
+  if (tensor_parallel()) {
+    row_parallel_residual(out_x, x_in, in, M, K, MatView::row_major(w(weight), dtype_, C, K).t(),
+                          nullptr);
+    return;
   }
+  const LinearPart part[] = {{w(weight), nullptr, C}};
+  fused_linear_forward(a.proj_out.raw(), in, part, M, K, dtype_);
+  residual_add(out_x, x_in, a.proj_out.raw(), dtype_, size_t(M * C));
 }
 
 void Llama::block_backward(int64_t l) {
   Activations& a = *acts_;
   const LlamaConfig& c = config_;
-  const int64_t M = a.B * a.T, C = c.n_embd, F = c.ffn_hidden;
-  const int64_t Q = c.n_head * c.head_size();
+  const Widths n = widths();
+  const int64_t M = a.B * a.T, C = c.n_embd, F = n.ffn, Q = n.q;
   const BlockParams& p = p_.layers[size_t(l)];
   float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
   float* d_small = a.d_small.data<float>();
@@ -287,6 +321,7 @@ void Llama::block_backward(int64_t l) {
   swiglu_backward(a.d_gate_up.raw(), a.d_swiglu.raw(), a.gate_up[l].raw(), M, F, dtype_, dtype_);
   const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
   fused_linear_backward_from(d_small, a.d_gate_up.raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
+  if (tensor_parallel()) sum_input_grad(a.d_small, M);
   rmsnorm_backward(dx, g(p.post_norm), d_small, a.x_mid[l].data<float>(), w(p.post_norm),
                    a.rstd2[l].data<float>(), M, C, dtype_);
 
@@ -299,20 +334,29 @@ void Llama::block_backward(int64_t l) {
   if (c.qk_norm) {
     // The inverse rotation in place in FP32, then each q and k head's norm backward.
     float* d_qkv = a.d_qkv.data<float>();
-    rope_backward(d_qkv, d_qkv, a.B, a.T, c.n_head + c.n_kv_head, W, a.rope, DType::f32);
+    rope_backward(d_qkv, d_qkv, a.B, a.T, n.heads + n.kv_heads, W, a.rope, DType::f32);
     const int64_t hs = c.head_size();
-    head_rmsnorm_backward(d_qkv, g(p.q_norm), a.q_in[l].data<float>(), w(p.q_norm),
-                          a.q_rstd[l].data<float>(), M, W, 0, c.n_head, hs, dtype_);
-    head_rmsnorm_backward(d_qkv, g(p.k_norm), a.k_in[l].data<float>(), w(p.k_norm),
-                          a.k_rstd[l].data<float>(), M, W, c.n_head, c.n_kv_head, hs, dtype_);
+    // Under tensor parallelism each rank's heads give part of the norms' gradients.
+    if (tensor_parallel()) a.qk_norm_grad.zero_();
+    float* dq_norm = tensor_parallel() ? a.qk_norm_grad.data<float>() : g(p.q_norm);
+    float* dk_norm = tensor_parallel() ? dq_norm + hs : g(p.k_norm);
+    head_rmsnorm_backward(d_qkv, dq_norm, a.q_in[l].data<float>(), w(p.q_norm),
+                          a.q_rstd[l].data<float>(), M, W, 0, n.heads, hs, dtype_);
+    head_rmsnorm_backward(d_qkv, dk_norm, a.k_in[l].data<float>(), w(p.k_norm),
+                          a.k_rstd[l].data<float>(), M, W, n.heads, n.kv_heads, hs, dtype_);
+    if (tensor_parallel()) {
+      add_summed_grad(g(p.q_norm), a.qk_norm_grad.slice(0, hs));
+      add_summed_grad(g(p.k_norm), a.qk_norm_grad.slice(hs, 2 * hs));
+    }
     fused_linear_backward(d_small, d_qkv, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C,
                           dtype_);
   } else {
     // The inverse rotation writes the gradient in the dtype the projections' matmuls read.
-    rope_backward(scratch, a.d_qkv.data<float>(), a.B, a.T, c.n_head + c.n_kv_head, W, a.rope,
+    rope_backward(scratch, a.d_qkv.data<float>(), a.B, a.T, n.heads + n.kv_heads, W, a.rope,
                   dtype_);
     fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C, dtype_);
   }
+  if (tensor_parallel()) sum_input_grad(a.d_small, M);
   rmsnorm_backward(dx, g(p.input_norm), d_small, a.x[l].data<float>(), w(p.input_norm),
                    a.rstd1[l].data<float>(), M, C, dtype_);
 }
@@ -321,6 +365,7 @@ double Llama::head_forward(Activations& a, const Batch& batch) {
   const LlamaConfig& c = config_;
   rmsnorm_forward(a.lnf.raw(), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(), w(p_.norm),
                   a.B * a.T, c.n_embd, float(c.norm_eps), dtype_);
+  if (tensor_parallel()) return vocab_parallel_head_forward(a, batch, a.lnf.raw(), p_.head);
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.head),
                          batch.targets.data<int32_t>(), head_shape(a), dtype_,
                          a.row_shift.data<float>());
@@ -328,9 +373,12 @@ double Llama::head_forward(Activations& a, const Batch& batch) {
 
 void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const LlamaConfig& c = config_;
-  lm_head_backward(a.d_small.data<float>(), g(p_.head), a.logits.data<float>(),
-                   a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
-                   grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
+  if (tensor_parallel())
+    vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.head, a.cast_scratch.raw());
+  else
+    lm_head_backward(a.d_small.data<float>(), g(p_.head), a.logits.data<float>(),
+                     a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
+                     grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   a.dx.zero_();
   rmsnorm_backward(a.dx.data<float>(), g(p_.norm), a.d_small.data<float>(),
                    a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), a.B * a.T,
@@ -338,11 +386,13 @@ void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) 
 }
 
 void Llama::embed_forward(Activations& a, const Batch& batch) {
+  if (tensor_parallel()) return vocab_parallel_embed_forward(a, batch, p_.embed);
   embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.embed), nullptr, a.B,
                     a.T, config_.n_embd, config_.vocab_size, dtype_);
 }
 
 void Llama::embed_backward(Activations& a, const Batch& batch) {
+  if (tensor_parallel()) return vocab_parallel_embed_backward(a, batch, p_.embed, nullptr);
   embedding_backward(g(p_.embed), nullptr, a.dx.data<float>(), batch.inputs.data<int32_t>(), a.B,
                      a.T, config_.n_embd);
 }

@@ -46,7 +46,9 @@ extern template class DecoderModel<LlamaConfig, LlamaActivations>;
 
 class Llama final : public DecoderModel<LlamaConfig, LlamaActivations> {
  public:
-  Llama(const LlamaConfig& config, DType compute_dtype);
+  // `slice`: built of tensor-parallel rank slice.rank's slices of every parameter (Megatron's
+  // layout: models/llama/parallelize.cpp), run with set_tensor_parallel's group of slice.ranks.
+  Llama(const LlamaConfig& config, DType compute_dtype, TpSlice slice = {});
   ~Llama() override;
 
   double flops_per_token() const override;
@@ -72,6 +74,14 @@ class Llama final : public DecoderModel<LlamaConfig, LlamaActivations> {
     size_t norm = 0;
     size_t head = 0;  // lm_head, or embed when tied
   };
+
+  // This rank's query and KV heads, their widths (heads x head size), the MLP's width.
+  struct Widths {
+    int64_t heads, kv_heads, q, kv, ffn;
+  };
+  Widths widths() const;
+  void projection_residual(float* out_x, const float* x_in, const void* in, size_t weight,
+                           int64_t M, int64_t K);
 
   void embed_forward(Activations& a, const Batch& batch) override;
   void block_forward(int64_t layer, const BlockPass& pass) override;

@@ -29,7 +29,10 @@ struct LlamaVariant {
 std::vector<OwnKey> llama_own_keys();
 void validate_llama(const ModelConfig& config);
 std::unique_ptr<Model> build_llama(const ModelConfig& config, DType dtype,
-                                   const LlamaVariant& variant);
+                                   const LlamaVariant& variant, TpSlice slice = {});
+// Megatron's layout splits the query and KV heads (each rank keeps the KV heads its query heads
+// use; fewer KV heads than ranks is refused), the MLP's width and the padded vocabulary.
+void check_llama_tensor_parallel(const ModelConfig& config, int64_t tp);
 void llama_to_meta(const ModelConfig& config, nlohmann::json& model);
 void llama_from_meta(const nlohmann::json& model, ModelConfig& config, const std::string& where);
 nlohmann::ordered_json llama_hf_config(const ModelConfig& config, DType dtype,

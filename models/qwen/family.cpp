@@ -17,6 +17,10 @@ std::unique_ptr<Model> build(const ModelConfig& c, DType dtype) {
   return build_llama(c, dtype, V);
 }
 template <const LlamaVariant& V>
+std::unique_ptr<Model> build_slice(const ModelConfig& c, DType dtype, TpSlice slice) {
+  return build_llama(c, dtype, V, slice);
+}
+template <const LlamaVariant& V>
 nlohmann::ordered_json hf_config(const ModelConfig& m, DType dtype) {
   return llama_hf_config(m, dtype, V);
 }
@@ -33,8 +37,8 @@ ModelFamily qwen_family(const char* description) {
                      .own_keys = llama_own_keys(),
                      .validate = validate_llama,
                      .build = build<V>,
-                     .check_tensor_parallel = nullptr,
-                     .build_slice = nullptr,
+                     .check_tensor_parallel = check_llama_tensor_parallel,
+                     .build_slice = build_slice<V>,
                      .to_meta = llama_to_meta,
                      .from_meta = llama_from_meta,
                      .hf_model_type = V.model_type,

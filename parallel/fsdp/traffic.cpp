@@ -48,16 +48,12 @@ std::vector<int> node_of(const std::vector<int>& nodes, const std::vector<int>& 
   return out;
 }
 
-// Shard groups: ranks k*S .. k*S + S - 1; replica groups: ranks j, j + S, ...
-std::vector<int> shard_group(MeshShape mesh, int k) {
-  std::vector<int> g;
-  for (int i = 0; i < mesh.dp_shard; ++i) g.push_back(k * mesh.dp_shard + i);
-  return g;
-}
-std::vector<int> replica_group(MeshShape mesh, int j) {
-  std::vector<int> g;
-  for (int k = 0; k < mesh.dp_replicate; ++k) g.push_back(k * mesh.dp_shard + j);
-  return g;
+// Every group spanning `dim` (the mesh layout's), each once.
+std::vector<std::vector<int>> groups_along(const MeshShape& mesh, MeshDim dim) {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < int(mesh.world()); ++r)
+    if (coord_of(mesh, r).at(dim) == 0) out.push_back(group_members(mesh, r, {dim}));
+  return out;
 }
 
 // Each rank's payload per micro-batch (the replica all-reduce's per sync), by collective.
@@ -101,10 +97,9 @@ Payload payload(const TrafficInputs& in, const QuantizedPlan& plan) {
 }
 
 // The link bytes of shard group k's collectives in a step (payloads already times their count).
-void add_shard_group(Traffic& t, const TrafficInputs& in, int k, int L, double gathered,
-                     double regathered, double node_scatter, double exchange) {
+void add_shard_group(Traffic& t, const TrafficInputs& in, const std::vector<int>& members, int L,
+                     double gathered, double regathered, double node_scatter, double exchange) {
   const int S = in.mesh.dp_shard;
-  const std::vector<int> members = shard_group(in.mesh, k);
   const auto part = [&](int first, int n) {
     return std::vector<int>(members.begin() + first, members.begin() + first + n);
   };
@@ -129,9 +124,11 @@ void add_shard_group(Traffic& t, const TrafficInputs& in, int k, int L, double g
 
 Traffic predict_traffic(const TrafficInputs& in) {
   const int S = in.mesh.dp_shard, R = in.mesh.dp_replicate, m = in.micro_batches;
+  const auto shard_groups = groups_along(in.mesh, MeshDim::dp_shard);
+  const auto replica_groups = groups_along(in.mesh, MeshDim::dp_replicate);
   const QuantizedPlan plan = plan_quantization(
-      in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_group(in.mesh, 0)),
-      R > 1 ? node_of(in.nodes, replica_group(in.mesh, 0)) : std::vector<int>{});
+      in.gather_quantization, in.reduce_quantization, node_of(in.nodes, shard_groups[0]),
+      R > 1 ? node_of(in.nodes, replica_groups[0]) : std::vector<int>{});
   const Payload p = payload(in, plan);
   const int scatters = in.accumulation == Accumulation::reduce_each ? m : 1;
   const int syncs = (in.replica_sync == ReplicaSync::each && scatters > 1) ? m : 1;
@@ -144,11 +141,14 @@ Traffic predict_traffic(const TrafficInputs& in) {
   const bool in_place = gradients_in_place(S, R > 1, plan.reduce_per_node > 0, in.accumulation, m);
   t.scattered = in_place ? 0 : int64_t((p.node_scatter + p.exchange) * scatters);
   t.replicated = R > 1 ? int64_t(replicated) : 0;
-  for (int k = 0; k < R; ++k)
-    add_shard_group(t, in, k, plan.reduce_per_node, gathered, regathered, p.node_scatter * scatters,
-                    p.exchange * scatters);
-  for (int j = 0; j < S && R > 1; ++j) {
-    const std::vector<int> members = replica_group(in.mesh, j);
+  for (const auto& members : shard_groups)
+    add_shard_group(t, in, members, plan.reduce_per_node, gathered, regathered,
+                    p.node_scatter * scatters, p.exchange * scatters);
+  t.tp_reduced = in.mesh.tp > 1 ? int64_t(in.tp_bytes) : 0;
+  for (const auto& members : groups_along(in.mesh, MeshDim::tp))
+    add_all_reduce(t, in.nodes, members, in.tp_bytes);
+  for (const auto& members : replica_groups) {
+    if (R == 1) break;
     if (!plan.replicas) {
       add_all_reduce(t, in.nodes, members, replicated);
       continue;

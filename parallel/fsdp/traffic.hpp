@@ -24,6 +24,8 @@ struct TrafficInputs {
   ReplicaSync replica_sync = ReplicaSync::each;
   Quantization gather_quantization = Quantization::none;  // where they apply (plan_quantization)
   Quantization reduce_quantization = Quantization::none;
+  // Each rank's tensor-parallel all-reduce payload per step (FP32 activations; 0 without TP).
+  double tp_bytes = 0;
 };
 
 struct Traffic {
@@ -31,6 +33,7 @@ struct Traffic {
   // buffers all-gathered and reduce-scattered, gradient-shard bytes all-reduced across replicas.
   int64_t gathered = 0, scattered = 0, replicated = 0;
   int64_t regathered = 0;  // of `gathered`, what reshard_to's groups gather (CommStats too)
+  int64_t tp_reduced = 0;  // all-reduced within the TP group (TrafficInputs::tp_bytes)
   // Bytes sent over links per step, whole job: between ranks of one node, between nodes.
   int64_t intra_node = 0, inter_node = 0;
 };
