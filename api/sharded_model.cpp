@@ -65,6 +65,7 @@ double ShardedModel::accumulate_gradients(const std::vector<Batch>& micro_batche
   StepObserver none;
   StepObserver& watch = observer ? *observer : none;
   fsdp_->reset_comm();
+  if (tensor_parallel_) tensor_parallel_->reset_stats();
   fsdp_->reset_memory_peak();
   fsdp_->begin_step(int(micro_batches.size()));
   double loss_sum = 0;
@@ -88,6 +89,10 @@ StepResult ShardedModel::apply_update(double loss_sum, int64_t loss_terms, float
   StepResult r = update(loss_sum, loss_terms, lr);
   watch.after(StepPhase::update);
   r.comm = fsdp_->comm();
+  if (tensor_parallel_) {
+    const TpCommStats& tp = tensor_parallel_->stats();
+    r.comm.tp_exposed_ms = tp.ms, r.comm.tp_bytes = tp.bytes, r.comm.tp_collectives = tp.calls;
+  }
   r.memory = fsdp_->memory();
   return r;
 }

@@ -17,6 +17,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/device_mesh.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace st {
 
@@ -118,7 +119,7 @@ class ShardedModel {
   DeviceMesh& mesh_;
   ProcessGroup& group_;  // the mesh's world: the loss, checkpoints' agreement
   ShardPolicy policy_;
-  std::unique_ptr<TensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
+  std::unique_ptr<GroupTensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<Optimizer> optimizer_;
 };

@@ -54,7 +54,7 @@ namespace {
 
 // Every timed step's numbers, kept for their medians.
 struct StepSamples {
-  std::vector<double> fwd, bwd, opt, total, exposed, rank0_total, attributed;
+  std::vector<double> fwd, bwd, opt, total, exposed, tp_exposed, rank0_total, attributed;
   std::vector<std::vector<double>> by_kind = std::vector<std::vector<double>>(kOpKinds);
   double rss = 0;
 
@@ -64,6 +64,7 @@ struct StepSamples {
     opt.push_back(st.optimizer_ms);
     total.push_back(st.slowest_step_ms);
     exposed.push_back(st.comm.exposed_ms);
+    tp_exposed.push_back(st.comm.tp_exposed_ms);
     rank0_total.push_back(st.step_ms);
     double sum = 0;
     for (int k = 0; k < kOpKinds; ++k) {
@@ -86,9 +87,12 @@ void print_step_text(const CommonOptions& options, const BenchStepOptions& bench
       r["bf16_matmul"].get<std::string>(), r["fp32_matmul"].get<std::string>());
   fmt::print(
       "  forward   {:8.2f} ms\n  backward  {:8.2f} ms\n  optimizer {:8.2f} ms\n"
-      "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms)\n",
+      "  step      {:8.2f} ms (slowest rank; communication exposed {:.2f} ms{})\n",
       r["fwd_ms"].get<double>(), r["bwd_ms"].get<double>(), r["opt_ms"].get<double>(),
-      r["step_ms"].get<double>(), r["exposed_comm_ms"].get<double>());
+      r["step_ms"].get<double>(), r["exposed_comm_ms"].get<double>(),
+      r["exposed_tp_ms"].get<double>() > 0
+          ? fmt::format(", tensor parallelism's {:.2f} ms", r["exposed_tp_ms"].get<double>())
+          : std::string());
   fmt::print(
       "  tokens/s  {:8.0f}\n  achieved  {:8.1f} GFLOP/s of a {:.1f} GFLOP/s {} matmul peak "
       "({}): MFU {}\n  memory    {:8.1f} MiB peak RSS (largest "
@@ -169,6 +173,7 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         {"opt_ms", median(m.opt)},
         {"step_ms", step_ms},
         {"exposed_comm_ms", median(m.exposed)},
+        {"exposed_tp_ms", median(m.tp_exposed)},  // 0 without parallel.tp
         {"peak_rss_mib", m.rss},
         // Between hosts: sent over the network per step (TCP/IP headers
         // included), beside the summary's prediction of the payload.

@@ -41,6 +41,9 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           {"step_ms", st.slowest_step_ms},
           {"rank0_op_ms", op_times_json(st.op_ms)},
           {"exposed_comm_ms", st.comm.exposed_ms},
+          // Tensor parallelism's collectives (0 without TP): all exposed, beside FSDP's.
+          {"exposed_tp_ms", st.comm.tp_exposed_ms},
+          {"tp_reduced_mib", double(st.comm.tp_bytes) / kMiB},
           {"peak_rss_mib", st.max_peak_rss_mib},
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
@@ -197,9 +200,11 @@ void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t ma
                      double eta_s, const std::optional<ValidationResult>& val) {
   fmt::print(
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {} "
-      "| {:.1f} ms (comm exposed {:.1f}) | rss {:.0f} MiB | eta {}{}\n",
+      "| {:.1f} ms (comm exposed {:.1f}{}) | rss {:.0f} MiB | eta {}{}\n",
       st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
       mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.comm.exposed_ms,
+      st.comm.tp_collectives > 0 ? fmt::format(", tp exposed {:.1f}", st.comm.tp_exposed_ms)
+                                 : std::string(),
       st.max_peak_rss_mib, format_duration(eta_s),
       val ? fmt::format(" | val {:.4f}", val->loss) : std::string());
 }

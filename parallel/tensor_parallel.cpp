@@ -1,21 +1,35 @@
 #include "parallel/tensor_parallel.hpp"
 
+#include "core/op_profile.hpp"
+#include "core/timer.hpp"
+
 namespace st {
 
+template <class Collective>
+void GroupTensorParallel::timed(size_t bytes, Collective&& collective) {
+  OpScope wait(OpKind::collective_wait);
+  const Timer clock;
+  collective()->wait();
+  stats_.ms += clock.ms();
+  stats_.bytes += int64_t(bytes);
+  ++stats_.calls;
+}
+
 void GroupTensorParallel::all_reduce_sum(const Tensor& buffer) {
-  group_.all_reduce(buffer, {.op = ReduceOp::sum})->wait();
+  timed(buffer.nbytes(), [&] { return group_.all_reduce(buffer, {.op = ReduceOp::sum}); });
 }
 
 void GroupTensorParallel::all_reduce_max(const Tensor& buffer) {
-  group_.all_reduce(buffer, {.op = ReduceOp::max})->wait();
+  timed(buffer.nbytes(), [&] { return group_.all_reduce(buffer, {.op = ReduceOp::max}); });
 }
 
 void GroupTensorParallel::all_gather(const Tensor& input, const Tensor& output) {
-  group_.all_gather(input, output)->wait();
+  timed(output.nbytes(), [&] { return group_.all_gather(input, output); });
 }
 
 void GroupTensorParallel::reduce_scatter_sum(const Tensor& input, const Tensor& output) {
-  group_.reduce_scatter(input, output, {.op = ReduceOp::sum})->wait();
+  timed(input.nbytes(),
+        [&] { return group_.reduce_scatter(input, output, {.op = ReduceOp::sum}); });
 }
 
 }  // namespace st

@@ -148,6 +148,13 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
     worst = std::max(worst, std::fabs(a.loss - b.loss) / b.loss);
     EXPECT_NEAR(a.loss, b.loss, tol.loss_rel * b.loss) << mesh.name << " step " << s;
     EXPECT_NEAR(a.grad_norm, b.grad_norm, tol.norm_rel * b.grad_norm) << mesh.name << " step " << s;
+    // TP's collectives are counted: the activations the traffic prediction names (4 per block
+    // and micro-batch, the embedding's and the head's), plus the loss's per-row max and sum
+    // and Qwen3's q/k norm gradients (under 1% here); none without TP.
+    const double predicted = double(sharded.traffic().tp_reduced);
+    EXPECT_EQ(a.comm.tp_collectives > 0, mesh.tp > 1) << mesh.name;
+    EXPECT_GE(double(a.comm.tp_bytes), predicted) << mesh.name;
+    EXPECT_LE(double(a.comm.tp_bytes), 1.01 * predicted) << mesh.name;
   }
   const double diff = max_weight_diff(sharded, local);
   EXPECT_LT(diff, tol.weight_abs) << mesh.name;

@@ -84,6 +84,10 @@ struct CommStats {
   // Of the gathers, those of reshard_to's slices within its group (their bytes are counted in
   // gathered_bytes too).
   int64_t regathered_bytes = 0, regathers = 0;
+  // Tensor parallelism's collectives inside the model's compute (ShardedModel adds them): the
+  // compute's time blocked in them (all of theirs), and their buffers' bytes.
+  double tp_exposed_ms = 0;
+  int64_t tp_bytes = 0, tp_collectives = 0;
 };
 
 struct FsdpMemory {
