@@ -155,6 +155,9 @@ void validate_model_config(const ModelConfig& model);
 // [parallel]'s dp_shard x dp_replicate x tp x pp resolved for `world_size` ranks (-1: the
 // rest); an InputError naming the keys when they do not multiply to the world size.
 MeshShape mesh_shape(const Config& config, int world_size);
+// The rows of one micro-batch each data-parallel place of `mesh` reads (the ranks of a TP group
+// read the same rows): training.global_batch / micro_batches / (dp_replicate x dp_shard).
+int64_t rows_per_data_rank(const Config& config, const MeshShape& mesh);
 // Pipeline parallelism over `pp` > 1 stages refused by key (until its issue lands); tensor
 // parallelism over `tp` ranks checked against the model (its family's plan: what TP splits
 // divides by tp) and against what it does not compose with yet, each refused by key. `tp` and

@@ -52,6 +52,10 @@ MeshShape mesh_shape(const Config& c, int world_size) {
   return shape;
 }
 
+int64_t rows_per_data_rank(const Config& c, const MeshShape& mesh) {
+  return c.training.global_batch / c.training.micro_batches / mesh.data_parallel();
+}
+
 void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
   if (pp > 1)
     fail_input(
@@ -75,8 +79,7 @@ void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
   };
   if (!c.checkpoint.dir.empty())
     refuse("checkpoint.dir", c.checkpoint.dir,
-           "saving checkpoints of slices (in whole-parameter "
-           "coordinates)");
+           "saving checkpoints of slices (in whole-parameter coordinates)");
   if (!c.checkpoint.resume.newest() && !c.checkpoint.resume.never())
     refuse("checkpoint.resume", c.checkpoint.resume.name(), "resuming into slices");
   if (!c.training.init_from.empty())

@@ -28,8 +28,7 @@ namespace st {
 
 void Session::measure_peak(const Model* model) {
   const auto& t = config.training;
-  const int64_t tokens = t.global_batch / t.micro_batches /
-                         mesh_shape(config, ranks.size()).data_parallel() * t.seq_len;
+  const int64_t tokens = rows_per_data_rank(config, mesh_shape(config, ranks.size())) * t.seq_len;
   // A 1024 cube reaches the peak where a 2048 one spills the caches: measured on the 2-core AMD
   // EPYC (AVX2), 188 against 163 GFLOP/s, in 0.1 s of start-up instead of 0.7 s.
   std::vector<MatmulShape> shapes = {{1024, 1024, 1024}};
@@ -220,11 +219,7 @@ void print_mesh(Session& s) {
                     replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
                     transport_on(*replicas, OpType::all_reduce, 0));
   if (ProcessGroup* tp = mesh.tp_group()) {
-    // A row-parallel block's partial sums: one micro-batch's rows of this data rank, FP32.
-    const auto& tr = c.training;
-    const size_t activation_bytes = size_t(tr.global_batch / tr.micro_batches / mesh.data_ranks() *
-                                           tr.seq_len * c.model.n_embd) *
-                                    sizeof(float);
+    const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
     groups += fmt::format(
         "; TP group '{}' ({} ranks on {} node{}): all-reduce of a {:.1f} MiB activation {}",
         tp->name(), tp->size(), node_count(*tp), node_count(*tp) == 1 ? "" : "s",

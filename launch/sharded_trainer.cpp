@@ -181,7 +181,7 @@ Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
   const auto& t = config_.training;
   const int64_t rows_per_micro = t.global_batch / t.micro_batches;
   // Each data-parallel place reads its own rows (parallel/mesh_layout: the data rank).
-  const int64_t rows_per_rank = rows_per_micro / mesh_->data_ranks();
+  const int64_t rows_per_rank = rows_per_data_rank(config_, mesh_->shape());
   const int64_t first = micro * rows_per_micro + mesh_->data_rank() * rows_per_rank;
   return training_batch(data_.train(), uint64_t(t.seed), step, t.global_batch, first,
                         first + rows_per_rank, t.seq_len);
@@ -232,7 +232,7 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   const auto& t = config.training;
   const MeshShape mesh = mesh_shape(config, world_size);
   // The ranks of a TP group hold the same rows (each its slices of their activations).
-  const int64_t rows = t.global_batch / t.micro_batches / mesh.data_parallel();
+  const int64_t rows = rows_per_data_rank(config, mesh);
   int64_t activations = 0;
   try {
     activations = model.activation_bytes(rows, t.seq_len);
@@ -287,14 +287,17 @@ void check_memory_fits(const Config& config, const Model& model, const ProcessGr
       double(b.unsharded_params + b.unsharded_grads) / gib, double(b.activations) / gib, beyond);
 }
 
+double tp_activation_bytes(const Config& c, const MeshShape& mesh) {
+  return double(rows_per_data_rank(c, mesh)) * double(c.training.seq_len * c.model.n_embd) *
+         sizeof(float);
+}
+
 double tp_all_reduce_bytes(const Config& c, const MeshShape& mesh) {
   if (mesh.tp == 1) return 0;
-  const auto& t = c.training;
-  const double activation = double(t.global_batch / t.micro_batches / mesh.data_parallel()) *
-                            double(t.seq_len * c.model.n_embd) * sizeof(float);
   const double L = double(c.model.n_layer);
   const bool recompute = c.sharding.activation_checkpointing == ActivationCheckpointing::full;
-  return double(t.micro_batches) * activation * (4 * L + 2 + (recompute ? 2 * L : 0));
+  return double(c.training.micro_batches) * tp_activation_bytes(c, mesh) *
+         (4 * L + 2 + (recompute ? 2 * L : 0));
 }
 
 Traffic ShardedTrainer::traffic() const {

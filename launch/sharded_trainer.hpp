@@ -41,6 +41,9 @@ struct StepStats {
 };
 
 FsdpOptions fsdp_options(const Config& config);
+// One micro-batch's residual-stream activation of a data-parallel place, FP32 [rows, seq_len,
+// n_embd]: what a TP all-reduce carries (a row-parallel block's partial sums).
+double tp_activation_bytes(const Config& config, const MeshShape& mesh);
 // Each rank's tensor-parallel all-reduce payload per step under Megatron's layout (0 for tp =
 // 1): per micro-batch, an FP32 activation [rows, seq_len, n_embd] for the embedding and the
 // head, two per block forward (the row-parallel outputs) and two backward (the column-parallel
