@@ -29,10 +29,10 @@ int64_t AsyncCheckpointer::staging_bytes(const std::vector<UnitLayout>& units,
   return elements * int64_t(sizeof(float)) * states_per_span;
 }
 
-AsyncCheckpointer::AsyncCheckpointer(ProcessGroup& world, ProcessGroup& shard_group,
+AsyncCheckpointer::AsyncCheckpointer(ProcessGroup& world, ProcessGroup& writers,
                                      const FsdpRuntime& fsdp, int states_per_span, double timeout_s)
     : world_(world), timeout_s_(timeout_s) {
-  commit_ = shard_group.split(0, shard_group.rank(), shard_group.name() + "/checkpoint");
+  commit_ = writers.split(0, writers.rank(), writers.name() + "/checkpoint");
   commit_->make_interruptible();
   const std::vector<ShardSpan> spans = fsdp.spans();
   for (int s = 0; s < states_per_span; ++s) {

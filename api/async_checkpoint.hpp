@@ -28,10 +28,11 @@ constexpr const char* kCheckpointWriterThreadName = "st-ckpt-writer";
 
 class AsyncCheckpointer {
  public:
-  // Collective over `world` (every rank makes its shard group's commit group; with replicas only
-  // replica 0's writes). The staging buffers hold `states_per_span` FP32 copies of this rank's
+  // Collective over `world` (every rank makes a commit group of its `writers`, the ranks that
+  // hold one copy of the model: FsdpRuntime::model_group(); with replicas only replica 0's
+  // write). The staging buffers hold `states_per_span` FP32 copies of this rank's
   // shard (the master and the optimizer's moments). `timeout_s`: checkpoint.async_timeout.
-  AsyncCheckpointer(ProcessGroup& world, ProcessGroup& shard_group, const FsdpRuntime& fsdp,
+  AsyncCheckpointer(ProcessGroup& world, ProcessGroup& writers, const FsdpRuntime& fsdp,
                     int states_per_span, double timeout_s);
   ~AsyncCheckpointer();  // waits for a save in flight
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;

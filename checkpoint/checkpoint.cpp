@@ -112,14 +112,17 @@ CheckpointManifest make_manifest(int64_t step, int world, const nlohmann::json& 
   CheckpointManifest m;
   m.step = step;
   m.world_size = world;
+  m.tp = fsdp.tp();
   m.meta = meta;
   for (const ShardedState& s : states) m.states.push_back(s.name);
   const auto& specs = fsdp.model().param_specs();
   for (const UnitLayout& u : fsdp.units()) {
     m.units.push_back({u.name, u.numel, u.shard_numel});
-    for (size_t k = 0; k < u.params.size(); ++k)
-      m.params.push_back(
-          {specs[u.params[k]].name, specs[u.params[k]].shape, u.unit, u.flat_offsets[k]});
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      const ParamSpec& spec = specs[u.params[k]];
+      m.params.push_back({spec.name, spec.whole_shape(), u.unit, u.flat_offsets[k],
+                          spec.sliced() ? spec.placement : Placement{}});
+    }
   }
   const size_t n = states.size();
   const uint64_t* v = all_sums.data<uint64_t>();
@@ -173,8 +176,7 @@ std::string checkpoint_path(const std::string& root, int64_t step) {
 std::string save_checkpoint(const std::string& root, int64_t step, const nlohmann::json& meta,
                             FsdpRuntime& fsdp, const std::vector<ShardedState>& states,
                             const SaveOptions& options) {
-  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");  // every rank alike
-  ProcessGroup& group = fsdp.group();
+  ProcessGroup& group = fsdp.model_group();  // one copy of the model: dp_shard x tp
   const int rank = group.rank(), world = group.size();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
@@ -420,7 +422,6 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
 }
 
 void check_checkpoint_layout(const CheckpointInfo& info, const FsdpRuntime& fsdp) {
-  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");
   check_manifest_layout(info, fsdp.units(), fsdp.model().param_specs(),
                         fmt::format("'{}'", (fs::path(info.path) / kManifest).string()));
 }
@@ -475,28 +476,88 @@ void verify_files(const CheckpointInfo& info, ProcessGroup& group) {
   }
 }
 
-// Fills `state`'s spans with this rank's new shard of each unit, reading only the old byte
-// ranges (of ranks that saved with shards of `old_shard` elements) that overlap it.
-void read_state(const CheckpointInfo& info, const ShardedState& state, int rank,
-                const std::vector<UnitLayout>& units, const std::vector<ShardSpan>& spans,
-                const std::vector<int64_t>& old_shard) {
-  const std::vector<int64_t> old_off = unit_file_offsets(old_shard);
-  const fs::path dir(info.path);
-  std::vector<std::unique_ptr<InputFile>> readers(size_t(info.world_size));
-  size_t k = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    const int64_t numel = units[u].numel, S = units[u].shard_numel, So = old_shard[u];
-    const int64_t lo = int64_t(rank) * S, hi = std::min(numel, lo + S);
-    std::vector<float> shard(size_t(S), 0.f);
-    for (int q = 0; q < info.world_size && lo < hi; ++q) {
-      const int64_t a = std::max(lo, int64_t(q) * So), b = std::min(hi, int64_t(q + 1) * So);
-      if (a >= b) continue;
-      if (!readers[size_t(q)])
-        readers[size_t(q)] =
-            std::make_unique<InputFile>((dir / checkpoint_file_name(state.name, q)).string());
-      readers[size_t(q)]->read_at(shard.data() + (a - lo), size_t(b - a) * sizeof(float),
-                                  (old_off[u] + a - int64_t(q) * So) * int64_t(sizeof(float)));
+// Reads of one state's files, coalesced: consecutive pieces of one file that land next to each
+// other become one read.
+class PieceReader {
+ public:
+  PieceReader(const CheckpointInfo& info, const std::string& state)
+      : info_(info), state_(state), files_(size_t(info.world_size)) {}
+  // `n` floats of rank `file_rank`'s file at element `at`, into `dst`.
+  void add(int file_rank, int64_t at, float* dst, int64_t n) {
+    if (n_ > 0 && file_rank == rank_ && at == at_ + n_ && dst == dst_ + n_) {
+      n_ += n;
+      return;
     }
+    flush();
+    rank_ = file_rank, at_ = at, dst_ = dst, n_ = n;
+  }
+  void flush() {
+    if (n_ == 0) return;
+    std::unique_ptr<InputFile>& f = files_[size_t(rank_)];
+    if (!f)
+      f = std::make_unique<InputFile>(
+          (fs::path(info_.path) / checkpoint_file_name(state_, rank_)).string());
+    f->read_at(dst_, size_t(n_) * sizeof(float), at_ * int64_t(sizeof(float)));
+    n_ = 0;
+  }
+
+ private:
+  const CheckpointInfo& info_;
+  const std::string& state_;
+  std::vector<std::unique_ptr<InputFile>> files_;
+  int rank_ = 0;
+  int64_t at_ = 0, n_ = 0;
+  float* dst_ = nullptr;
+};
+
+// Where this rank's shards sit in the model group (dp_shard x tp) of the run loading them.
+struct LoadPlace {
+  int shard = 0;  // which shard of each unit
+  int tp_rank = 0, tp = 1;
+};
+
+// Fills `state`'s spans with this rank's shard of each unit (of its TP slices), reading only
+// what it needs of the saved files: each element is found by its place in the whole parameter
+// (SliceMap), then in the saved run's slices (slice_place), units and shards. Any mesh loads
+// any other's checkpoint; with the same TP degree the reads are whole shard ranges.
+void read_state(const CheckpointInfo& info, const ShardedState& state, LoadPlace place,
+                const std::vector<UnitLayout>& units, const std::vector<ParamSpec>& specs,
+                const std::vector<ShardSpan>& spans) {
+  const std::vector<int64_t> old_shard = [&] {
+    std::vector<int64_t> v;
+    for (const ManifestUnit& u : info.units) v.push_back(u.shard_numel);
+    return v;
+  }();
+  const std::vector<int64_t> old_off = unit_file_offsets(old_shard);
+  PieceReader reader(info, state.name);
+  size_t k = 0, saved_param = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const int64_t S = units[u].shard_numel, So = old_shard[u];
+    const int64_t lo = int64_t(place.shard) * S, hi = std::min(units[u].numel, lo + S);
+    std::vector<float> shard(size_t(S), 0.f);
+    for (size_t j = 0; j < units[u].params.size(); ++j, ++saved_param) {
+      const ParamSpec& spec = specs[units[u].params[j]];
+      const ManifestParam& saved = info.params[saved_param];
+      const int64_t f = units[u].flat_offsets[j];
+      const int64_t a = std::max(lo, f) - f, b = std::min(hi, f + spec.numel()) - f;
+      const SliceMap mine =
+          spec.sliced() ? SliceMap(spec.whole_shape(), spec.placement, place.tp_rank, place.tp)
+                        : SliceMap(spec.shape, spec.placement, 0, 1);
+      for (int64_t i = a; i < b;) {
+        // Local elements [i, i + n) are whole elements [g, g + n): the rest of a run of mine.
+        const int64_t g = mine.global(i);
+        int64_t n = std::min(b - i, mine.run() - i % mine.run());
+        const SlicePlace there = slice_place(saved.shape, saved.placement, info.tp, g);
+        n = std::min(n, there.run);
+        const int64_t flat = saved.flat_offset + there.local;  // in the saved unit
+        const int64_t q = flat / So;
+        n = std::min(n, (q + 1) * So - flat);
+        reader.add(int(q) * info.tp + there.rank, old_off[u] + flat - q * So,
+                   shard.data() + (f + i - lo), n);
+        i += n;
+      }
+    }
+    reader.flush();
     for (int64_t i = 0; i < hi - lo; ++i)
       if (!std::isfinite(shard[size_t(i)]))
         fail_input(
@@ -513,12 +574,10 @@ void read_state(const CheckpointInfo& info, const ShardedState& state, int rank,
 
 void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
                      const std::vector<ShardedState>& states) {
-  check_not_sliced(fsdp.model().param_specs(), "a checkpoint");  // every rank alike
-  ProcessGroup& group = fsdp.group();
+  ProcessGroup& group = fsdp.model_group();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
-  std::vector<int64_t> old_shard;
-  for (const ManifestUnit& u : info.units) old_shard.push_back(u.shard_numel);
+  const LoadPlace place{group.rank() / fsdp.tp(), group.rank() % fsdp.tp(), fsdp.tp()};
   const std::vector<std::string>& state_names = info.states;
   for (const ShardedState& s : states)
     if (std::find(state_names.begin(), state_names.end(), s.name) == state_names.end())
@@ -528,7 +587,7 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   // A non-finite value or a failed read is found by one rank; every rank reports it.
   run_agreed(group, [&] {
     for (const ShardedState& state : states)
-      read_state(info, state, group.rank(), fsdp.units(), spans, old_shard);
+      read_state(info, state, place, fsdp.units(), fsdp.model().param_specs(), spans);
   });
 }
 

@@ -12,7 +12,8 @@ namespace st {
 namespace {
 
 constexpr const char* kFormat = "shardtrain-checkpoint";
-constexpr int kVersion = 2;  // 2: the manifest carries its own checksum
+// 2: the manifest carries its own checksum; 3: the TP degree and each parameter's placement
+constexpr int kVersion = 3;
 constexpr int kOldestVersion = 1;
 constexpr const char* kChecksumKey = "manifest_xxh64";
 // Bounds far beyond any checkpoint this runtime writes, so sizes computed from them fit.
@@ -74,13 +75,30 @@ void parse_units(const Reader& r, const nlohmann::json& m, CheckpointManifest& o
     ManifestUnit unit{r.string(units[u], "name", path),
                       r.integer(units[u], "numel", path, 1, kMaxNumel),
                       r.integer(units[u], "shard_numel", path, 1, kMaxNumel)};
-    const int64_t want = (unit.numel + out.world_size - 1) / out.world_size;
+    const int shards = out.world_size / out.tp;
+    const int64_t want = (unit.numel + shards - 1) / shards;
     if (unit.shard_numel != want)
       fail_input("{}: {}.shard_numel = {} does not split {} elements over {} ranks (that is {})",
-                 r.where, path, unit.shard_numel, unit.numel, out.world_size, want);
+                 r.where, path, unit.shard_numel, unit.numel, shards, want);
     out.units.push_back(unit);
   }
   if (out.units.empty()) fail_input("{}: 'units' is empty", r.where);
+}
+
+// A sliced parameter's placement: a dimension of `shape` that splits into `parts` segments of
+// `tp` pieces in whole blocks.
+Placement parse_placement(const Reader& r, const nlohmann::json& v, const std::string& path,
+                          const Shape& shape, int tp) {
+  Placement p = Placement::shard(int(r.integer(v, "dim", path, 0, int64_t(shape.size()) - 1)),
+                                 r.integer(v, "block", path, 1, kMaxNumel),
+                                 r.integer(v, "parts", path, 1, kMaxNumel));
+  const int64_t extent = shape[size_t(p.dim)];
+  if (extent % p.parts != 0 || (extent / p.parts) % (p.block * tp) != 0)
+    fail_input(
+        "{}: {} splits dimension {} ({}) into {} part(s) of {} TP ranks' pieces in blocks of "
+        "{}, which does not divide",
+        r.where, path, p.dim, extent, p.parts, tp, p.block);
+  return p;
 }
 
 void parse_params(const Reader& r, const nlohmann::json& m, CheckpointManifest& out) {
@@ -97,9 +115,13 @@ void parse_params(const Reader& r, const nlohmann::json& m, CheckpointManifest& 
       if (__builtin_mul_overflow(numel, d, &numel) || numel > kMaxNumel)
         fail_input("{}: {}.shape {} has too many elements", r.where, path,
                    r.at(params[k], "shape", path).dump());
+    if (params[k].is_object() && params[k].contains("placement"))
+      p.placement =
+          parse_placement(r, params[k]["placement"], path + ".placement", p.shape, out.tp);
     p.unit = int(r.integer(params[k], "unit", path, 0, int64_t(out.units.size()) - 1));
     const int64_t unit_numel = out.units[size_t(p.unit)].numel;
     p.flat_offset = r.integer(params[k], "flat_offset", path, 0, unit_numel);
+    numel = p.slice_numel(out.tp);
     if (numel > unit_numel - p.flat_offset)
       fail_input("{}: {} ('{}', {} elements at offset {}) does not fit unit {} ({} elements)",
                  r.where, path, p.name, numel, p.flat_offset, p.unit, unit_numel);
@@ -153,6 +175,11 @@ std::string checkpoint_file_name(const std::string& state, int rank) {
   return fmt::format("{}.rank-{:05}.bin", state, rank);
 }
 
+int64_t ManifestParam::slice_numel(int tp) const {
+  const int64_t whole = shape_numel(shape);
+  return placement.kind == Placement::Kind::shard ? whole / tp : whole;
+}
+
 int64_t CheckpointManifest::file_bytes() const {
   int64_t bytes = 0;
   for (const ManifestUnit& u : units)
@@ -166,6 +193,7 @@ std::string manifest_text(const CheckpointManifest& c) {
                       {"version", kVersion},
                       {"step", c.step},
                       {"world_size", c.world_size},
+                      {"tp", c.tp},
                       {"meta", c.meta},
                       {"states", c.states},
                       {"units", nlohmann::json::array()},
@@ -173,9 +201,13 @@ std::string manifest_text(const CheckpointManifest& c) {
                       {"files", nlohmann::json::array()}};
   for (const ManifestUnit& u : c.units)
     m["units"].push_back({{"name", u.name}, {"numel", u.numel}, {"shard_numel", u.shard_numel}});
-  for (const ManifestParam& p : c.params)
-    m["params"].push_back(
-        {{"name", p.name}, {"shape", p.shape}, {"unit", p.unit}, {"flat_offset", p.flat_offset}});
+  for (const ManifestParam& p : c.params) {
+    nlohmann::json& e = m["params"].emplace_back(nlohmann::json{
+        {"name", p.name}, {"shape", p.shape}, {"unit", p.unit}, {"flat_offset", p.flat_offset}});
+    if (p.placement.kind == Placement::Kind::shard)
+      e["placement"] = {
+          {"dim", p.placement.dim}, {"parts", p.placement.parts}, {"block", p.placement.block}};
+  }
   for (const ManifestFile& f : c.files)
     m["files"].push_back({{"file", f.file},
                           {"state", f.state},
@@ -202,6 +234,11 @@ CheckpointManifest parse_checkpoint_manifest(const std::string& text, const std:
   CheckpointManifest out;
   out.step = r.integer(m, "step", "the manifest", 0, kMaxStep);
   out.world_size = int(r.integer(m, "world_size", "the manifest", 1, kMaxWorld));
+  if (version >= 3) {
+    out.tp = int(r.integer(m, "tp", "the manifest", 1, out.world_size));
+    if (out.world_size % out.tp != 0)
+      fail_input("{}: tp = {} does not divide world_size = {}", where, out.tp, out.world_size);
+  }
   out.meta = r.at(m, "meta", "the manifest");
   if (!out.meta.is_object()) fail_input("{}: 'meta' must be a JSON object", where);
   parse_units(r, m, out);
@@ -215,13 +252,11 @@ void check_manifest_layout(const CheckpointManifest& m, const std::vector<UnitLa
   if (m.units.size() != units.size())
     fail_input("{}: the checkpoint has {} units, this model {}", where, m.units.size(),
                units.size());
-  for (size_t u = 0; u < units.size(); ++u)
-    if (m.units[u].numel != units[u].numel)
-      fail_input("{}: units[{}] ('{}') has {} elements, this model's has {}", where, u,
-                 units[u].name, m.units[u].numel, units[u].numel);
   if (m.params.size() != specs.size())
     fail_input("{}: the checkpoint has {} parameters, this model {}", where, m.params.size(),
                specs.size());
+  // Sliced alike (the same TP degree and placements), the units are the same bytes.
+  bool sliced_alike = true;
   size_t k = 0;
   for (const UnitLayout& u : units)
     for (size_t j = 0; j < u.params.size(); ++j, ++k) {
@@ -229,15 +264,28 @@ void check_manifest_layout(const CheckpointManifest& m, const std::vector<UnitLa
       const ManifestParam& p = m.params[k];
       if (p.name != spec.name)
         fail_input("{}: params[{}] is '{}' where this model has '{}'", where, k, p.name, spec.name);
-      if (p.shape != spec.shape)
+      if (p.shape != spec.whole_shape())
         fail_input("{}: '{}' has shape {} in the checkpoint and {} in this model", where, p.name,
-                   shape_string(p.shape), shape_string(spec.shape));
-      if (p.unit != u.unit || p.flat_offset != u.flat_offsets[j])
-        fail_input(
-            "{}: '{}' sits at unit {} offset {} in the checkpoint, not at unit {} offset {} as "
-            "in this model",
-            where, p.name, p.unit, p.flat_offset, u.unit, u.flat_offsets[j]);
+                   shape_string(p.shape), shape_string(spec.whole_shape()));
+      if (p.unit != u.unit)
+        fail_input("{}: '{}' belongs to unit {} in the checkpoint, to unit {} in this model", where,
+                   p.name, p.unit, u.unit);
+      const Placement mine = spec.sliced() ? spec.placement : Placement{};
+      sliced_alike = sliced_alike && m.tp == spec.tp_ranks && p.placement == mine;
     }
+  if (!sliced_alike) return;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (m.units[u].numel != units[u].numel)
+      fail_input("{}: units[{}] ('{}') has {} elements, this model's has {}", where, u,
+                 units[u].name, m.units[u].numel, units[u].numel);
+  k = 0;
+  for (const UnitLayout& u : units)
+    for (size_t j = 0; j < u.params.size(); ++j, ++k)
+      if (m.params[k].flat_offset != u.flat_offsets[j])
+        fail_input(
+            "{}: '{}' sits at unit {} offset {} in the checkpoint, not at offset {} as in this "
+            "model",
+            where, m.params[k].name, u.unit, m.params[k].flat_offset, u.flat_offsets[j]);
 }
 
 }  // namespace st

@@ -144,7 +144,6 @@ std::string weights_tokenizer_json(const std::string& weights) {
 }
 
 WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec>& specs) {
-  check_not_sliced(specs, "loading Hugging Face weights");
   WeightsPlan plan;
   plan.source = weights;
   plan.file_of.assign(specs.size(), 0);
@@ -193,30 +192,39 @@ void load_weights(const WeightsPlan& plan, FsdpRuntime& fsdp) {
   const auto& specs = fsdp.model().param_specs();
   ST_CHECK(plan.file_of.size() == specs.size(), "a plan of {} tensors for {} parameters",
            plan.file_of.size(), specs.size());
+  const int tp = fsdp.tp(), tp_rank = fsdp.model_group().rank() % tp;
   // A non-finite value or a failed read is found by one rank; every rank reports it.
-  run_agreed(fsdp.group(), [&] {
+  run_agreed(fsdp.model_group(), [&] {
     std::vector<std::unique_ptr<InputFile>> files;
     for (const std::string& f : plan.files) files.push_back(std::make_unique<InputFile>(f));
     std::vector<char> buf;
     for (const ShardSpan& span : fsdp.spans()) {
       const size_t index = span.param;
-      const int64_t first = span.param_offset;
-      // Padding rows are not in the file: they stay zero.
-      const int64_t n =
-          std::max<int64_t>(0, std::min(span.master.numel(), specs[index].real_numel() - first));
-      std::fill(span.master.data<float>() + n, span.master.data<float>() + span.master.numel(),
-                0.f);
-      if (n == 0) continue;
+      const ParamSpec& spec = specs[index];
       const size_t esize = stored_size(plan.dtypes[index]);
-      buf.resize(size_t(n) * esize);
-      files[plan.file_of[index]]->read_at(buf.data(), buf.size(),
-                                          plan.offset[index] + first * int64_t(esize));
-      widen(buf.data(), plan.dtypes[index], span.master.data<float>(), size_t(n));
-      const float* v = span.master.data<float>();
-      for (int64_t k = 0; k < n; ++k)
-        if (!std::isfinite(v[k]))
-          fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}",
-                     plan.files[plan.file_of[index]], specs[index].name, v[k], first + k);
+      // A slice is runs of consecutive elements of the whole tensor (rows, or a row's piece):
+      // each run that lies in this span is one read of exactly its bytes.
+      const SliceMap map = spec.sliced() ? SliceMap(spec.whole_shape(), spec.placement, tp_rank, tp)
+                                         : SliceMap(spec.shape, spec.placement, 0, 1);
+      float* dst = span.master.data<float>();
+      for (int64_t i = 0, end = span.master.numel(); i < end;) {
+        const int64_t local = span.param_offset + i, g = map.global(local);
+        const int64_t len = std::min(end - i, map.run() - local % map.run());
+        // Padding rows are not in the file: they stay zero.
+        const int64_t n = std::clamp<int64_t>(spec.real_numel() - g, 0, len);
+        std::fill(dst + i + n, dst + i + len, 0.f);
+        if (n > 0) {
+          buf.resize(size_t(n) * esize);
+          files[plan.file_of[index]]->read_at(buf.data(), buf.size(),
+                                              plan.offset[index] + g * int64_t(esize));
+          widen(buf.data(), plan.dtypes[index], dst + i, size_t(n));
+          for (int64_t k = 0; k < n; ++k)
+            if (!std::isfinite(dst[i + k]))
+              fail_input("'{}': tensor '{}' holds a non-finite value ({}) at element {}",
+                         plan.files[plan.file_of[index]], spec.name, dst[i + k], g + k);
+        }
+        i += len;
+      }
     }
   });
 }
@@ -224,7 +232,7 @@ void load_weights(const WeightsPlan& plan, FsdpRuntime& fsdp) {
 void load_safetensors(const std::string& weights, FsdpRuntime& fsdp) {
   WeightsPlan plan;
   // A rank on another node may see another file, or none.
-  run_agreed(fsdp.group(), [&] { plan = plan_weights(weights, fsdp.model().param_specs()); });
+  run_agreed(fsdp.model_group(), [&] { plan = plan_weights(weights, fsdp.model().param_specs()); });
   load_weights(plan, fsdp);
 }
 

@@ -40,7 +40,8 @@ WeightsPlan plan_weights(const std::string& weights, const std::vector<ParamSpec
 DType plan_compute_dtype(const WeightsPlan& plan);
 
 // Collective. Fills this rank's FP32 master shards from the plan's files: each rank reads (pread)
-// only the bytes of its own shards. A non-finite value is an InputError naming the tensor.
+// only the bytes of its own shards; of its TP slices', a read per run (whole rows, or a row's
+// piece). A non-finite value is an InputError naming the tensor.
 void load_weights(const WeightsPlan& plan, FsdpRuntime& fsdp);
 
 // Collective: plan_weights (every rank agreeing) and load_weights.

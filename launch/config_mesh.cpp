@@ -69,21 +69,6 @@ void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
         "parallel.tp = {}: model.family = {} has no tensor-parallel plan yet; set parallel.tp = 1",
         tp, family.name);
   family.check_tensor_parallel(c.model, tp);
-  // What tensor parallelism does not compose with yet, by key: all of it speaks of whole
-  // parameters, and a TP rank holds slices.
-  const auto refuse = [&](const char* key, const std::string& value, const char* why) {
-    fail_input(
-        "parallel.tp = {} with {} = {}: {} is not there yet for tensor-parallel runs; "
-        "train with parallel.tp = 1, or without it",
-        tp, key, value, why);
-  };
-  if (!c.checkpoint.dir.empty())
-    refuse("checkpoint.dir", c.checkpoint.dir,
-           "saving checkpoints of slices (in whole-parameter coordinates)");
-  if (!c.checkpoint.resume.newest() && !c.checkpoint.resume.never())
-    refuse("checkpoint.resume", c.checkpoint.resume.name(), "resuming into slices");
-  if (!c.training.init_from.empty())
-    refuse("training.init_from", c.training.init_from, "reading weights into slices");
 }
 
 }  // namespace st

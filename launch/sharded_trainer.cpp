@@ -101,7 +101,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
           "MPI did not grant MPI_THREAD_MULTIPLE, so a background commit would share the "
           "training's communication thread";
     else
-      async_ = std::make_unique<AsyncCheckpointer>(group_, fsdp().group(), fsdp(),
+      async_ = std::make_unique<AsyncCheckpointer>(group_, fsdp().model_group(), fsdp(),
                                                    int(checkpoint_states().size()),
                                                    config.checkpoint.async_timeout);
   }
@@ -360,7 +360,8 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
          {"max_steps", c.training.max_steps}}},
        {"mesh",
         {{"shard_degree", mesh_->shape().dp_shard},
-         {"replicate_degree", mesh_->shape().dp_replicate}}},
+         {"replicate_degree", mesh_->shape().dp_replicate},
+         {"tp", mesh_->shape().tp}}},
        // The data order is a function of (seed, global sample index), the schedule of the
        // step and the initial weights of the seed: these positions are the whole RNG state.
        {"data", data_meta(c, steps_done)}});

@@ -15,6 +15,7 @@
 #include "core/file_io.hpp"
 #include "launch/model_factory.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "models/family.hpp"
 #include "tests/support/shared_dir.hpp"
 #include "tests/support/test_family.hpp"
 
@@ -117,6 +118,110 @@ TEST(Checkpoint, ReshardsBetweenWorldSizes) {
       ++ran;
     }
   EXPECT_GE(ran, 1);
+}
+
+// A mesh for the checkpoint tests: its ranks and the settings that make it.
+struct CheckpointMesh {
+  int ranks = 1;
+  int tp = 1;
+  int dp_replicate = 1;
+  std::string name() const {
+    return fmt::format("{} ranks (tp {}, dp_replicate {})", ranks, tp, dp_replicate);
+  }
+  std::vector<std::string> settings() const {
+    return {fmt::format("parallel.tp={}", tp),
+            fmt::format("parallel.dp_replicate={}", dp_replicate),
+            fmt::format("parallel.dp_shard={}", ranks / tp / dp_replicate),
+            "parallel.allow_cross_node_tp=true"};
+  }
+};
+
+bool family_splits_over(int tp) {
+  const Config config = test_config("unused");
+  const ModelFamily& family = model_family(config.model.family);
+  if (!family.check_tensor_parallel) return false;
+  try {
+    family.check_tensor_parallel(config.model, tp);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// Saved by the first from.ranks ranks on mesh `from`, loaded by the first to.ranks on `to`:
+// every whole master right after loading is bitwise the saved one (the checkpoint is in whole
+// parameter coordinates: slicing and sharding only move bytes), and the continued losses match
+// the saving run's to FP32 reduction-order rounding.
+void expect_mesh_change(const CheckpointMesh& from, const CheckpointMesh& to) {
+  const std::string dir =
+      shared_dir(fmt::format("mesh-{}-{}-{}-{}", from.ranks, from.tp, to.ranks, to.tp));
+  const int rank = world().rank();
+  const size_t params = make_model(test_config(dir))->param_specs().size();
+  // The trainer keeps a reference to its config.
+  const Config from_config = test_config(dir, from.settings()),
+               to_config = test_config(dir, to.settings());
+  const auto trainer = [&](const Config& config, ProcessGroup& group) {
+    return std::make_unique<ShardedTrainer>(
+        config, data(), group, make_model(config, tp_slice_of(config, group.rank(), group.size())));
+  };
+  auto saver = world().split(rank < from.ranks ? 0 : 1, rank);
+  std::vector<double> want(5, 0.0);
+  std::vector<Tensor> saved;
+  if (rank < from.ranks) {
+    auto t = trainer(from_config, *saver);
+    for (int64_t s = 0; s < 3; ++s) t->step(s);
+    t->save_checkpoint(3);
+    for (size_t i = 0; i < params; ++i) saved.push_back(t->whole_master(i));
+    for (int64_t s = 3; s < 5; ++s) want[size_t(s)] = t->step(s).loss;
+  }
+  // Every rank learns the reference from rank 0 (a member of both groups).
+  Tensor w = Tensor::zeros("want", {5}, DType::f64);
+  if (rank == 0) std::memcpy(w.raw(), want.data(), 5 * sizeof(double));
+  world().broadcast(w, 0)->wait();
+  for (size_t i = 0; i < params; ++i) {
+    Tensor whole = rank == 0 ? saved[i] : Tensor();
+    int64_t numel = rank == 0 ? whole.numel() : 0;
+    Tensor n = Tensor::zeros("numel", {1}, DType::i64);
+    n.data<int64_t>()[0] = numel;
+    world().broadcast(n, 0)->wait();
+    if (rank != 0) whole = Tensor::zeros("saved", {n.data<int64_t>()[0]}, DType::f32);
+    world().broadcast(whole, 0)->wait();
+    if (rank != 0) saved.push_back(whole);
+  }
+  auto loader = world().split(rank < to.ranks ? 0 : 1, rank);
+  if (rank < to.ranks) {
+    auto t = trainer(to_config, *loader);
+    ASSERT_EQ(t->load_checkpoint(latest_checkpoint(dir)), 3);
+    for (size_t i = 0; i < params; ++i) {
+      const Tensor got = t->whole_master(i);
+      ASSERT_EQ(got.numel(), saved[i].numel()) << t->model().param_specs()[i].name;
+      EXPECT_EQ(std::memcmp(got.raw(), saved[i].raw(), got.nbytes()), 0)
+          << from.name() << " -> " << to.name() << ": " << t->model().param_specs()[i].name;
+    }
+    for (int64_t s = 3; s < 5; ++s) {
+      const double got = t->step(s).loss, expected = w.data<double>()[s];
+      EXPECT_NEAR(got, expected, 1e-5 * expected)
+          << from.name() << " -> " << to.name() << ", step " << s;
+    }
+  }
+  world().barrier()->wait();
+}
+
+// The chain where this world has the ranks: a checkpoint of (dp_shard 2, tp 2) resumes
+// at tp 1 on one rank and on the whole world, at tp 4; and back.
+TEST(Checkpoint, LoadsOnAnyTensorParallelMesh) {
+  const int W = world().size();
+  ASSERT_GE(W, 2) << "changing meshes needs two ranks";
+  ASSERT_TRUE(family_splits_over(2)) << "every family has a tensor-parallel plan";
+  std::vector<std::pair<CheckpointMesh, CheckpointMesh>> pairs = {
+      {{2, 2}, {1, 1}}, {{1, 1}, {2, 2}}, {{2, 2}, {W, 1}}, {{W, 1}, {2, 2}}};
+  if (W == 4) {
+    pairs.push_back({{4, 2}, {1, 1}});     // FSDP 2 x TP 2 to one rank
+    pairs.push_back({{4, 2, 2}, {3, 1}});  // DDP 2 x TP 2 to FSDP 3
+    if (family_splits_over(4)) pairs.push_back({{4, 2}, {4, 4}});
+    if (family_splits_over(4)) pairs.push_back({{4, 4}, {2, 2}});
+  }
+  for (const auto& [from, to] : pairs) expect_mesh_change(from, to);
 }
 
 // Corruptions of a saved checkpoint, each made by rank 0 on a fresh copy; loading must fail on

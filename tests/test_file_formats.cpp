@@ -24,7 +24,7 @@ CheckpointManifest small_manifest() {
   m.meta = {{"note", "test"}};
   m.states = {"master", "exp_avg"};
   m.units = {{"root", 10, 4}};
-  m.params = {{"w", {2, 5}, 0, 0}};
+  m.params = {{"w", {2, 5}, 0, 0, {}}};
   for (int r = 0; r < 3; ++r)
     for (const auto& s : m.states)
       m.files.push_back({checkpoint_file_name(s, r), s, r, 16, "0123456789abcdef"});
@@ -71,7 +71,7 @@ TEST(Manifest, EveryFieldIsCheckedForTypeRangeAndConsistency) {
       {[](auto& j) { j["world_size"] = 0; }, "world_size = 0 must be an integer in [1,"},
       {[](auto& j) { j["world_size"] = 2, j["units"][0]["shard_numel"] = 5; },
        "expected 4 files (2 states x 2 ranks), found 6"},
-      {[](auto& j) { j["version"] = 3; }, "version 3 is not supported"},
+      {[](auto& j) { j["version"] = 4; }, "version 4 is not supported"},
       {[](auto& j) { j["format"] = "other"; }, "is not a shardtrain checkpoint manifest"},
       {[](auto& j) { j["meta"] = 3; }, "'meta' must be a JSON object"},
       {[](auto& j) { j.erase("files"); }, "the manifest has no 'files'"},
@@ -105,6 +105,55 @@ TEST(Manifest, EveryFieldIsCheckedForTypeRangeAndConsistency) {
     const std::string message = error_of([&] { parse_checkpoint_manifest(j.dump(), "'M'"); });
     EXPECT_NE(message.find(needle), std::string::npos) << message << "\n  wanted: " << needle;
     EXPECT_EQ(message.rfind("'M'", 0), 0u) << message;
+  }
+}
+
+// A tensor-parallel save: 4 ranks = 2 shards x TP 2; "w" [4, 5] split by rows (10 elements a
+// slice), "b" [3] whole on each TP rank: units of 13 elements, shards of 7.
+CheckpointManifest tp_manifest() {
+  CheckpointManifest m;
+  m.world_size = 4;
+  m.tp = 2;
+  m.meta = nlohmann::json::object();
+  m.states = {"master"};
+  m.units = {{"root", 13, 7}};
+  m.params = {{"w", {4, 5}, 0, 0, Placement::shard(0)}, {"b", {3}, 0, 10, {}}};
+  for (int r = 0; r < 4; ++r)
+    m.files.push_back({checkpoint_file_name("master", r), "master", r, 28, "0123456789abcdef"});
+  return m;
+}
+
+TEST(Manifest, TensorParallelSavesKeepTheirDegreeAndPlacements) {
+  const CheckpointManifest m = parse_checkpoint_manifest(manifest_text(tp_manifest()), "M");
+  EXPECT_EQ(m.tp, 2);
+  EXPECT_EQ(m.params[0].shape, (Shape{4, 5}));  // the whole parameter's
+  EXPECT_EQ(m.params[0].placement, Placement::shard(0));
+  EXPECT_EQ(m.params[0].slice_numel(m.tp), 10);
+  EXPECT_EQ(m.params[1].placement, Placement{});
+  EXPECT_EQ(m.params[1].slice_numel(m.tp), 3);
+  // A manifest of version 2 (no "tp") reads as tp = 1.
+  EXPECT_EQ(parse_checkpoint_manifest(manifest_text(small_manifest()), "M").tp, 1);
+
+  const std::vector<std::pair<std::function<void(CheckpointManifest&)>, std::string>> cases = {
+      {[](auto& m) { m.tp = 3; }, "tp = 3 does not divide world_size = 4"},
+      {[](auto& m) { m.tp = 8; }, "tp = 8 must be an integer in [1, 4]"},
+      {[](auto& m) {
+         m.params[0].shape = {3, 5};
+       },
+       "params[0].placement splits dimension 0 (3) into 1 part(s) of 2 TP ranks' pieces"},
+      {[](auto& m) { m.params[0].placement.dim = 2; },
+       "params[0].placement.dim = 2 must be an integer in [0, 1]"},
+      {[](auto& m) { m.params[0].placement = {}; },
+       "params[0] ('w', 20 elements at offset 0) does not fit unit 0 (13 elements)"},
+      {[](auto& m) { m.units[0].shard_numel = 4; },
+       "units[0].shard_numel = 4 does not split 13 elements over 2 ranks (that is 7)"},
+  };
+  for (const auto& [edit, needle] : cases) {
+    CheckpointManifest m = tp_manifest();
+    edit(m);
+    const std::string message =
+        error_of([&] { parse_checkpoint_manifest(manifest_text(m), "'M'"); });
+    EXPECT_NE(message.find(needle), std::string::npos) << message << "\n  wanted: " << needle;
   }
 }
 

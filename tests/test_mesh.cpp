@@ -181,10 +181,16 @@ TEST(Mesh, Fp32TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
   }
 }
 
+// The loss within FSDP's bound on every mesh. The gradient norm of a TP mesh gets 5e-2: its
+// forward sums every row-parallel output in another order than one rank (FSDP's forward is
+// bitwise one rank's), and the BF16 roundings downstream amplify that; on an AVX-512 Xeon
+// without AVX512-BF16 single steps of TP 2 (GPT-2, Llama) differed by 2.1-2.7% in the norm
+// while the losses stayed within 4.1e-4.
 TEST(Mesh, Bf16TrainingMatchesTheUnshardedTrainerOnEveryMesh) {
   for (const Mesh& mesh : meshes(world().size()))
-    expect_mesh_matches(mesh, {"precision.param_dtype=bf16"},
-                        {.loss_rel = 2e-3, .norm_rel = 2e-2, .weight_abs = 3e-2});
+    expect_mesh_matches(
+        mesh, {"precision.param_dtype=bf16"},
+        {.loss_rel = 2e-3, .norm_rel = mesh.tp > 1 ? 5e-2 : 2e-2, .weight_abs = 3e-2});
 }
 
 // Three micro-batches (36 rows: 1-4 ranks x 3 divide it): all-reducing across replicas after each
@@ -515,21 +521,30 @@ TEST(Mesh, QuantizedReductionsStayCloseToFullPrecision) {
 }
 
 // A checkpoint written under one mesh continues under the next, at another world size:
-// FSDP over 4 -> HSDP 2x2 -> DDP 2 -> FSDP 3 (at smaller worlds, the part of the chain that
-// fits), and the losses follow one uninterrupted unsharded run.
+// FSDP over 4 -> HSDP 2x2 -> FSDP 2 x TP 2 -> TP 2 -> DDP 2 -> FSDP 3 -> TP 4 (at smaller worlds,
+// the part of the chain that fits; TP where the family's split fits), and the losses follow one
+// uninterrupted unsharded run.
 TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
   const int W = world().size(), rank = world().rank();
   struct Link {
     int ranks;
     std::vector<std::string> keys;
   };
+  const auto tp_link = [](int ranks, int tp) {
+    return Link{ranks,
+                {fmt::format("parallel.tp={}", tp), fmt::format("parallel.dp_shard={}", ranks / tp),
+                 "parallel.dp_replicate=1", "parallel.allow_cross_node_tp=true"}};
+  };
   std::vector<Link> chain = {{W, {"sharding.shard_degree=" + std::to_string(W)}}};
   if (W >= 4)
     chain.push_back(
         {4,
          {"sharding.shard_degree=2", "sharding.replicate_degree=2", "sharding.ranks_per_node=2"}});
+  if (W >= 4 && tp_fits(2)) chain.push_back(tp_link(4, 2));
+  if (W >= 2 && tp_fits(2)) chain.push_back(tp_link(2, 2));
   if (W >= 2) chain.push_back({2, {"sharding.shard_degree=1", "sharding.replicate_degree=2"}});
   if (W >= 3) chain.push_back({3, {"sharding.shard_degree=3"}});
+  if (W >= 4 && tp_fits(4)) chain.push_back(tp_link(4, 4));
   ASSERT_GE(chain.size(), 2u) << "a checkpoint carried across no other mesh";
   const std::string dir = testing::shared_dir(world(), "mesh-chain");
   const int64_t per_link = 3, total = per_link * int64_t(chain.size());
@@ -544,7 +559,8 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
     auto group = world().split(rank < chain[k].ranks ? 0 : -1, rank);
     if (group) {
       const Config config = test_config(with(common, chain[k].keys));
-      ShardedTrainer t(config, data(), *group, make_model(config));
+      ShardedTrainer t(config, data(), *group,
+                       make_model(config, tp_slice_of(config, group->rank(), group->size())));
       int64_t start = 0;
       if (k > 0) start = t.load_checkpoint(latest_checkpoint(dir));
       EXPECT_EQ(start, per_link * int64_t(k));

@@ -152,12 +152,29 @@ TEST(ParamSlice, EveryElementHasOneOwnerAtTheCoordinatesItsPlacementSays) {
       }
       const int64_t want = c.p.kind == Placement::Kind::shard ? 1 : ranks;
       for (int64_t g = 0; g < numel; ++g) ASSERT_EQ(seen[size_t(g)], want) << g;
+      // slice_place, the inverse: each element's owner, and a run that ends where the owner's
+      // next element stops being the whole's next.
+      for (int64_t g = 0; g < numel; ++g) {
+        const SlicePlace at = slice_place(c.whole, c.p, ranks, g);
+        const auto [rank, local] = c.p.kind == Placement::Kind::shard
+                                       ? owner_of(c.whole, c.p, ranks, g)
+                                       : std::make_pair(0, g);
+        ASSERT_EQ(std::make_pair(at.rank, at.local), std::make_pair(rank, local))
+            << shape_string(c.whole) << " at " << ranks << " ranks, element " << g;
+        ASSERT_TRUE(at.run >= 1 && g + at.run <= numel) << g;
+        const SlicePlace last = slice_place(c.whole, c.p, ranks, g + at.run - 1);
+        EXPECT_EQ(std::make_pair(last.rank, last.local), std::make_pair(rank, local + at.run - 1));
+        if (g + at.run < numel) {
+          const SlicePlace next = slice_place(c.whole, c.p, ranks, g + at.run);
+          EXPECT_FALSE(next.rank == rank && next.local == local + at.run) << g;
+        }
+      }
     }
   EXPECT_GT(compared, 500);
 }
 
-// What reads and writes whole parameters (safetensors, Hugging Face folders) refuses slices by
-// name until checkpoints speak whole-parameter coordinates; whole specs pass.
+// What reads and writes whole parameters (safetensors exports, Hugging Face folders) refuses
+// slices by name; whole specs pass.
 TEST(ParamSlice, WholeParameterFilesRefuseSlices) {
   const GPT gpt(GPTConfig{1, 32, 4, 16, 256}, DType::f32);
   EXPECT_NO_THROW(check_not_sliced(gpt.param_specs(), "an export"));

@@ -41,12 +41,26 @@ SliceMap::SliceMap(const Shape& whole, const Placement& p, int t, int ranks) {
   offset_ = int64_t(t) * piece * inner;
 }
 
+SlicePlace slice_place(const Shape& whole, const Placement& p, int ranks, int64_t global) {
+  const int64_t numel = shape_numel(whole);
+  ST_CHECK(global >= 0 && global < numel, "element {} of a parameter of {}", global, numel);
+  if (p.kind == Placement::Kind::replicate || ranks == 1) return {0, global, numel - global};
+  int64_t inner = 1;
+  for (size_t d = size_t(p.dim) + 1; d < whole.size(); ++d) inner *= whole[d];
+  const int64_t extent = whole[size_t(p.dim)], segment = extent / p.parts * inner;
+  const int64_t run = segment / ranks;
+  const int64_t outer = global / (extent * inner), in_outer = global % (extent * inner);
+  const int64_t part = in_outer / segment, in_segment = in_outer % segment;
+  const int64_t rank = in_segment / run, in_run = in_segment % run;
+  return {int(rank), (outer * p.parts + part) * run + in_run, run - in_run};
+}
+
 void check_not_sliced(const std::vector<ParamSpec>& specs, const char* what) {
   for (const ParamSpec& s : specs)
     if (s.sliced())
       fail_input(
           "{}: '{}' is tensor-parallel rank {}'s slice of {}; {} reads and writes whole "
-          "parameters only (for now: a tensor-parallel model cannot be saved or loaded)",
+          "parameters only",
           what, s.name, s.tp_rank, shape_string(s.whole_shape()), what);
 }
 

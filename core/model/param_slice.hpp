@@ -40,9 +40,19 @@ class SliceMap {
   int64_t run_ = 1, parts_ = 1, outer_stride_ = 0, part_stride_ = 0, offset_ = 0;
 };
 
+// Where element `global` of a whole parameter of shape `whole`, placed by `p` over `ranks`
+// ranks, sits: on TP rank `rank` at local index `local`, with `run` - 1 more whole elements
+// following it there contiguously (the rest of its run; to the end for a replicated parameter,
+// held by every rank and named here as rank 0's). The inverse of SliceMap::global.
+struct SlicePlace {
+  int rank = 0;
+  int64_t local = 0;
+  int64_t run = 1;
+};
+SlicePlace slice_place(const Shape& whole, const Placement& p, int ranks, int64_t global);
+
 // Fails naming the first sliced parameter of `specs`: `what` reads or writes whole parameters
-// only (safetensors, Hugging Face folders; checkpoints of slices in whole-parameter
-// coordinates are not written yet).
+// only (safetensors exports, Hugging Face folders).
 void check_not_sliced(const std::vector<ParamSpec>& specs, const char* what);
 
 // The specs of rank `t`'s slices: each parameter's shape becomes its slice's, and the spec

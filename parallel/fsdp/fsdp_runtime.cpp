@@ -117,8 +117,14 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
     : model_(model),
       group_(mesh.shard_group()),
       replicas_(mesh.replica_group()),
+      model_group_(mesh.model_group()),
+      tp_(mesh.shape().tp),
       options_(options) {
   ProcessGroup& group = group_;
+  ST_CHECK(model_group_.size() == group.size() * tp_ &&
+               model_group_.rank() == group.rank() * tp_ + mesh.tp_rank(),
+           "the model group's rank {} of {} is not shard {} x TP rank {} of {}",
+           model_group_.rank(), model_group_.size(), group.rank(), mesh.tp_rank(), tp_);
   if (replicas_ && replicas_->size() == 1) replicas_ = nullptr;
   if (options_.param_dtype != model.compute_dtype())
     fail("FSDP param_dtype {} differs from the model's compute dtype {}",

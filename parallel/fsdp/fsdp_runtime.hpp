@@ -143,6 +143,11 @@ class FsdpRuntime final : public UnitHooks {
   const Model& model() const { return model_; }
   ProcessGroup& group() { return group_; }
   ProcessGroup* replicas() { return replicas_; }
+  // The ranks that hold one copy of the model between them (dp_shard x tp; the shard group for
+  // tp = 1): rank r holds TP rank r % tp()'s slices and shard r / tp() of each of their units.
+  // Checkpoints are written and read over it.
+  ProcessGroup& model_group() { return model_group_; }
+  int tp() const { return tp_; }
   // reshard_to's group (N consecutive ranks of the shard group), or nullptr.
   ProcessGroup* reshard_group() { return reshard_group_; }
   // Which collectives are quantized (options.*_quantization where they apply).
@@ -233,6 +238,8 @@ class FsdpRuntime final : public UnitHooks {
   Model& model_;
   ProcessGroup& group_;
   ProcessGroup* replicas_;
+  ProcessGroup& model_group_;
+  int tp_ = 1;
   FsdpOptions options_;
   ProcessGroup* reshard_group_ = nullptr;
   QuantizedPlan quantized_;
