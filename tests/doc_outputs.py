@@ -48,6 +48,11 @@ time, the number after the MFU share). Every other output is compared with these
     the whole `matmul peak` line (measured), `on top of N MiB` (the process's measured size),
     and the packed GEMM's workspace term `+ matmul packing N` (only where BF16 is widened),
     with the budget's total when one side has that term and the other not.
+ACTIVATIONS: the activations' size depends on the CPU too (the AVX512-BF16 attention keeps its
+tiles per thread, where the general one holds scores and their gradient for every head), so the
+`activations N` term and the total of the start-up budget line, the line of activations by
+checkpointing mode, and simulate's mem_GiB column and a memory row's total, activation terms
+and workspace (the packed GEMM's, where BF16 is widened), are masked as well.
 Everything else is compared exactly: the model line and its parameter count, every budget
 term, the data and traffic lines, the units, eval's token and window counts, paths, the order
 and the words of every line.
@@ -215,7 +220,18 @@ def mask(line, simulate):
     """The line as compared: spaces collapsed, what may differ between runs masked as '#'."""
     line = " ".join(line.split())
     if simulate:  # sim_s: the number after the MFU share, before the collective waited on
-        return re.sub(r"(% )\d+\.\d+( [^\s\d])", r"\1#\2", line)
+        line = re.sub(r"(% )\d+\.\d+( [^\s\d])", r"\1#\2", line)
+        # The activations' size depends on the CPU that runs simulate (ACTIVATIONS below): the
+        # table's mem_GiB column, and a memory row's total and activation terms.
+        line = re.sub(r"^(\d+ \S+ \d+x\d+(?: [-\d.]+%?){6}) [\d.]+ ", r"\1 # ", line)
+        return re.sub(
+            r"^(\d+ \S+ \d+x\d+) [\d.]+ = (.*) \+ [\d.]+ \[[\d.]+ / [\d.]+ / [\d.]+\] \+ [\d.]+$",
+            r"\1 # = \2 + # [# / # / #] + #", line)
+    if line.startswith("memory per rank (budget)"):  # ACTIVATIONS below
+        line = re.sub(r"activations [\d.]+", "activations #", line)
+        line = re.sub(r"= [\d.]+ MiB", "= # MiB", line)
+    if line.startswith("activations per rank by"):
+        line = re.sub(r"(none|selective|full) [\d.]+", r"\1 #", line)
     if line.startswith("shardtrain | cpu:"):
         line = re.sub(r"cpu: [^|]*\|", "cpu: * |", line)
         line = re.sub(r"x \d+ threads?\b", "x # threads", line)
