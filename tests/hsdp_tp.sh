@@ -4,6 +4,7 @@
 # 1-rank run's losses, and its checkpoint (written by replica 0's dp_shard x tp ranks) resumes as
 # FSDP 2 x TP 2 at 4 ranks with the 1-rank run's next losses.
 set -u
+. "$(dirname "$0")/support/loss_curves.sh"
 shardrun=$1 st=$2
 dir=$(mktemp -d /tmp/shardtrain-hsdp-tp-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -12,16 +13,6 @@ fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 train=(train --config llama-tiny model.n_layer=2 model.n_embd=64 model.n_head=4 model.n_kv_head=2
        model.ffn_hidden=160 model.block_size=32 training.seq_len=32 training.global_batch=8
        training.max_steps=6 precision.param_dtype=fp32)
-losses() { grep '"loss":' "$1" | sed -E 's/.*"loss":([-0-9.e+]+).*"step":([0-9]+).*/\2\t\1/'; }
-# same_losses REF RUN N: RUN's N steps are REF's, each loss within 1e-5 (relative).
-same_losses() {
-  join <(losses "$1" | sort) <(losses "$2" | sort) | awk -v want="$3" '
-    { d = $2 - $3; if (d < 0) d = -d; r = d / $2
-      if (r > 1e-5) { printf "step %d: %s vs %s (%.2g relative)\n", $1, $2, $3, r; bad = 1 }
-      rows++ }
-    END { if (rows != want) { printf "%d steps compared, want %d\n", rows, want; bad = 1 }
-          exit bad }'
-}
 
 "$st" "${train[@]}" metrics.file=one.jsonl > one.out 2>&1 || fail "1-rank run: $(cat one.out)"
 "$shardrun" -n 8 "$st" "${train[@]}" parallel.dp_replicate=2 parallel.dp_shard=2 parallel.tp=2 \
