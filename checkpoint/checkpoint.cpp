@@ -510,17 +510,12 @@ class PieceReader {
   float* dst_ = nullptr;
 };
 
-// Where this rank's shards sit in the model group (dp_shard x tp) of the run loading them.
-struct LoadPlace {
-  int shard = 0;  // which shard of each unit
-  int tp_rank = 0, tp = 1;
-};
-
-// Fills `state`'s spans with this rank's shard of each unit (of its TP slices), reading only
-// what it needs of the saved files: each element is found by its place in the whole parameter
-// (SliceMap), then in the saved run's slices (slice_place), units and shards. Any mesh loads
-// any other's checkpoint; with the same TP degree the reads are whole shard ranges.
-void read_state(const CheckpointInfo& info, const ShardedState& state, LoadPlace place,
+// Fills `state`'s spans with this rank's shard `shard_index` of each unit (of its TP slices, as
+// `specs` say), reading only what it needs of the saved files: each element is found by its
+// place in the whole parameter (SliceMap), then in the saved run's slices (slice_place), units
+// and shards. Any mesh loads any other's checkpoint; with the same TP degree the reads are
+// whole shard ranges.
+void read_state(const CheckpointInfo& info, const ShardedState& state, int shard_index,
                 const std::vector<UnitLayout>& units, const std::vector<ParamSpec>& specs,
                 const std::vector<ShardSpan>& spans) {
   const std::vector<int64_t> old_shard = [&] {
@@ -533,16 +528,14 @@ void read_state(const CheckpointInfo& info, const ShardedState& state, LoadPlace
   size_t k = 0, saved_param = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     const int64_t S = units[u].shard_numel, So = old_shard[u];
-    const int64_t lo = int64_t(place.shard) * S, hi = std::min(units[u].numel, lo + S);
+    const int64_t lo = int64_t(shard_index) * S, hi = std::min(units[u].numel, lo + S);
     std::vector<float> shard(size_t(S), 0.f);
     for (size_t j = 0; j < units[u].params.size(); ++j, ++saved_param) {
       const ParamSpec& spec = specs[units[u].params[j]];
       const ManifestParam& saved = info.params[saved_param];
       const int64_t f = units[u].flat_offsets[j];
       const int64_t a = std::max(lo, f) - f, b = std::min(hi, f + spec.numel()) - f;
-      const SliceMap mine =
-          spec.sliced() ? SliceMap(spec.whole_shape(), spec.placement, place.tp_rank, place.tp)
-                        : SliceMap(spec.shape, spec.placement, 0, 1);
+      const SliceMap mine(spec);
       for (int64_t i = a; i < b;) {
         // Local elements [i, i + n) are whole elements [g, g + n): the rest of a run of mine.
         const int64_t g = mine.global(i);
@@ -577,7 +570,6 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   ProcessGroup& group = fsdp.model_group();
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
-  const LoadPlace place{group.rank() / fsdp.tp(), group.rank() % fsdp.tp(), fsdp.tp()};
   const std::vector<std::string>& state_names = info.states;
   for (const ShardedState& s : states)
     if (std::find(state_names.begin(), state_names.end(), s.name) == state_names.end())
@@ -587,7 +579,7 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   // A non-finite value or a failed read is found by one rank; every rank reports it.
   run_agreed(group, [&] {
     for (const ShardedState& state : states)
-      read_state(info, state, place, fsdp.units(), fsdp.model().param_specs(), spans);
+      read_state(info, state, fsdp.group().rank(), fsdp.units(), fsdp.model().param_specs(), spans);
   });
 }
 

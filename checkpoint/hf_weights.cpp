@@ -192,7 +192,6 @@ void load_weights(const WeightsPlan& plan, FsdpRuntime& fsdp) {
   const auto& specs = fsdp.model().param_specs();
   ST_CHECK(plan.file_of.size() == specs.size(), "a plan of {} tensors for {} parameters",
            plan.file_of.size(), specs.size());
-  const int tp = fsdp.tp(), tp_rank = fsdp.model_group().rank() % tp;
   // A non-finite value or a failed read is found by one rank; every rank reports it.
   run_agreed(fsdp.model_group(), [&] {
     std::vector<std::unique_ptr<InputFile>> files;
@@ -204,8 +203,7 @@ void load_weights(const WeightsPlan& plan, FsdpRuntime& fsdp) {
       const size_t esize = stored_size(plan.dtypes[index]);
       // A slice is runs of consecutive elements of the whole tensor (rows, or a row's piece):
       // each run that lies in this span is one read of exactly its bytes.
-      const SliceMap map = spec.sliced() ? SliceMap(spec.whole_shape(), spec.placement, tp_rank, tp)
-                                         : SliceMap(spec.shape, spec.placement, 0, 1);
+      const SliceMap map(spec);
       float* dst = span.master.data<float>();
       for (int64_t i = 0, end = span.master.numel(); i < end;) {
         const int64_t local = span.param_offset + i, g = map.global(local);

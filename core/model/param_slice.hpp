@@ -29,6 +29,9 @@ Shape slice_shape(const std::string& name, const Shape& whole, const Placement& 
 class SliceMap {
  public:
   SliceMap(const Shape& whole, const Placement& p, int t, int ranks);
+  // The slice `spec` is (its TP rank's; the identity for a whole or replicated parameter).
+  explicit SliceMap(const ParamSpec& spec)
+      : SliceMap(spec.whole_shape(), spec.placement, spec.tp_rank, spec.tp_ranks) {}
   int64_t run() const { return run_; }
   // The whole parameter's index of local element `local`.
   int64_t global(int64_t local) const {
