@@ -110,6 +110,9 @@ struct Config {
     int64_t tp = 1;            // tensor-parallel ranks (consecutive: the innermost dimension)
     int64_t pp = 1;            // pipeline stages: not yet (1)
     bool allow_cross_node_tp = false;
+    // With tp > 1: norms and residual adds on this rank's rows of the micro-batch (Megatron's
+    // sequence parallelism).
+    bool sequence_parallel = true;
   } parallel;
   // Keys read under an older name, each "old -> new" (printed once at start-up).
   std::vector<std::string> renamed_keys;

@@ -69,6 +69,12 @@ void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
         "parallel.tp = {}: model.family = {} has no tensor-parallel plan yet; set parallel.tp = 1",
         tp, family.name);
   family.check_tensor_parallel(c.model, tp);
+  if (c.parallel.sequence_parallel && c.training.seq_len % tp != 0)
+    fail_input(
+        "parallel.sequence_parallel = true splits each sequence's tokens over parallel.tp = {}, "
+        "but training.seq_len = {} is not divisible by {}: use a multiple of {}, or set "
+        "parallel.sequence_parallel = false",
+        tp, c.training.seq_len, tp, tp);
 }
 
 }  // namespace st

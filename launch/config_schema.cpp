@@ -433,6 +433,11 @@ KeyTable parallel_keys() {
       {"parallel.pp",
        {int_key(&Config::parallel, &Parallel::pp), "1 (pipeline parallelism is not there yet)",
         "pipeline stages (the outermost dimension)"}},
+      {"parallel.sequence_parallel",
+       {bool_key(&Config::parallel, &Parallel::sequence_parallel), "true, false",
+        "with tp > 1: the residual stream, norms and residual adds hold each TP rank's 1/tp of the "
+        "micro-batch's tokens (all-gather before each column-parallel block, reduce-scatter "
+        "after each row-parallel one); training.seq_len must divide by tp"}},
       {"parallel.allow_cross_node_tp",
        {bool_key(&Config::parallel, &Parallel::allow_cross_node_tp), "true, false",
         "allow TP groups that straddle nodes (every block's activations would cross the slow "

@@ -29,7 +29,7 @@ std::unique_ptr<Model> make_model(const Config& config, TpSlice slice) {
 
 TpSlice tp_slice_of(const Config& config, int rank, int world_size) {
   const MeshShape shape = mesh_shape(config, world_size);
-  return {coord_of(shape, rank).tp, shape.tp};
+  return {coord_of(shape, rank).tp, shape.tp, shape.tp > 1 && config.parallel.sequence_parallel};
 }
 
 nlohmann::json model_meta_json(const ModelConfig& config, const Model& model) {

@@ -202,8 +202,10 @@ void print_mesh(Session& s) {
   int64_t largest = 0;
   for (const auto& u : t.fsdp().units()) largest = std::max(largest, u.padded_numel);
   const size_t unit_bytes = size_t(largest) * dtype_size(c.precision.param_dtype);
-  fmt::print("nodes: {} ({}{}) | mesh: {}{}\n", node_count(mesh.world()), mesh.node_map(),
+  const bool sequence_parallel = mesh.shape().tp > 1 && c.parallel.sequence_parallel;
+  fmt::print("nodes: {} ({}{}) | mesh: {}{}{}\n", node_count(mesh.world()), mesh.node_map(),
              c.sharding.ranks_per_node > 0 ? ", from sharding.ranks_per_node" : "", mesh.describe(),
+             sequence_parallel ? " (sequence parallel)" : "",
              mesh.replica_group()
                  ? fmt::format(" | replica_sync {}", replica_sync_name(c.sharding.replica_sync))
                  : "");
@@ -220,10 +222,15 @@ void print_mesh(Session& s) {
                     transport_on(*replicas, OpType::all_reduce, 0));
   if (ProcessGroup* tp = mesh.tp_group()) {
     const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
-    groups += fmt::format(
-        "; TP group '{}' ({} ranks on {} node{}): all-reduce of a {:.1f} MiB activation {}",
-        tp->name(), tp->size(), node_count(*tp), node_count(*tp) == 1 ? "" : "s",
-        double(activation_bytes) / kMiB, transport_on(*tp, OpType::all_reduce, activation_bytes));
+    groups += fmt::format("; TP group '{}' ({} ranks on {} node{}): ", tp->name(), tp->size(),
+                          node_count(*tp), node_count(*tp) == 1 ? "" : "s");
+    groups += sequence_parallel
+                  ? fmt::format("all-gather and reduce-scatter of a {:.1f} MiB activation {}",
+                                double(activation_bytes) / kMiB,
+                                transport_on(*tp, OpType::reduce_scatter, activation_bytes))
+                  : fmt::format("all-reduce of a {:.1f} MiB activation {}",
+                                double(activation_bytes) / kMiB,
+                                transport_on(*tp, OpType::all_reduce, activation_bytes));
   }
   if (ProcessGroup* reshard = t.fsdp().reshard_group())
     groups +=
@@ -262,9 +269,11 @@ void print_mesh(Session& s) {
       mesh.replica_group()
           ? fmt::format(", all-reduces {:.1f} MiB across replicas", double(tr.replicated) / kMiB)
           : "",
-      mesh.tp_group() ? fmt::format(", all-reduces {:.1f} MiB of activations in its TP group",
-                                    double(tr.tp_reduced) / kMiB)
-                      : "",
+      mesh.tp_group()
+          ? fmt::format(", {} {:.1f} MiB of activations in its TP group",
+                        sequence_parallel ? "all-gathers and reduce-scatters" : "all-reduces",
+                        double(tr.tp_reduced) / kMiB)
+          : "",
       double(tr.intra_node) / kMiB, double(tr.inter_node) / kMiB);
 }
 
@@ -385,7 +394,8 @@ void print_memory_summary(Session& s) {
           : "",
       double(b.total()) / kMiB, s.baseline_rss_mib);
   if (const auto* blocks = dynamic_cast<const BlockModel*>(&t.model())) {
-    const int64_t rows = c.training.global_batch / c.training.micro_batches / s.ranks.size();
+    // Each data-parallel place's rows (a TP group's ranks share them).
+    const int64_t rows = rows_per_data_rank(c, t.mesh().shape());
     std::string modes;
     for (const auto mode : {ActivationCheckpointing::none, ActivationCheckpointing::selective,
                             ActivationCheckpointing::full})

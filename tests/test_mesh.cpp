@@ -58,8 +58,9 @@ std::unique_ptr<Model> trainer_model(const Config& config) {
 
 // Every mesh a world of this size has: FSDP over all, DDP, and HSDP with shard groups of half
 // the world, each a pretend node (sharding.ranks_per_node), when the world splits in two; with
-// tensor parallelism where the family has a plan: TP over 2 ranks; over 4: FSDP 2 x TP 2,
-// DDP 2 x TP 2 and TP 4 where it fits (HSDP x TP needs 8 ranks).
+// tensor parallelism where the family has a plan (with sequence parallelism, its default): TP
+// over 2 ranks, with and without it; over 4: FSDP 2 x TP 2, DDP 2 x TP 2 and TP 4 where it
+// fits (HSDP x TP needs 8 ranks).
 std::vector<Mesh> meshes(int world_size) {
   const std::string w = std::to_string(world_size);
   std::vector<Mesh> m = {
@@ -73,17 +74,22 @@ std::vector<Mesh> meshes(int world_size) {
                  2});
   }
   if (!family_has_tp_plan()) return m;
-  const auto tp_mesh = [](std::string name, int dp_shard, int dp_replicate, int tp) {
+  const auto tp_mesh = [](std::string name, int dp_shard, int dp_replicate, int tp,
+                          bool sequence_parallel = true) {
     return Mesh{
         std::move(name),
         {fmt::format("parallel.dp_shard={}", dp_shard),
          fmt::format("parallel.dp_replicate={}", dp_replicate), fmt::format("parallel.tp={}", tp),
+         fmt::format("parallel.sequence_parallel={}", sequence_parallel),
          // On 2 emulated hosts (hosts.mesh.*) TP 4 spans both: allowed, to run it there.
          "parallel.allow_cross_node_tp=true"},
         dp_replicate,
         tp};
   };
-  if (world_size == 2) m.push_back(tp_mesh("TP 2", 1, 1, 2));
+  if (world_size == 2) {
+    m.push_back(tp_mesh("TP 2", 1, 1, 2));
+    m.push_back(tp_mesh("TP 2 without sequence parallelism", 1, 1, 2, false));
+  }
   if (world_size == 4) {
     m.push_back(tp_mesh("FSDP 2 x TP 2", 2, 1, 2));
     m.push_back(tp_mesh("DDP 2 x TP 2", 1, 2, 2));
@@ -285,6 +291,30 @@ TEST(Mesh, TrafficPredictionIsTheRuntimesCount) {
         EXPECT_EQ(predicted.replicated, st.comm.replicated_bytes) << what;
         EXPECT_EQ(predicted.regathered, st.comm.regathered_bytes) << what;
       }
+}
+
+// TP's collectives as predicted (tp_collective_bytes) under each activation checkpointing mode,
+// whose recomputations gather the norms and reduce the attention's output again: the runtime's
+// count within 1% above the prediction (the loss's per-row maxima and sums, the norms' and
+// Qwen3's q/k norms' gradient sums are not predicted).
+TEST(Mesh, TensorParallelTrafficPredictionHoldsUnderCheckpointing) {
+  int tp_meshes = 0;
+  for (const Mesh& mesh : meshes(world().size())) {
+    if (mesh.tp == 1) continue;
+    ++tp_meshes;
+    for (const char* mode : {"none", "selective", "full"}) {
+      const Config config =
+          test_config(with(mesh.keys, {"training.max_steps=1", "training.micro_batches=2",
+                                       "training.global_batch=24",
+                                       std::string("sharding.activation_checkpointing=") + mode}));
+      ShardedTrainer t(config, data(), world(), trainer_model(config));
+      const StepStats st = t.step(0);
+      const double predicted = double(t.traffic().tp_reduced);
+      EXPECT_GE(double(st.comm.tp_bytes), predicted) << mesh.name << ", " << mode;
+      EXPECT_LE(double(st.comm.tp_bytes), 1.01 * predicted) << mesh.name << ", " << mode;
+    }
+  }
+  EXPECT_EQ(tp_meshes > 0, family_has_tp_plan() && world().size() % 2 == 0 && world().size() <= 4);
 }
 
 // hpZ (sharding.reshard_after_forward = N): after its forward a block keeps a 1/N slice on each

@@ -143,6 +143,7 @@ struct GptRun {
   int ranks;
   ActivationCheckpointing mode;
   DType dtype = DType::f32;
+  bool sequence_parallel = true;
 };
 
 // Sums over ranks (threads) of what one run's check needs.
@@ -175,14 +176,16 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
   }
   for (const GptRun& run : runs) {
     const std::string what =
-        fmt::format("{}: {} ranks, {}, {}", whole.describe(), run.ranks,
+        fmt::format("{}: {} ranks{}, {}, {}", whole.describe(), run.ranks,
+                    run.sequence_parallel ? " (sequence parallel)" : "",
                     activation_checkpointing_name(run.mode), dtype_name(run.dtype));
     const bool fp32 = run.dtype == DType::f32;
     RunTotals totals;
     totals.replicated.resize(whole_specs.size());
     on_ranks(run.ranks, [&](ProcessGroup& group) {
       GroupTensorParallel tp(group);
-      const std::unique_ptr<Model> mine_model = make(run.dtype, TpSlice{tp.rank(), run.ranks});
+      const std::unique_ptr<Model> mine_model =
+          make(run.dtype, TpSlice{tp.rank(), run.ranks, run.sequence_parallel});
       Model& mine = *mine_model;
       mine.set_tensor_parallel(&tp);
       mine.set_activation_checkpointing(run.mode);
@@ -251,7 +254,10 @@ TEST(TensorParallel, GptSlicesTrainAsTheWholeModel) {
        GptRun{2, ActivationCheckpointing::full}, GptRun{4, ActivationCheckpointing::full},
        GptRun{2, ActivationCheckpointing::selective},
        GptRun{2, ActivationCheckpointing::none, DType::bf16},
-       GptRun{4, ActivationCheckpointing::selective, DType::bf16}});
+       GptRun{4, ActivationCheckpointing::selective, DType::bf16},
+       GptRun{2, ActivationCheckpointing::none, DType::f32, false},
+       GptRun{4, ActivationCheckpointing::full, DType::f32, false},
+       GptRun{2, ActivationCheckpointing::selective, DType::bf16, false}});
 }
 
 // Llama's block under the same checks: grouped-query attention (8 query heads over 4 KV heads:
@@ -272,7 +278,9 @@ TEST(TensorParallel, LlamaAndQwenSlicesTrainAsTheWholeModel) {
         [&](DType dtype, TpSlice slice) { return std::make_unique<Llama>(config, dtype, slice); },
         {GptRun{2, ActivationCheckpointing::none}, GptRun{4, ActivationCheckpointing::none},
          GptRun{4, ActivationCheckpointing::full}, GptRun{2, ActivationCheckpointing::selective},
-         GptRun{2, ActivationCheckpointing::none, DType::bf16}});
+         GptRun{2, ActivationCheckpointing::none, DType::bf16},
+         GptRun{2, ActivationCheckpointing::none, DType::f32, false},
+         GptRun{4, ActivationCheckpointing::selective, DType::f32, false}});
 }
 
 // A model built whole (a family without a tensor-parallel plan builds only that) refuses a group
@@ -287,6 +295,40 @@ TEST(TensorParallel, AModelRefusesAGroupItWasNotBuiltFor) {
     EXPECT_THROW(built_whole.set_tensor_parallel(&tp), Error);
   });
   EXPECT_THROW(GPT(GPTConfig{1, 32, 4, 16, 256}, DType::f32, TpSlice{0, 3}), InputError);
+}
+
+// Sequence parallelism keeps 1/tp of the residual stream per rank: the L+1 block inputs, the L
+// attention outputs x_mid and the stream's gradient, FP32 [B·T, C] each, at half their size on
+// 2 ranks; it adds the reduce-scatter's result (FP32 [B·T/2, C]), the norms' partial gradients
+// (FP32 [2C]) and halves the norms' statistics. Counted by hand against the model's arena.
+TEST(TensorParallel, SequenceParallelismSplitsTheResidualStream) {
+  const int64_t L = 3, C = 32, B = 2, T = 16, M = B * T;
+  const GPTConfig config{L, C, 4, T, 256};
+  const GPT plain(config, DType::f32, TpSlice{0, 2, false});
+  const GPT split(config, DType::f32, TpSlice{0, 2, true});
+  const int64_t f = int64_t(sizeof(float));
+  const int64_t stream = (2 * L + 2) * M * C * f;  // x[0..L], x_mid, d_x
+  const int64_t stats = (4 * L + 2) * M * f;       // mean and rstd of 2L + 1 LayerNorms
+  const int64_t added = M / 2 * C * f + 2 * C * f;
+  const int64_t want = stream / 2 + stats / 2 - added;
+  const int64_t saved = plain.activation_bytes(B, T) - split.activation_bytes(B, T);
+  // The arena rounds each tensor up to its alignment: within 64 bytes a tensor.
+  EXPECT_NEAR(double(saved), double(want), 64.0 * (4 * L + 8)) << "saved " << saved;
+  EXPECT_GT(saved, stream / 3);
+  // A sequence the group cannot split is refused by name (the config refuses it earlier).
+  on_ranks(2, [&](ProcessGroup& group) {
+    GroupTensorParallel tp(group);
+    GPT gpt(config, DType::f32, TpSlice{tp.rank(), 2, true});
+    gpt.set_tensor_parallel(&tp);
+    LocalParams params(gpt, 1);
+    UnitHooks hooks;
+    try {
+      gpt.forward_loss(testing::random_batch(1, 15, 5, 200), hooks);
+      ADD_FAILURE() << "a sequence of 15 tokens split over 2 ranks";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("15 tokens long"), std::string::npos) << e.what();
+    }
+  });
 }
 
 }  // namespace

@@ -7,22 +7,26 @@
 namespace st {
 
 void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C,
-                                        int64_t Vp, const char* attn, int tp_ranks) {
+                                        int64_t Vp, const char* attn, const TpSlice& slice) {
   const int64_t H = att.H, Q = att.H * att.head_size;
   const std::string probs_name = std::string(attn) + ".probs", y_name = std::string(attn) + ".y";
+  const bool sp = slice.sequence_parallel && slice.ranks > 1;
+  rows = sp ? B * T / slice.ranks : B * T;
   x.clear();
-  for (int64_t l = 0; l <= L; ++l) x.push_back(arena.f32("x", {B, T, C}));
+  for (int64_t l = 0; l <= L; ++l) x.push_back(arena.f32("x", {rows, C}));
   using enum BlockTensor;
-  x_mid = layers(kept, L, [&] { return arena.f32("x_mid", {B, T, C}); });
+  x_mid = layers(kept, L, [&] { return arena.f32("x_mid", {rows, C}); });
   probs = layers(cheap, L, [&] { return arena.make(probs_name.c_str(), {B, H, T, T}, dt); });
   att_y = layers(kept, L, [&] { return arena.make(y_name.c_str(), {B, T, Q}, dt); });
   logits = arena.f32("logits", {B * T, Vp});
   losses = arena.f32("losses", {B * T});
   row_shift = arena.f32("row_shift", {B * T});
   proj_out = arena.make("proj_out", {B, T, C}, dt);
-  dx = arena.f32("d_x", {B, T, C});
+  dx = arena.f32("d_x", {rows, C});
   d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
-  tp_sum = arena.f32("tp.partial_sums", tp_ranks > 1 ? Shape{B, T, C} : Shape{0});
+  tp_sum = arena.f32("tp.partial_sums", slice.ranks > 1 ? Shape{B, T, C} : Shape{0});
+  sp_rows = arena.f32("sp.reduced_rows", sp ? Shape{rows, C} : Shape{0});
+  sp_norm_grad = arena.f32("sp.norm_partial_grad", sp ? Shape{2 * C} : Shape{0});
   // The AVX512-BF16 attention keeps its tiles per thread: no scores, d_y or d_s scratch.
   const bool general = !attention_bf16_kernels_run(att, dt);
   att_scores = arena.f32("attn.scores", general ? Shape{B, H, T, T} : Shape{0});

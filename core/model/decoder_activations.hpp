@@ -10,6 +10,7 @@
 
 #include "core/model/activation_arena.hpp"
 #include "core/model/block_model.hpp"
+#include "core/model/param_slice.hpp"
 #include "core/ops/attention.hpp"
 
 namespace st {
@@ -18,8 +19,11 @@ struct DecoderActivations {
   int64_t B, T;
   ActivationCheckpointing mode;
   AttentionShape att;
-  std::vector<Tensor> x;      // L+1 residual streams (block inputs and outputs), FP32 [B,T,C]
-  std::vector<Tensor> x_mid;  // L, after attention, FP32 [B,T,C]
+  // The residual stream's rows on this rank: B·T, or under sequence parallelism this rank's
+  // run of B·T / tp of them (`rows` below).
+  int64_t rows = 0;
+  std::vector<Tensor> x;      // L+1 residual streams (block inputs and outputs), FP32 [rows,C]
+  std::vector<Tensor> x_mid;  // L, after attention, FP32 [rows,C]
   std::vector<Tensor> probs;  // L, dtype [B,H,T,T]
   std::vector<Tensor> att_y;  // L, dtype [B,T,Q] (Q = H·head size, C unless heads are wider)
   Tensor logits;              // FP32 [B*T, Vp] (gradient in place in backward)
@@ -27,9 +31,14 @@ struct DecoderActivations {
   Tensor row_shift;           // FP32 [B*T]: each row's softmax normalizer, forward to backward
   // Scratch shared by all layers.
   Tensor proj_out;  // dtype [B,T,C]
-  Tensor dx;        // FP32 [B,T,C]: the residual stream's gradient
+  Tensor dx;        // FP32 [rows,C]: the residual stream's gradient
   Tensor d_small;   // FP32 [B,T,max(C,Q)]: one more
-  Tensor tp_sum;    // FP32 [B,T,C]: a row-parallel matmul's partial sums (tensor parallelism)
+  // Tensor parallelism: FP32 [B,T,C], a row-parallel matmul's partial sums (and, under sequence
+  // parallelism, the residual gradient gathered from every rank's rows).
+  Tensor tp_sum;
+  // Sequence parallelism: FP32 [rows,C] of a reduce-scatter's result, and a norm's weight (and
+  // bias) gradient from this rank's rows (FP32 [2C]) before it is summed over the group.
+  Tensor sp_rows, sp_norm_grad;
   // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]; empty where the BF16 kernels run.
   Tensor att_scores, att_dy, att_ds;
 
@@ -44,10 +53,10 @@ struct DecoderActivations {
       : B(B_), T(T_), mode(mode_) {}
 
   // Declares the tensors above for L blocks of width C and a head of Vp columns (att set: this
-  // rank's heads; Vp: its vocabulary slice) over `tp_ranks` tensor-parallel ranks; the
-  // attention's per-layer tensors are named "<attn>.probs" and "<attn>.y".
+  // rank's heads; Vp: its vocabulary slice) for the tensor-parallel `slice`; the attention's
+  // per-layer tensors are named "<attn>.probs" and "<attn>.y".
   void declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C, int64_t Vp,
-                      const char* attn, int tp_ranks);
+                      const char* attn, const TpSlice& slice);
   // L per-layer tensors of `kind` (BlockModel::per_block under this set's mode).
   template <class Make>
   std::vector<Tensor> layers(BlockTensor kind, int64_t L, Make&& make) const {

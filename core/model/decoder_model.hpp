@@ -7,9 +7,10 @@
 //
 // A family derives from DecoderModel<ItsConfig, ItsActivations> and supplies the blocks
 // (BlockModel) and the four root pieces. ItsConfig has n_layer, n_embd, block_size, vocab_size
-// and padded_vocab(); ItsActivations is constructed as (config, dtype, B, T, mode, device) and
-// has B, T, mode, arena and logits; its constructor's `tp_ranks` is the tensor-parallel degree
-// (its widths are one rank's slices'). The member definitions are in decoder_model_impl.hpp, which
+// and padded_vocab(); ItsActivations is constructed as (config, dtype, B, T, mode, slice,
+// device) and has B, T, mode, arena and logits; `slice` is the model's TpSlice (its widths are
+// one tensor-parallel rank's slices', its residual stream one rank's rows under sequence
+// parallelism). The member definitions are in decoder_model_impl.hpp, which
 // the family's .cpp includes and instantiates (`template class DecoderModel<...>`) once its
 // activations are complete.
 #include <cstdint>
@@ -51,29 +52,57 @@ class DecoderModel : public BlockModel {
   // The group's collectives (set_tensor_parallel's; fails when unset).
   TensorParallel& tp() const;
 
+  // Sequence parallelism (Megatron's, with tensor parallelism): the residual stream, its norms
+  // and residual adds hold this rank's run of a.rows = B·T / tp rows (DecoderActivations::rows);
+  // the blocks' matmuls and attention see all B·T rows.
+  bool sequence_parallel() const { return tensor_parallel() && tp_slice_.sequence_parallel; }
+  // Where a norm feeding a column-parallel block writes its a.rows rows: `whole` [B·T, C], or
+  // under sequence parallelism this rank's slot of it, which gather_rows then fills in from
+  // every rank's slot (an all-gather in the compute dtype; nothing without it).
+  void* norm_rows(const Acts& a, const Tensor& whole) const;
+  void gather_rows(const Acts& a, const Tensor& whole);
+  // The residual stream's gradient over all B·T rows, as a row-parallel projection's backward
+  // reads it: a.dx, or under sequence parallelism every rank's rows gathered (FP32) in a.tp_sum.
+  const float* whole_residual_grad(Acts& a);
+  // Where a norm's backward accumulates its weight's (and bias's) gradient: the parameters'
+  // own, or under sequence parallelism a zeroed FP32 scratch (this rank's rows give part of
+  // it), which sum_norm_grads sums over the group into the parameters' (one all-reduce).
+  struct NormGrads {
+    float* weight;
+    float* bias;
+  };
+  NormGrads norm_grads(Acts& a, float* weight, float* bias);
+  void sum_norm_grads(Acts& a, float* weight, float* bias);
+
   // Tensor parallelism's steps every family takes alike (Megatron's layout; used only when
   // tensor_parallel()):
   // The vocabulary rows (of the embedding and head) and logit columns this rank holds.
   VocabSlice vocab() const;
-  // out_x[M, C] = x_in + in[M, K] · weight[K, C] (+ bias, added by TP rank 0 alone) for a
-  // row-parallel projection back to the residual stream: each rank's product is a partial sum,
-  // summed over the group in FP32 before the residual add.
+  // out_x = x_in + in[M, K] · weight[K, C] (+ bias, added by TP rank 0 alone) for a
+  // row-parallel projection back to the residual stream (M = B·T): each rank's product is a
+  // partial sum, summed over the group in FP32 before the residual add (all-reduced; under
+  // sequence parallelism reduce-scattered to this rank's a.rows rows of out_x and x_in).
   void row_parallel_residual(float* out_x, const float* x_in, const void* in, int64_t M, int64_t K,
                              const MatView& weight, const void* bias);
-  // After a column-parallel layer's backward: each rank's input gradient [M, C] (the first
-  // M·C elements of d_in) is a partial sum over its columns; sums it over the group.
-  void sum_input_grad(const Tensor& d_in, int64_t M);
+  // After a column-parallel layer's backward: each rank's input gradient [B·T, C] (the first
+  // B·T·C elements of d_in) is a partial sum over its columns; sums it over the group and
+  // returns the rows of the sum the norm before that layer reads in its backward: all of them
+  // (in d_in), or under sequence parallelism this rank's a.rows (reduce-scattered to a.sp_rows).
+  const float* sum_input_grad(Acts& a, const Tensor& d_in);
   // A replicated parameter whose gradient each rank computed from its own heads only (Qwen3's
   // q/k norms): adds the group's sum of `partial` into `grad`.
   void add_summed_grad(float* grad, const Tensor& partial);
   // The vocabulary-parallel embedding of batch's tokens into a.x[0] (each token's row from the
-  // rank that holds it), its backward into g(embed), the head's logits over this rank's
-  // columns and the loss, and the head's backward into a.d_small (summed over the group).
-  void vocab_parallel_embed_forward(Acts& a, const Batch& batch, size_t embed);
+  // rank that holds it; plus the position embedding `positions` [T, C] unless null), its
+  // backward into g(embed) (and d_positions), the head's logits over this rank's columns and
+  // the loss, and the head's backward into a.d_small, summed over the group (returns the rows
+  // the final norm's backward reads, as sum_input_grad).
+  void vocab_parallel_embed_forward(Acts& a, const Batch& batch, size_t embed,
+                                    const void* positions);
   void vocab_parallel_embed_backward(Acts& a, const Batch& batch, size_t embed, float* d_positions);
   double vocab_parallel_head_forward(Acts& a, const Batch& batch, const void* normed, size_t head);
-  void vocab_parallel_head_backward(Acts& a, const Batch& batch, float grad_scale,
-                                    const void* normed, size_t head, void* cast_scratch);
+  const float* vocab_parallel_head_backward(Acts& a, const Batch& batch, float grad_scale,
+                                            const void* normed, size_t head, void* cast_scratch);
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);

@@ -44,6 +44,50 @@ VocabSlice DecoderModel<Config, Acts>::vocab() const {
 }
 
 template <class Config, class Acts>
+void* DecoderModel<Config, Acts>::norm_rows(const Acts& a, const Tensor& whole) const {
+  if (!sequence_parallel()) return whole.raw();
+  return static_cast<char*>(whole.raw()) +
+         tp_slice_.rank * a.rows * config_.n_embd * int64_t(dtype_size(whole.dtype()));
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::gather_rows(const Acts& a, const Tensor& whole) {
+  if (!sequence_parallel()) return;
+  const Tensor flat = whole.view({whole.numel()});
+  const int64_t n = a.rows * config_.n_embd;
+  tp().all_gather(flat.slice(tp_slice_.rank * n, (tp_slice_.rank + 1) * n), flat);  // in place
+}
+
+template <class Config, class Acts>
+const float* DecoderModel<Config, Acts>::whole_residual_grad(Acts& a) {
+  if (!sequence_parallel()) return a.dx.template data<float>();
+  tp().all_gather(a.dx, a.tp_sum);
+  return a.tp_sum.template data<float>();
+}
+
+template <class Config, class Acts>
+typename DecoderModel<Config, Acts>::NormGrads DecoderModel<Config, Acts>::norm_grads(Acts& a,
+                                                                                      float* weight,
+                                                                                      float* bias) {
+  if (!sequence_parallel()) return {weight, bias};
+  a.sp_norm_grad.zero_();
+  float* partial = a.sp_norm_grad.template data<float>();
+  return {partial, bias ? partial + config_.n_embd : nullptr};
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::sum_norm_grads(Acts& a, float* weight, float* bias) {
+  if (!sequence_parallel()) return;
+  const int64_t C = config_.n_embd;
+  const Tensor partial = a.sp_norm_grad.slice(0, bias ? 2 * C : C);
+  tp().all_reduce_sum(partial);
+  const float* sum = partial.template data<float>();
+  for (int64_t i = 0; i < C; ++i) weight[i] += sum[i];
+  if (bias)
+    for (int64_t i = 0; i < C; ++i) bias[i] += sum[C + i];
+}
+
+template <class Config, class Acts>
 void DecoderModel<Config, Acts>::row_parallel_residual(float* out_x, const float* x_in,
                                                        const void* in, int64_t M, int64_t K,
                                                        const MatView& weight, const void* bias) {
@@ -53,13 +97,24 @@ void DecoderModel<Config, Acts>::row_parallel_residual(float* out_x, const float
   if (bias && tp_slice_.rank == 0) options.bias = bias, options.bias_dtype = dtype_;
   gemm(1, MatView::row_major(in, dtype_, M, K), weight,
        MatView::row_major(a.tp_sum.raw(), DType::f32, M, C), options);
+  if (sequence_parallel()) {
+    tp().reduce_scatter_sum(a.tp_sum, a.sp_rows);
+    residual_add(out_x, x_in, a.sp_rows.raw(), DType::f32, size_t(a.rows * C));
+    return;
+  }
   tp().all_reduce_sum(a.tp_sum);
   residual_add(out_x, x_in, a.tp_sum.raw(), DType::f32, size_t(M * C));
 }
 
 template <class Config, class Acts>
-void DecoderModel<Config, Acts>::sum_input_grad(const Tensor& d_in, int64_t M) {
-  tp().all_reduce_sum(d_in.view({d_in.numel()}).slice(0, M * config_.n_embd));
+const float* DecoderModel<Config, Acts>::sum_input_grad(Acts& a, const Tensor& d_in) {
+  const Tensor partial = d_in.view({d_in.numel()}).slice(0, a.B * a.T * config_.n_embd);
+  if (sequence_parallel()) {
+    tp().reduce_scatter_sum(partial, a.sp_rows);
+    return a.sp_rows.template data<float>();
+  }
+  tp().all_reduce_sum(partial);
+  return partial.template data<float>();
 }
 
 template <class Config, class Acts>
@@ -71,18 +126,32 @@ void DecoderModel<Config, Acts>::add_summed_grad(float* grad, const Tensor& part
 
 template <class Config, class Acts>
 void DecoderModel<Config, Acts>::vocab_parallel_embed_forward(Acts& a, const Batch& batch,
-                                                              size_t embed) {
+                                                              size_t embed, const void* positions) {
   const VocabSlice v = vocab();
-  embedding_forward_slice(a.x[0].template data<float>(), batch.inputs.data<int32_t>(), w(embed),
-                          v.first, v.cols, a.B, a.T, config_.n_embd, config_.vocab_size, dtype_);
-  tp().all_reduce_sum(a.x[0]);
+  const int64_t C = config_.n_embd;
+  if (!sequence_parallel()) {
+    float* x = a.x[0].template data<float>();
+    embedding_forward_slice(x, batch.inputs.data<int32_t>(), w(embed), v.first, v.cols, a.B, a.T, C,
+                            config_.vocab_size, dtype_);
+    tp().all_reduce_sum(a.x[0]);
+    if (positions) add_position_embedding(x, positions, a.B, a.T, C, dtype_);
+    return;
+  }
+  // Each token's row comes from one rank and the others add zeros, so rank 0 adding the
+  // positions before the sum gives every row the same bits as adding them after it.
+  float* partial = a.tp_sum.template data<float>();
+  embedding_forward_slice(partial, batch.inputs.data<int32_t>(), w(embed), v.first, v.cols, a.B,
+                          a.T, C, config_.vocab_size, dtype_);
+  if (positions && tp_slice_.rank == 0)
+    add_position_embedding(partial, positions, a.B, a.T, C, dtype_);
+  tp().reduce_scatter_sum(a.tp_sum, a.x[0]);
 }
 
 template <class Config, class Acts>
 void DecoderModel<Config, Acts>::vocab_parallel_embed_backward(Acts& a, const Batch& batch,
                                                                size_t embed, float* d_positions) {
   const VocabSlice v = vocab();
-  embedding_backward_slice(g(embed), v.first, v.cols, d_positions, a.dx.template data<float>(),
+  embedding_backward_slice(g(embed), v.first, v.cols, d_positions, whole_residual_grad(a),
                            batch.inputs.data<int32_t>(), a.B, a.T, config_.n_embd);
 }
 
@@ -100,9 +169,11 @@ double DecoderModel<Config, Acts>::vocab_parallel_head_forward(Acts& a, const Ba
 }
 
 template <class Config, class Acts>
-void DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, const Batch& batch,
-                                                              float grad_scale, const void* normed,
-                                                              size_t head, void* cast_scratch) {
+const float* DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, const Batch& batch,
+                                                                      float grad_scale,
+                                                                      const void* normed,
+                                                                      size_t head,
+                                                                      void* cast_scratch) {
   const int64_t M = a.B * a.T, C = config_.n_embd;
   const VocabSlice v = vocab();
   // The padded columns get a zero gradient: their rows never change.
@@ -112,7 +183,7 @@ void DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, const Bat
                                v.cols, a.row_shift.template data<float>());
   const LinearPart part[] = {{w(head), g(head), v.cols}};
   fused_linear_backward_from(a.d_small.template data<float>(), grad, normed, part, M, C, dtype_);
-  sum_input_grad(a.d_small, M);
+  return sum_input_grad(a, a.d_small);
 }
 
 template <class Config, class Acts>
@@ -122,8 +193,8 @@ template <class Config, class Acts>
 Acts& DecoderModel<Config, Acts>::activations_for(int64_t B, int64_t T) {
   if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
     acts_.reset();  // free the old set before allocating the new one
-    acts_ = std::make_unique<Acts>(config_, dtype_, B, T, activation_checkpointing(),
-                                   tp_slice_.ranks, Device::cpu);
+    acts_ = std::make_unique<Acts>(config_, dtype_, B, T, activation_checkpointing(), tp_slice_,
+                                   Device::cpu);
   }
   return *acts_;
 }
@@ -131,7 +202,7 @@ Acts& DecoderModel<Config, Acts>::activations_for(int64_t B, int64_t T) {
 template <class Config, class Acts>
 int64_t DecoderModel<Config, Acts>::activation_bytes_for(int64_t B, int64_t T,
                                                          ActivationCheckpointing mode) const {
-  return Acts(config_, dtype_, B, T, mode, tp_slice_.ranks, Device::meta).arena.bytes();
+  return Acts(config_, dtype_, B, T, mode, tp_slice_, Device::meta).arena.bytes();
 }
 
 template <class Config, class Acts>
@@ -149,6 +220,11 @@ LmHeadShape DecoderModel<Config, Acts>::head_shape(const Acts& a) const {
 template <class Config, class Acts>
 double DecoderModel<Config, Acts>::forward_loss(const Batch& batch, UnitHooks& hooks) {
   check_token_batch(batch, config_.block_size, name_);
+  if (sequence_parallel() && batch.T() % tp_slice_.ranks != 0)
+    fail_input(
+        "{}: sequence parallelism splits each sequence over {} tensor-parallel ranks, but the "
+        "batch's sequences are {} tokens long (not divisible by {})",
+        name_, tp_slice_.ranks, batch.T(), tp_slice_.ranks);
   Acts& a = activations_for(batch.B(), batch.T());
   hooks.before_forward(0);
   embed_forward(a, batch);

@@ -11,10 +11,13 @@
 
 namespace st {
 
-// Which slices a model is built of: tensor-parallel rank `rank` of `ranks` (1: whole).
+// Which slices a model is built of: tensor-parallel rank `rank` of `ranks` (1: whole), and
+// whether its residual stream is split over the group too (sequence parallelism: each rank keeps
+// its run of B·T / ranks rows between the blocks' matmuls; parameters are sliced alike).
 struct TpSlice {
   int rank = 0;
   int ranks = 1;
+  bool sequence_parallel = false;
 };
 
 // The shape of one rank's slice of a parameter of shape `whole` placed by `p` over `ranks`

@@ -39,31 +39,33 @@ struct GPTActivations : DecoderActivations {
   // parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one rank's slice
   // (widths 3C/tp, 4C/tp, Vp/tp below written as 3C, 4C, Vp).
   GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                 ActivationCheckpointing mode_, int tp, Device device)
+                 ActivationCheckpointing mode_, const TpSlice& slice, Device device)
       : DecoderActivations(B_, T_, mode_),
-        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, tp, a); }) {}
+        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, slice, a); }) {}
 
-  void declare(const GPTConfig& cfg, DType dt, int tp, ActivationArena& arena) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
+  void declare(const GPTConfig& cfg, DType dt, const TpSlice& slice, ActivationArena& arena) {
+    const int64_t tp = slice.ranks, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
                   Vp = cfg.padded_vocab() / tp, Cl = C / tp;
     att = {B, T, H, C / cfg.n_head};  // query blocks of AttentionShape::block rows
-    declare_common(arena, dt, L, C, Vp, "attn", tp);
+    declare_common(arena, dt, L, C, Vp, "attn", slice);
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
     // Each per-layer activation with the kind of step that produces it (BlockTensor).
     using enum BlockTensor;
     ln1 = layers(cheap, L, [&] { return act("ln_1.out", {B, T, C}); });
     ln2 = layers(cheap, L, [&] { return act("ln_2.out", {B, T, C}); });
-    ln1_mean = layers(cheap, L, [&] { return f32("ln_1.mean", {B * T}); });
-    ln1_rstd = layers(cheap, L, [&] { return f32("ln_1.rstd", {B * T}); });
-    ln2_mean = layers(cheap, L, [&] { return f32("ln_2.mean", {B * T}); });
-    ln2_rstd = layers(cheap, L, [&] { return f32("ln_2.rstd", {B * T}); });
+    // The norms' statistics are of the residual stream's rows (this rank's under sequence
+    // parallelism); their outputs of all B·T rows, the column-parallel matmuls' inputs.
+    ln1_mean = layers(cheap, L, [&] { return f32("ln_1.mean", {rows}); });
+    ln1_rstd = layers(cheap, L, [&] { return f32("ln_1.rstd", {rows}); });
+    ln2_mean = layers(cheap, L, [&] { return f32("ln_2.mean", {rows}); });
+    ln2_rstd = layers(cheap, L, [&] { return f32("ln_2.rstd", {rows}); });
     qkv = layers(kept, L, [&] { return act("attn.qkv", {B, T, 3 * Cl}); });
     fc = layers(kept, L, [&] { return act("mlp.fc", {B, T, 4 * Cl}); });
     fc_gelu = layers(cheap, L, [&] { return act("mlp.gelu", {B, T, 4 * Cl}); });
     lnf = act("ln_f.out", {B, T, C});
-    lnf_mean = f32("ln_f.mean", {B * T});
-    lnf_rstd = f32("ln_f.rstd", {B * T});
+    lnf_mean = f32("ln_f.mean", {rows});
+    lnf_rstd = f32("ln_f.rstd", {rows});
     d_qkv = f32("d_qkv", {B, T, 3 * Cl});
     d_big = f32("d_big", {B, T, 4 * Cl});
     cast_scratch = act("grad_cast", {B * T, std::max({C, 4 * Cl, Vp})});
@@ -197,20 +199,22 @@ void GPT::embed_forward(Activations& a, const Batch& batch) {
                       a.T, c.n_embd, c.vocab_size, dtype_);
     return;
   }
-  vocab_parallel_embed_forward(a, batch, p_.wte);
-  add_position_embedding(a.x[0].data<float>(), w(p_.wpe), a.B, a.T, c.n_embd, dtype_);
+  vocab_parallel_embed_forward(a, batch, p_.wte, w(p_.wpe));
 }
 
 // Each step is labelled with the kind of tensor it produces: a recomputation before the
 // block's backward runs only the steps whose outputs the checkpointing mode did not keep.
 void GPT::block_forward(int64_t l, const BlockPass& pass) {
   Activations& a = *acts_;
-  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks;
+  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks, R = a.rows;
   const BlockParams& p = p_.h[size_t(l)];
   using enum BlockTensor;
-  if (pass.runs(cheap))
-    layernorm_forward(a.ln1[l].raw(), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(),
-                      a.x[l].data<float>(), w(p.ln_1_weight), w(p.ln_1_bias), M, C, dtype_);
+  if (pass.runs(cheap)) {
+    layernorm_forward(norm_rows(a, a.ln1[l]), a.ln1_mean[l].data<float>(),
+                      a.ln1_rstd[l].data<float>(), a.x[l].data<float>(), w(p.ln_1_weight),
+                      w(p.ln_1_bias), R, C, dtype_);
+    gather_rows(a, a.ln1[l]);
+  }
   if (pass.runs(kept))
     linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), w(p.c_attn_weight), w(p.c_attn_bias), M, C,
                    3 * Cl, dtype_);
@@ -221,9 +225,12 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
     projection_residual(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.att_y[l].raw(),
                         p.attn_proj_weight, p.attn_proj_bias, M, Cl);
   }
-  if (pass.runs(cheap))
-    layernorm_forward(a.ln2[l].raw(), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(),
-                      a.x_mid[l].data<float>(), w(p.ln_2_weight), w(p.ln_2_bias), M, C, dtype_);
+  if (pass.runs(cheap)) {
+    layernorm_forward(norm_rows(a, a.ln2[l]), a.ln2_mean[l].data<float>(),
+                      a.ln2_rstd[l].data<float>(), a.x_mid[l].data<float>(), w(p.ln_2_weight),
+                      w(p.ln_2_bias), R, C, dtype_);
+    gather_rows(a, a.ln2[l]);
+  }
   if (pass.runs(kept))
     linear_forward(a.fc[l].raw(), a.ln2[l].raw(), w(p.c_fc_weight), w(p.c_fc_bias), M, C, 4 * Cl,
                    dtype_);
@@ -234,10 +241,10 @@ void GPT::block_forward(int64_t l, const BlockPass& pass) {
 }
 
 double GPT::head_forward(Activations& a, const Batch& batch) {
-  const int64_t M = a.B * a.T, C = config_.n_embd;
-  layernorm_forward(a.lnf.raw(), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
-                    a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), M, C,
-                    dtype_);
+  layernorm_forward(norm_rows(a, a.lnf), a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(),
+                    a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight), w(p_.ln_f_bias), a.rows,
+                    config_.n_embd, dtype_);
+  gather_rows(a, a.lnf);
   // The logits' weights are tied with the token embedding; under tensor parallelism each rank
   // computes its vocabulary slice's logits, and the loss reduces over the group.
   if (tensor_parallel()) return vocab_parallel_head_forward(a, batch, a.lnf.raw(), p_.wte);
@@ -247,26 +254,30 @@ double GPT::head_forward(Activations& a, const Batch& batch) {
 }
 
 void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
-  const int64_t M = a.B * a.T, C = config_.n_embd;
   // The padded columns get a zero gradient: their wte rows never change.
+  const float* d_normed = a.d_small.data<float>();
   if (tensor_parallel()) {
-    vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.wte, a.cast_scratch.raw());
+    d_normed = vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.wte,
+                                            a.cast_scratch.raw());
   } else {
     lm_head_backward(a.d_small.data<float>(), g(p_.wte), a.logits.data<float>(),
                      a.cast_scratch.raw(), a.lnf.raw(), w(p_.wte), batch.targets.data<int32_t>(),
                      grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   }
   a.dx.zero_();
-  layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias),
-                     a.d_small.data<float>(), a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
-                     a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), M, C, dtype_);
+  const NormGrads ln_f = norm_grads(a, g(p_.ln_f_weight), g(p_.ln_f_bias));
+  layernorm_backward(a.dx.data<float>(), ln_f.weight, ln_f.bias, d_normed,
+                     a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
+                     a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), a.rows, config_.n_embd,
+                     dtype_);
+  sum_norm_grads(a, g(p_.ln_f_weight), g(p_.ln_f_bias));
 }
 
 void GPT::block_backward(int64_t l) {
   Activations& a = *acts_;
-  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks;
+  const int64_t M = a.B * a.T, C = config_.n_embd, Cl = C / tp_slice_.ranks, R = a.rows;
   const BlockParams& p = p_.h[size_t(l)];
-  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
+  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit (its R rows)
   float* d_big = a.d_big.data<float>();
   float* d_small = a.d_small.data<float>();
   void* scratch = a.cast_scratch.raw();
@@ -274,27 +285,30 @@ void GPT::block_backward(int64_t l) {
   // x[l+1] = x_mid + mlp_proj(gelu(fc(ln_2(x_mid))))
   // d_big, the gradient after GELU, only feeds GELU's backward: in dtype (BF16 rounds it once,
   // as autocast does), half the bytes of FP32 written and read back.
-  linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), dx, scratch, a.fc_gelu[l].raw(),
-                  w(p.mlp_proj_weight), M, 4 * Cl, C, dtype_, nullptr, {.d_in = dtype_});
+  linear_backward(d_big, g(p.mlp_proj_weight), g(p.mlp_proj_bias), whole_residual_grad(a), scratch,
+                  a.fc_gelu[l].raw(), w(p.mlp_proj_weight), M, 4 * Cl, C, dtype_, nullptr,
+                  {.d_in = dtype_});
   // Through GELU and c_fc in one: fc is the input to GELU.
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
                   w(p.c_fc_weight), M, C, 4 * Cl, dtype_, a.fc[l].raw(), {.d_out = dtype_});
-  if (tensor_parallel()) sum_input_grad(a.d_small, M);
-  layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_small, a.x_mid[l].data<float>(),
-                     w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), M,
-                     C, dtype_);
+  const float* d_ln2 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
+  const NormGrads ln_2 = norm_grads(a, g(p.ln_2_weight), g(p.ln_2_bias));
+  layernorm_backward(dx, ln_2.weight, ln_2.bias, d_ln2, a.x_mid[l].data<float>(), w(p.ln_2_weight),
+                     a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), R, C, dtype_);
+  sum_norm_grads(a, g(p.ln_2_weight), g(p.ln_2_bias));
 
   // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
-  linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), dx, scratch,
-                  a.att_y[l].raw(), w(p.attn_proj_weight), M, Cl, C, dtype_);
+  linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), whole_residual_grad(a),
+                  scratch, a.att_y[l].raw(), w(p.attn_proj_weight), M, Cl, C, dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
                      dtype_);
   linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
                   a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * Cl, dtype_);
-  if (tensor_parallel()) sum_input_grad(a.d_small, M);
-  layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_small, a.x[l].data<float>(),
-                     w(p.ln_1_weight), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), M,
-                     C, dtype_);
+  const float* d_ln1 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
+  const NormGrads ln_1 = norm_grads(a, g(p.ln_1_weight), g(p.ln_1_bias));
+  layernorm_backward(dx, ln_1.weight, ln_1.bias, d_ln1, a.x[l].data<float>(), w(p.ln_1_weight),
+                     a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), R, C, dtype_);
+  sum_norm_grads(a, g(p.ln_1_weight), g(p.ln_1_bias));
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {

@@ -42,25 +42,29 @@ struct LlamaActivations : DecoderActivations {
   // Under tensor parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one
   // rank's slice (H, KV, F, Vp below are its).
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                   ActivationCheckpointing mode_, int tp, Device device)
+                   ActivationCheckpointing mode_, const TpSlice& slice, Device device)
       : DecoderActivations(B_, T_, mode_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
-        arena("Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, tp, a); }) {}
+        arena("Llama activations", device,
+              [&](ActivationArena& a) { declare(cfg, dt, slice, a); }) {}
 
-  void declare(const LlamaConfig& cfg, DType dt, int tp, ActivationArena& arena) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp, F = cfg.ffn_hidden / tp;
+  void declare(const LlamaConfig& cfg, DType dt, const TpSlice& slice, ActivationArena& arena) {
+    const int64_t tp = slice.ranks, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
+                  F = cfg.ffn_hidden / tp;
     const int64_t Vp = cfg.padded_vocab() / tp;
     att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head / tp};
-    declare_common(arena, dt, L, C, Vp, "self_attn", tp);
+    declare_common(arena, dt, L, C, Vp, "self_attn", slice);
     const int64_t W = att.qkv_width();
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
     using enum BlockTensor;
     ln1 = layers(cheap, L, [&] { return act("input_layernorm.out", {B, T, C}); });
     ln2 = layers(cheap, L, [&] { return act("post_attention_layernorm.out", {B, T, C}); });
-    rstd1 = layers(cheap, L, [&] { return f32("input_layernorm.rstd", {B * T}); });
-    rstd2 = layers(cheap, L, [&] { return f32("post_attention_layernorm.rstd", {B * T}); });
+    // The norms' statistics are of the residual stream's rows (this rank's under sequence
+    // parallelism); their outputs of all B·T rows, the column-parallel matmuls' inputs.
+    rstd1 = layers(cheap, L, [&] { return f32("input_layernorm.rstd", {rows}); });
+    rstd2 = layers(cheap, L, [&] { return f32("post_attention_layernorm.rstd", {rows}); });
     qkv = layers(kept, L, [&] { return act("self_attn.qkv", {B, T, W}); });
     if (cfg.qk_norm) {
       const int64_t hs = cfg.head_size(), KV = att.KV();
@@ -72,7 +76,7 @@ struct LlamaActivations : DecoderActivations {
     gate_up = layers(kept, L, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
     swiglu = layers(cheap, L, [&] { return act("mlp.swiglu", {B, T, F}); });
     lnf = act("norm.out", {B, T, C});
-    lnf_rstd = f32("norm.rstd", {B * T});
+    lnf_rstd = f32("norm.rstd", {rows});
     d_qkv = f32("d_qkv", {B, T, W});
     d_gate_up = act("d_gate_up", {B, T, 2 * F});
     d_swiglu = f32("d_swiglu", {B, T, F});
@@ -250,9 +254,11 @@ void Llama::block_forward(int64_t l, const BlockPass& pass) {
   const int64_t M = a.B * a.T, C = c.n_embd, F = n.ffn, Q = n.q;
   const BlockParams& p = p_.layers[size_t(l)];
   using enum BlockTensor;
-  if (pass.runs(cheap))
-    rmsnorm_forward(a.ln1[l].raw(), a.rstd1[l].data<float>(), a.x[l].data<float>(), w(p.input_norm),
-                    M, C, float(c.norm_eps), dtype_);
+  if (pass.runs(cheap)) {
+    rmsnorm_forward(norm_rows(a, a.ln1[l]), a.rstd1[l].data<float>(), a.x[l].data<float>(),
+                    w(p.input_norm), a.rows, C, float(c.norm_eps), dtype_);
+    gather_rows(a, a.ln1[l]);
+  }
   if (pass.runs(kept)) {
     fused_linear_forward(a.qkv[l].raw(), a.ln1[l].raw(), qkv_parts(p, false), M, C, dtype_);
     if (c.qk_norm) {
@@ -272,9 +278,11 @@ void Llama::block_forward(int64_t l, const BlockPass& pass) {
     projection_residual(a.x_mid[l].data<float>(), a.x[l].data<float>(), a.att_y[l].raw(), p.o, M,
                         Q);
   }
-  if (pass.runs(cheap))
-    rmsnorm_forward(a.ln2[l].raw(), a.rstd2[l].data<float>(), a.x_mid[l].data<float>(),
-                    w(p.post_norm), M, C, float(c.norm_eps), dtype_);
+  if (pass.runs(cheap)) {
+    rmsnorm_forward(norm_rows(a, a.ln2[l]), a.rstd2[l].data<float>(), a.x_mid[l].data<float>(),
+                    w(p.post_norm), a.rows, C, float(c.norm_eps), dtype_);
+    gather_rows(a, a.ln2[l]);
+  }
   if (pass.runs(kept)) {
     const LinearPart gate_up[] = {{w(p.gate), nullptr, F}, {w(p.up), nullptr, F}};
     fused_linear_forward(a.gate_up[l].raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
@@ -305,9 +313,9 @@ void Llama::block_backward(int64_t l) {
   Activations& a = *acts_;
   const LlamaConfig& c = config_;
   const Widths n = widths();
-  const int64_t M = a.B * a.T, C = c.n_embd, F = n.ffn, Q = n.q;
+  const int64_t M = a.B * a.T, C = c.n_embd, F = n.ffn, Q = n.q, R = a.rows;
   const BlockParams& p = p_.layers[size_t(l)];
-  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit
+  float* dx = a.dx.data<float>();  // dL/dx[l+1] on entry, dL/dx[l] on exit (its R rows)
   float* d_small = a.d_small.data<float>();
   void* scratch = a.cast_scratch.raw();
 
@@ -315,19 +323,22 @@ void Llama::block_backward(int64_t l) {
   const LinearPart down[] = {{w(p.down), g(p.down), C}};
   // d_swiglu only feeds SwiGLU's backward: in dtype (BF16 rounds it once, as autocast does),
   // half the bytes of FP32 written and read back.
-  fused_linear_backward(a.d_swiglu.raw(), dx, scratch, a.swiglu[l].raw(), down, M, F, dtype_,
-                        dtype_);
+  fused_linear_backward(a.d_swiglu.raw(), whole_residual_grad(a), scratch, a.swiglu[l].raw(), down,
+                        M, F, dtype_, dtype_);
   // SwiGLU's backward rounds its own output to the dtype the projections' matmuls read.
   swiglu_backward(a.d_gate_up.raw(), a.d_swiglu.raw(), a.gate_up[l].raw(), M, F, dtype_, dtype_);
   const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
   fused_linear_backward_from(d_small, a.d_gate_up.raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
-  if (tensor_parallel()) sum_input_grad(a.d_small, M);
-  rmsnorm_backward(dx, g(p.post_norm), d_small, a.x_mid[l].data<float>(), w(p.post_norm),
-                   a.rstd2[l].data<float>(), M, C, dtype_);
+  const float* d_ln2 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
+  const NormGrads post_norm = norm_grads(a, g(p.post_norm), nullptr);
+  rmsnorm_backward(dx, post_norm.weight, d_ln2, a.x_mid[l].data<float>(), w(p.post_norm),
+                   a.rstd2[l].data<float>(), R, C, dtype_);
+  sum_norm_grads(a, g(p.post_norm), nullptr);
 
   // x_mid = x[l] + o(attention(rope(qkv(rmsnorm(x[l])))))
   const LinearPart o[] = {{w(p.o), g(p.o), C}};
-  fused_linear_backward(d_small, dx, scratch, a.att_y[l].raw(), o, M, Q, dtype_);
+  fused_linear_backward(d_small, whole_residual_grad(a), scratch, a.att_y[l].raw(), o, M, Q,
+                        dtype_);
   attention_backward(a.d_qkv.data<float>(), d_small, a.qkv[l].raw(), a.saved(l), a.scratch(), a.att,
                      dtype_);
   const int64_t W = a.att.qkv_width();
@@ -356,15 +367,18 @@ void Llama::block_backward(int64_t l) {
                   dtype_);
     fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C, dtype_);
   }
-  if (tensor_parallel()) sum_input_grad(a.d_small, M);
-  rmsnorm_backward(dx, g(p.input_norm), d_small, a.x[l].data<float>(), w(p.input_norm),
-                   a.rstd1[l].data<float>(), M, C, dtype_);
+  const float* d_ln1 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
+  const NormGrads input_norm = norm_grads(a, g(p.input_norm), nullptr);
+  rmsnorm_backward(dx, input_norm.weight, d_ln1, a.x[l].data<float>(), w(p.input_norm),
+                   a.rstd1[l].data<float>(), R, C, dtype_);
+  sum_norm_grads(a, g(p.input_norm), nullptr);
 }
 
 double Llama::head_forward(Activations& a, const Batch& batch) {
   const LlamaConfig& c = config_;
-  rmsnorm_forward(a.lnf.raw(), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(), w(p_.norm),
-                  a.B * a.T, c.n_embd, float(c.norm_eps), dtype_);
+  rmsnorm_forward(norm_rows(a, a.lnf), a.lnf_rstd.data<float>(), a.x[c.n_layer].data<float>(),
+                  w(p_.norm), a.rows, c.n_embd, float(c.norm_eps), dtype_);
+  gather_rows(a, a.lnf);
   if (tensor_parallel()) return vocab_parallel_head_forward(a, batch, a.lnf.raw(), p_.head);
   return lm_head_forward(a.logits.data<float>(), a.losses.data<float>(), a.lnf.raw(), w(p_.head),
                          batch.targets.data<int32_t>(), head_shape(a), dtype_,
@@ -373,20 +387,23 @@ double Llama::head_forward(Activations& a, const Batch& batch) {
 
 void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) {
   const LlamaConfig& c = config_;
+  const float* d_normed = a.d_small.data<float>();
   if (tensor_parallel())
-    vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.head, a.cast_scratch.raw());
+    d_normed = vocab_parallel_head_backward(a, batch, grad_scale, a.lnf.raw(), p_.head,
+                                            a.cast_scratch.raw());
   else
     lm_head_backward(a.d_small.data<float>(), g(p_.head), a.logits.data<float>(),
                      a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
                      grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   a.dx.zero_();
-  rmsnorm_backward(a.dx.data<float>(), g(p_.norm), a.d_small.data<float>(),
-                   a.x[c.n_layer].data<float>(), w(p_.norm), a.lnf_rstd.data<float>(), a.B * a.T,
-                   c.n_embd, dtype_);
+  const NormGrads norm = norm_grads(a, g(p_.norm), nullptr);
+  rmsnorm_backward(a.dx.data<float>(), norm.weight, d_normed, a.x[c.n_layer].data<float>(),
+                   w(p_.norm), a.lnf_rstd.data<float>(), a.rows, c.n_embd, dtype_);
+  sum_norm_grads(a, g(p_.norm), nullptr);
 }
 
 void Llama::embed_forward(Activations& a, const Batch& batch) {
-  if (tensor_parallel()) return vocab_parallel_embed_forward(a, batch, p_.embed);
+  if (tensor_parallel()) return vocab_parallel_embed_forward(a, batch, p_.embed, nullptr);
   embedding_forward(a.x[0].data<float>(), batch.inputs.data<int32_t>(), w(p_.embed), nullptr, a.B,
                     a.T, config_.n_embd, config_.vocab_size, dtype_);
 }

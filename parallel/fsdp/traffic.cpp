@@ -145,8 +145,13 @@ Traffic predict_traffic(const TrafficInputs& in) {
     add_shard_group(t, in, members, plan.reduce_per_node, gathered, regathered,
                     p.node_scatter * scatters, p.exchange * scatters);
   t.tp_reduced = in.mesh.tp > 1 ? int64_t(in.tp_bytes) : 0;
-  for (const auto& members : groups_along(in.mesh, MeshDim::tp))
-    add_all_reduce(t, in.nodes, members, in.tp_bytes);
+  for (const auto& members : groups_along(in.mesh, MeshDim::tp)) {
+    const double p = double(members.size());
+    if (in.tp_sequence_parallel)  // rings: each rank sends (p - 1) / p of each buffer
+      add_ring(t, in.nodes, members, in.tp_bytes * (p - 1) / p);
+    else
+      add_all_reduce(t, in.nodes, members, in.tp_bytes);
+  }
   for (const auto& members : replica_groups) {
     if (R == 1) break;
     if (!plan.replicas) {

@@ -24,8 +24,10 @@ struct TrafficInputs {
   ReplicaSync replica_sync = ReplicaSync::each;
   Quantization gather_quantization = Quantization::none;  // where they apply (plan_quantization)
   Quantization reduce_quantization = Quantization::none;
-  // Each rank's tensor-parallel all-reduce payload per step (FP32 activations; 0 without TP).
+  // Each rank's tensor-parallel collective payload per step (activations; 0 without TP):
+  // all-reduces, or under sequence parallelism all-gathers and reduce-scatters.
   double tp_bytes = 0;
+  bool tp_sequence_parallel = false;
 };
 
 struct Traffic {
@@ -33,7 +35,7 @@ struct Traffic {
   // buffers all-gathered and reduce-scattered, gradient-shard bytes all-reduced across replicas.
   int64_t gathered = 0, scattered = 0, replicated = 0;
   int64_t regathered = 0;  // of `gathered`, what reshard_to's groups gather (CommStats too)
-  int64_t tp_reduced = 0;  // all-reduced within the TP group (TrafficInputs::tp_bytes)
+  int64_t tp_reduced = 0;  // through the TP group's collectives (TrafficInputs::tp_bytes)
   // Bytes sent over links per step, whole job: between ranks of one node, between nodes.
   int64_t intra_node = 0, inter_node = 0;
 };
