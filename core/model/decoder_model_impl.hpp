@@ -129,19 +129,19 @@ void DecoderModel<Config, Acts>::vocab_parallel_embed_forward(Acts& a, const Bat
                                                               size_t embed, const void* positions) {
   const VocabSlice v = vocab();
   const int64_t C = config_.n_embd;
+  // Under sequence parallelism the whole rows' partial sums go to a.tp_sum, then this rank's
+  // rows of their sum to a.x[0]; without it the sum stays in a.x[0].
+  const Tensor& sums = sequence_parallel() ? a.tp_sum : a.x[0];
+  float* partial = sums.template data<float>();
+  embedding_forward_slice(partial, batch.inputs.data<int32_t>(), w(embed), v.first, v.cols, a.B,
+                          a.T, C, config_.vocab_size, dtype_);
   if (!sequence_parallel()) {
-    float* x = a.x[0].template data<float>();
-    embedding_forward_slice(x, batch.inputs.data<int32_t>(), w(embed), v.first, v.cols, a.B, a.T, C,
-                            config_.vocab_size, dtype_);
-    tp().all_reduce_sum(a.x[0]);
-    if (positions) add_position_embedding(x, positions, a.B, a.T, C, dtype_);
+    tp().all_reduce_sum(sums);
+    if (positions) add_position_embedding(partial, positions, a.B, a.T, C, dtype_);
     return;
   }
   // Each token's row comes from one rank and the others add zeros, so rank 0 adding the
   // positions before the sum gives every row the same bits as adding them after it.
-  float* partial = a.tp_sum.template data<float>();
-  embedding_forward_slice(partial, batch.inputs.data<int32_t>(), w(embed), v.first, v.cols, a.B,
-                          a.T, C, config_.vocab_size, dtype_);
   if (positions && tp_slice_.rank == 0)
     add_position_embedding(partial, positions, a.B, a.T, C, dtype_);
   tp().reduce_scatter_sum(a.tp_sum, a.x[0]);
