@@ -38,10 +38,15 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans()) {
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
-    // Every TP rank holds a parameter that TP does not split: the norm counts TP rank 0's.
+    // Every TP rank holds a parameter that TP does not split, and several a shared slice: the
+    // norm counts the first holder's.
+    const ParamSpec& spec = model.param_specs()[s.param];
     params.back().norm_counted_elsewhere =
-        mesh_.tp_rank() > 0 && !model.param_specs()[s.param].sliced();
+        spec.tp_ranks > 1 && spec.tp_rank % spec.tp_replicas != 0;
   }
+  std::vector<std::pair<size_t, Tensor>> grads;
+  for (ShardSpan& s : fsdp_->spans()) grads.emplace_back(s.param, s.grad);
+  shared_grads_ = std::make_unique<SharedSliceGrads>(model.param_specs(), grads);
   optimizer_ = make_optimizer(std::move(params), policy.optimizer);
 }
 
@@ -121,6 +126,10 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
     OpScope wait(OpKind::collective_wait);
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
+  }
+  if (tensor_parallel_ && !shared_grads_->empty()) {
+    OpScope wait(OpKind::collective_wait);
+    shared_grads_->sum(*tensor_parallel_);
   }
   StepResult r;
   r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.model_group(),

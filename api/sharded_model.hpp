@@ -17,6 +17,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/device_mesh.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/shared_slice_grads.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace st {
@@ -101,6 +102,8 @@ class ShardedModel {
   const FsdpRuntime& runtime() const { return *fsdp_; }
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
+  // The bytes the step all-reduces over TP for shared KV heads' gradients (0 without).
+  int64_t shared_slice_grad_bytes() const { return shared_grads_->bytes(); }
   DeviceMesh& mesh() { return mesh_; }
 
  private:
@@ -121,6 +124,7 @@ class ShardedModel {
   ShardPolicy policy_;
   std::unique_ptr<GroupTensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
   std::unique_ptr<FsdpRuntime> fsdp_;
+  std::unique_ptr<SharedSliceGrads> shared_grads_;  // KV heads shared by TP ranks (n_kv_head < tp)
   std::unique_ptr<Optimizer> optimizer_;
 };
 

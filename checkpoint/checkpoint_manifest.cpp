@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/json_parse.hpp"
+#include "core/model/param_slice.hpp"
 
 namespace st {
 namespace {
@@ -86,14 +87,20 @@ void parse_units(const Reader& r, const nlohmann::json& m, CheckpointManifest& o
 }
 
 // A sliced parameter's placement: a dimension of `shape` that splits into `parts` segments of
-// `tp` pieces in whole blocks.
+// `tp` pieces in whole blocks, or of fewer pieces dividing `tp` when the blocks are shared.
 Placement parse_placement(const Reader& r, const nlohmann::json& v, const std::string& path,
                           const Shape& shape, int tp) {
   Placement p = Placement::shard(int(r.integer(v, "dim", path, 0, int64_t(shape.size()) - 1)),
                                  r.integer(v, "block", path, 1, kMaxNumel),
                                  r.integer(v, "parts", path, 1, kMaxNumel));
+  if (v.contains("shares_blocks")) {
+    if (!v["shares_blocks"].is_boolean())
+      fail_input("{}: {}.shares_blocks must be true or false", r.where, path);
+    p.shares_blocks = v["shares_blocks"].get<bool>();
+  }
   const int64_t extent = shape[size_t(p.dim)];
-  if (extent % p.parts != 0 || (extent / p.parts) % (p.block * tp) != 0)
+  const int pieces = slice_pieces(shape, p, tp);
+  if (extent % p.parts != 0 || (extent / p.parts) % (p.block * pieces) != 0)
     fail_input(
         "{}: {} splits dimension {} ({}) into {} part(s) of {} TP ranks' pieces in blocks of "
         "{}, which does not divide",
@@ -177,7 +184,8 @@ std::string checkpoint_file_name(const std::string& state, int rank) {
 
 int64_t ManifestParam::slice_numel(int tp) const {
   const int64_t whole = shape_numel(shape);
-  return placement.kind == Placement::Kind::shard ? whole / tp : whole;
+  return placement.kind == Placement::Kind::shard ? whole / slice_pieces(shape, placement, tp)
+                                                  : whole;
 }
 
 int64_t CheckpointManifest::file_bytes() const {
@@ -204,9 +212,12 @@ std::string manifest_text(const CheckpointManifest& c) {
   for (const ManifestParam& p : c.params) {
     nlohmann::json& e = m["params"].emplace_back(nlohmann::json{
         {"name", p.name}, {"shape", p.shape}, {"unit", p.unit}, {"flat_offset", p.flat_offset}});
-    if (p.placement.kind == Placement::Kind::shard)
+    if (p.placement.kind == Placement::Kind::shard) {
       e["placement"] = {
           {"dim", p.placement.dim}, {"parts", p.placement.parts}, {"block", p.placement.block}};
+      // Only where set, so manifests without shared blocks read as before.
+      if (p.placement.shares_blocks) e["placement"]["shares_blocks"] = true;
+    }
   }
   for (const ManifestFile& f : c.files)
     m["files"].push_back({{"file", f.file},

@@ -318,7 +318,8 @@ Traffic ShardedTrainer::traffic() const {
       {&fsdp().units(), mesh_->shape(), mesh_->world().nodes(), config_.precision.param_dtype,
        int(config_.training.micro_batches), s.reshard_after_forward, int(s.reshard_to),
        s.accumulation, s.replica_sync, s.gather_quantization, s.reduce_quantization,
-       tp_collective_bytes(config_, mesh_->shape()), config_.parallel.sequence_parallel});
+       tp_collective_bytes(config_, mesh_->shape()) + double(sharded_->shared_slice_grad_bytes()),
+       config_.parallel.sequence_parallel});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {

@@ -220,8 +220,18 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
                 .find("does not divide model.padded_vocab_size = 260"),
             std::string::npos);
   EXPECT_EQ(message({"parallel.tp=2", "model.family=llama", "model.n_kv_head=2"}, 2), "accepted");
-  EXPECT_NE(message({"parallel.tp=4", "model.family=llama", "model.n_kv_head=2"}, 4)
-                .find("parallel.tp = 4 does not divide model.n_kv_head = 2"),
+  // Fewer KV heads than ranks are shared when they divide tp, refused when they do not; more
+  // must be divisible by tp.
+  EXPECT_EQ(message({"parallel.tp=4", "model.family=llama", "model.n_kv_head=2"}, 4), "accepted");
+  EXPECT_NE(message({"parallel.tp=4", "model.family=llama", "model.n_head=12", "model.n_embd=48",
+                     "model.n_kv_head=3"},
+                    4)
+                .find("parallel.tp = 4 and model.n_kv_head = 3: with fewer key/value heads"),
+            std::string::npos);
+  EXPECT_NE(message({"parallel.tp=4", "model.family=llama", "model.n_head=12", "model.n_embd=48",
+                     "model.n_kv_head=6"},
+                    4)
+                .find("parallel.tp = 4 does not divide model.n_kv_head = 6"),
             std::string::npos);
   EXPECT_NE(
       message({"parallel.tp=4", "model.family=qwen3", "model.n_kv_head=4", "model.ffn_hidden=90"},

@@ -93,7 +93,8 @@ std::vector<Mesh> meshes(int world_size) {
   if (world_size == 4) {
     m.push_back(tp_mesh("FSDP 2 x TP 2", 2, 1, 2));
     m.push_back(tp_mesh("DDP 2 x TP 2", 1, 2, 2));
-    if (tp_fits(4)) m.push_back(tp_mesh("TP 4", 1, 1, 4));  // not over Llama's 2 KV heads
+    // Llama's and Qwen3's 2 KV heads are shared by pairs of ranks at TP 4.
+    if (tp_fits(4)) m.push_back(tp_mesh("TP 4", 1, 1, 4));
   }
   return m;
 }

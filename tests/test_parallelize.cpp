@@ -55,9 +55,11 @@ TEST(Parallelize, LlamaQwenUnitsAndPlacements) {
   c.ffn_hidden = 96, c.qkv_bias = true, c.qk_norm = true, c.tie_embeddings = false;
   const Llama llama(c, DType::f32);
   expect_block_units(llama, "model.layers.");
+  // KV heads are shared by ranks when fewer than them (each rank keeping its queries' one).
   EXPECT_EQ(spec(llama, "model.layers.1.self_attn.k_proj.weight").placement,
-            Placement::shard(0, 16));
-  EXPECT_EQ(spec(llama, "model.layers.1.self_attn.v_proj.bias").placement, Placement::shard(0, 16));
+            Placement::shard(0, 16).sharing_blocks());
+  EXPECT_EQ(spec(llama, "model.layers.1.self_attn.v_proj.bias").placement,
+            Placement::shard(0, 16).sharing_blocks());
   EXPECT_EQ(spec(llama, "model.layers.0.self_attn.o_proj.weight").placement,
             Placement::shard(1, 16));
   EXPECT_EQ(spec(llama, "model.layers.0.mlp.down_proj.weight").placement, Placement::shard(1));
@@ -114,6 +116,34 @@ std::pair<int, int64_t> owner_of(const Shape& whole, const Placement& p, int ran
   const int rank = int(within / piece);
   const int64_t local_along = part * piece + within % piece;
   return {rank, (outer * (extent / ranks) + local_along) * inner + in};
+}
+
+// Shared blocks, by hand: 2 KV heads of 4 rows (3 columns) over 4 ranks are 2 pieces, ranks 0
+// and 1 keeping head 0 (rows 0-3), ranks 2 and 3 head 1; an element is named as the first
+// holder's. At 2 ranks nothing is shared; at 3, neither count divides the other: refused.
+TEST(ParamSlice, SharedBlocksGoToTheRanksWhoseQueriesUseThem) {
+  const Shape whole{8, 3};
+  const Placement kv = Placement::shard(0, 4).sharing_blocks();
+  EXPECT_EQ(slice_pieces(whole, kv, 4), 2);
+  EXPECT_EQ(slice_pieces(whole, kv, 2), 2);
+  EXPECT_EQ(slice_pieces(whole, Placement::shard(0, 4), 4), 4);
+  EXPECT_EQ(slice_shape("k", whole, kv, 4), (Shape{4, 3}));
+  for (int t = 0; t < 4; ++t) {
+    const SliceMap map(whole, kv, t, 4);
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(map.global(i), (t / 2) * 12 + i) << t << " " << i;
+  }
+  const SlicePlace head1 = slice_place(whole, kv, 4, 12 + 5);
+  EXPECT_EQ(head1.rank, 2);
+  EXPECT_EQ(head1.local, 5);
+  EXPECT_EQ(head1.run, 7);
+  EXPECT_EQ(slice_place(whole, kv, 4, 11).rank, 0);
+  EXPECT_EQ(slice_place(whole, kv, 2, 12).rank, 1);
+  std::vector<ParamSpec> specs{{"k", whole, InitKind::normal, 0.02f}};
+  specs[0].placement = kv;
+  slice_param_specs(specs, 3, 4);
+  EXPECT_EQ(specs[0].tp_replicas, 2);
+  EXPECT_EQ(specs[0].whole_shape(), whole);
+  EXPECT_THROW(slice_shape("k", whole, kv, 3), InputError);
 }
 
 TEST(ParamSlice, EveryElementHasOneOwnerAtTheCoordinatesItsPlacementSays) {

@@ -21,6 +21,7 @@
 #include "core/rng.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "models/llama/llama.hpp"
+#include "parallel/shared_slice_grads.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "tests/support/fake_ranks.hpp"
 #include "tests/support/local_params.hpp"
@@ -191,6 +192,12 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
       mine.set_activation_checkpointing(run.mode);
       LocalParams params(mine, 11);
       const double loss = mine.forward_backward(batch, grad_scale, hooks);
+      // KV heads shared by ranks (n_kv_head < tp): each rank's part of their gradients, summed
+      // over the ranks sharing them as the sharded model does before its update.
+      std::vector<std::pair<size_t, Tensor>> grads;
+      for (size_t i = 0; i < mine.param_specs().size(); ++i) grads.emplace_back(i, params.grad(i));
+      SharedSliceGrads shared(mine.param_specs(), grads);
+      shared.sum(tp);
       if (fp32)
         EXPECT_NEAR(loss, want_loss, 1e-6 * want_loss) << what;
       else
@@ -211,7 +218,7 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
             ASSERT_NEAR(got[k], want[g], 1e-5f * largest[i] + 1e-12f)
                 << spec.name << " element " << k << " of rank " << tp.rank() << ", " << what;
           }
-          if (spec.sliced() || tp.rank() == 0) {  // each whole element once
+          if (tp.rank() % spec.tp_replicas == 0) {  // each whole element once
             dot += double(got[k]) * want[g];
             n_whole += double(want[g]) * want[g];
             n_tp += double(got[k]) * got[k];
@@ -223,7 +230,7 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
       totals.compared += compared, totals.dot += dot, totals.n_whole += n_whole,
           totals.n_tp += n_tp;
       for (size_t i = 0; i < mine.param_specs().size(); ++i) {
-        if (mine.param_specs()[i].sliced()) continue;
+        if (mine.param_specs()[i].tp_replicas != run.ranks) continue;  // replicated only
         const Tensor g = params.grad(i);
         std::vector<float> mine_g(g.data<float>(), g.data<float>() + g.numel());
         if (totals.replicated[i].empty())
@@ -238,8 +245,7 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
     // Every rank's slice of every parameter, whole parameters on each rank.
     int64_t want_compared = 0;
     for (const ParamSpec& s : whole_specs)
-      want_compared +=
-          s.placement.kind == Placement::Kind::shard ? s.numel() : run.ranks * s.numel();
+      want_compared += s.numel() * run.ranks / slice_pieces(s.shape, s.placement, run.ranks);
     EXPECT_EQ(totals.compared, want_compared) << what;
     EXPECT_GT(totals.dot / std::sqrt(totals.n_whole * totals.n_tp), fp32 ? 0.999999 : 0.99) << what;
     EXPECT_NEAR(std::sqrt(totals.n_tp / totals.n_whole), 1.0, fp32 ? 1e-6 : 0.02) << what;
@@ -281,6 +287,38 @@ TEST(TensorParallel, LlamaAndQwenSlicesTrainAsTheWholeModel) {
          GptRun{2, ActivationCheckpointing::none, DType::bf16},
          GptRun{2, ActivationCheckpointing::none, DType::f32, false},
          GptRun{4, ActivationCheckpointing::selective, DType::f32, false}});
+}
+
+// Fewer KV heads than ranks: each rank keeps the KV head its query heads use (8 query heads over
+// 2 KV heads at tp 4: ranks 0-1 share KV head 0, ranks 2-3 head 1; one KV head, multi-query, at
+// tp 2: both share it), k and v (and Qwen's biases and k norm) with each rank's part of the
+// gradient summed over the ranks sharing them (SharedSliceGrads). A KV head count that neither
+// divides nor is divided by tp is refused by name.
+TEST(TensorParallel, SharedKvHeadsTrainAsTheWholeModel) {
+  LlamaConfig gqa;
+  gqa.n_layer = 2, gqa.n_embd = 32, gqa.n_head = 8, gqa.n_kv_head = 2;
+  gqa.ffn_hidden = 48, gqa.block_size = 16, gqa.vocab_size = 200;
+  LlamaConfig qwen = gqa;
+  qwen.head_dim = 6, qwen.qkv_bias = true, qwen.qk_norm = true, qwen.name = "Qwen3";
+  LlamaConfig mqa = gqa;
+  mqa.n_kv_head = 1;
+  for (const LlamaConfig& config : {gqa, qwen})
+    expect_slices_train_as_the_whole_model(
+        [&](DType dtype, TpSlice slice) { return std::make_unique<Llama>(config, dtype, slice); },
+        {GptRun{4, ActivationCheckpointing::none},
+         GptRun{4, ActivationCheckpointing::full, DType::f32, false},
+         GptRun{4, ActivationCheckpointing::none, DType::bf16}});
+  expect_slices_train_as_the_whole_model(
+      [&](DType dtype, TpSlice slice) { return std::make_unique<Llama>(mqa, dtype, slice); },
+      {GptRun{2, ActivationCheckpointing::selective}, GptRun{4, ActivationCheckpointing::none}});
+  LlamaConfig three = gqa;
+  three.n_head = 6, three.n_kv_head = 3, three.n_embd = 36;
+  try {
+    Llama model(three, DType::f32, TpSlice{0, 2});
+    ADD_FAILURE() << "3 KV heads split over 2 ranks";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("n_kv_head 3"), std::string::npos) << e.what();
+  }
 }
 
 // A model built whole (a family without a tensor-parallel plan builds only that) refuses a group

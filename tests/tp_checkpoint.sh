@@ -44,16 +44,18 @@ b=$("$shardrun" -n 2 "$st" eval --json --checkpoint ck/step-00000008 training.se
 losses_agree 0 "$(json_loss <<< "$a")" "$(json_loss <<< "$b")" ||
   fail "the export's loss differs from the checkpoint's: $a vs $b"
 
-# training.init_from the exported folder at TP 2 (each rank reading its slices' bytes) and at
-# FSDP 2 x TP 2 starts where one rank does.
+# training.init_from the exported folder at TP 2 (each rank reading its slices' bytes), at
+# FSDP 2 x TP 2 and at TP 4 (the 2 KV heads shared by pairs of ranks) starts where one rank does.
 "$st" "${train[@]}" training.max_steps=2 training.init_from=hf1 metrics.file=init1.jsonl \
   > init1.out 2>&1 || fail "init_from at one rank: $(cat init1.out)"
-for mesh in "2 parallel.tp=2" "4 parallel.tp=2 parallel.dp_shard=2"; do
+n=0
+for mesh in "2 parallel.tp=2" "4 parallel.tp=2 parallel.dp_shard=2" "4 parallel.tp=4"; do
   set -- $mesh
   ranks=$1; shift
+  run=$((n += 1))
   "$shardrun" -n "$ranks" "$st" "${train[@]}" training.max_steps=2 training.init_from=hf1 "$@" \
-    metrics.file=init$ranks.jsonl > init$ranks.out 2>&1 ||
-    fail "init_from at $ranks ranks ($*): $(cat init$ranks.out)"
-  same_losses init1.jsonl init$ranks.jsonl 2 || fail "init_from at $ranks ranks ($*) differs"
+    metrics.file="init$run.jsonl" > "init$run.out" 2>&1 ||
+    fail "init_from at $ranks ranks ($*): $(cat "init$run.out")"
+  same_losses init1.jsonl "init$run.jsonl" 2 || fail "init_from at $ranks ranks ($*) differs"
 done
-echo "FSDP 2 x TP 2 followed one rank, resumed at tp 1 (2 ranks, 1 rank), exported alike at 1 and 3 ranks, read back at TP 2"
+echo "FSDP 2 x TP 2 followed one rank, resumed at tp 1 (2 ranks, 1 rank), exported alike at 1 and 3 ranks, read back at TP 2, FSDP 2 x TP 2 and TP 4"

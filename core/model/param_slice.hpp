@@ -20,6 +20,12 @@ struct TpSlice {
   bool sequence_parallel = false;
 };
 
+// Into how many distinct pieces `p` cuts dimension p.dim of each segment over `ranks` ranks:
+// `ranks`, or the segment's block count when the blocks are shared (Placement::shares_blocks and
+// fewer blocks than ranks, dividing them); 1 for a replicated parameter. Rank t keeps piece
+// t / (ranks / pieces).
+int slice_pieces(const Shape& whole, const Placement& p, int ranks);
+
 // The shape of one rank's slice of a parameter of shape `whole` placed by `p` over `ranks`
 // ranks: dimension p.dim divided by `ranks` (a replicated parameter keeps its shape). Fails
 // naming `name` when the split does not divide (each of p.parts segments into `ranks` pieces of
@@ -49,7 +55,8 @@ class SliceMap {
 // Where element `global` of a whole parameter of shape `whole`, placed by `p` over `ranks`
 // ranks, sits: on TP rank `rank` at local index `local`, with `run` - 1 more whole elements
 // following it there contiguously (the rest of its run; to the end for a replicated parameter,
-// held by every rank and named here as rank 0's). The inverse of SliceMap::global.
+// held by every rank and named here as rank 0's; a shared block is named as the first of the
+// ranks keeping it). The inverse of SliceMap::global.
 struct SlicePlace {
   int rank = 0;
   int64_t local = 0;

@@ -13,16 +13,25 @@ enum class InitKind : uint8_t { normal, zeros, ones };
 // How a parameter may be split across the ranks of a tensor-parallel group: kept whole on each
 // (replicate), or cut along `dim`, which is made of `parts` equal segments (3 for a fused
 // q/k/v), each cut into as many equal pieces as ranks, at multiples of `block` (one head's rows
-// stay together); rank t keeps piece t of every segment. A family's parallelize plan
-// (models/NAME/parallelize.cpp) sets it; tensor parallelism reads it.
+// stay together); rank t keeps piece t of every segment. With `shares_blocks`, a segment of
+// fewer blocks than ranks (whose count divides the ranks) is cut into one block per piece, and
+// each piece is kept by ranks/blocks consecutive ranks: grouped-query attention's KV heads when
+// n_kv_head < tp, each rank keeping the KV head its query heads use (Megatron's choice). A
+// family's parallelize plan (models/NAME/parallelize.cpp) sets it; tensor parallelism reads it.
 struct Placement {
   enum class Kind : uint8_t { replicate, shard };
   Kind kind = Kind::replicate;
   int dim = 0;
   int64_t parts = 1;
   int64_t block = 1;
+  bool shares_blocks = false;
   static Placement shard(int dim, int64_t block = 1, int64_t parts = 1) {
     return {Kind::shard, dim, parts, block};
+  }
+  Placement sharing_blocks() const {
+    Placement p = *this;
+    p.shares_blocks = true;
+    return p;
   }
   bool operator==(const Placement&) const = default;
 };
@@ -43,12 +52,17 @@ struct ParamSpec {
   // the whole parameter.
   int tp_rank = 0;
   int tp_ranks = 1;
+  // How many of the group's ranks hold this same slice: 1 for a parameter split once per rank,
+  // tp_ranks for a replicated one, between for shared blocks (Placement::shares_blocks: there
+  // each rank's gradient is its query heads' part, summed over the sharing ranks before the
+  // update). The gradient norm counts the first of them.
+  int tp_replicas = 1;
   int64_t numel() const { return shape_numel(shape); }
   bool sliced() const { return tp_ranks > 1 && placement.kind == Placement::Kind::shard; }
   // The whole parameter's shape (`shape` itself unless sliced).
   Shape whole_shape() const {
     Shape s = shape;
-    if (sliced()) s[size_t(placement.dim)] *= tp_ranks;
+    if (sliced()) s[size_t(placement.dim)] *= tp_ranks / tp_replicas;
     return s;
   }
   // The shape files outside shardtrain see (safetensors exports): the real rows only.

@@ -91,8 +91,15 @@ std::unique_ptr<Model> build_llama(const ModelConfig& c, DType dtype, const Llam
 void check_llama_tensor_parallel(const ModelConfig& c, int64_t tp) {
   const LlamaConfig l = llama_config(c);  // n_kv_head and ffn_hidden resolved
   check_tp_divides(tp, "model.n_head", c.n_head, "the query heads");
-  check_tp_divides(tp, "model.n_kv_head", l.n_kv_head,
-                   "the key/value heads (fewer than tp, replicated, is not supported)");
+  // Fewer KV heads than ranks: each rank keeps the one its query heads use, which needs the
+  // KV heads to divide the ranks.
+  if (l.n_kv_head < tp && tp % l.n_kv_head != 0)
+    fail_input(
+        "parallel.tp = {} and model.n_kv_head = {}: with fewer key/value heads than TP ranks, "
+        "each rank keeps the one its query heads use, so n_kv_head must divide tp",
+        tp, l.n_kv_head);
+  if (l.n_kv_head >= tp)
+    check_tp_divides(tp, "model.n_kv_head", l.n_kv_head, "the key/value heads");
   check_tp_divides(tp, "model.ffn_hidden", l.ffn_hidden, "the MLP's hidden width");
   check_tp_divides(tp, "model.padded_vocab_size", c.padded_vocab(),
                    "the vocabulary-parallel embedding and head");

@@ -17,6 +17,14 @@
 
 namespace st {
 
+namespace {
+// The KV heads one of `tp` ranks keeps: its share, or the one its query heads use when there are
+// fewer KV heads than ranks (models/llama/parallelize.cpp).
+int64_t local_kv_heads(int64_t n_kv_head, int64_t tp) {
+  return std::max<int64_t>(n_kv_head / tp, 1);
+}
+}  // namespace
+
 // Everything one micro-batch of shape [B, T] keeps from forward to backward, plus scratch, in
 // one ActivationArena; per-layer vectors of recomputed kinds share one tensor
 // (BlockModel::per_block). W = (H + 2·KV)·hs: q, k and v side by side, q and k rotated.
@@ -53,7 +61,7 @@ struct LlamaActivations : DecoderActivations {
     const int64_t tp = slice.ranks, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
                   F = cfg.ffn_hidden / tp;
     const int64_t Vp = cfg.padded_vocab() / tp;
-    att = {B, T, H, cfg.head_size(), AttentionShape{}.block, cfg.n_kv_head / tp};
+    att = {B, T, H, cfg.head_size(), AttentionShape{}.block, local_kv_heads(cfg.n_kv_head, tp)};
     declare_common(arena, dt, L, C, Vp, "self_attn", slice);
     const int64_t W = att.qkv_width();
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
@@ -147,15 +155,17 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype, TpSlice slice)
   }
   parallelize_llama(cfg, specs_);  // FSDP units and placements: models/llama/parallelize.cpp
   if (slice.ranks > 1) {
-    // Each rank keeps whole query heads and the KV heads they use (n_kv_head divisible too:
-    // fewer KV heads than ranks, replicated, is not supported).
+    // Each rank keeps whole query heads and the KV heads they use (fewer KV heads than ranks:
+    // the one its queries use, shared with the ranks whose queries use it too).
     for (const auto& [what, n] : {std::pair{"n_head", cfg.n_head},
-                                  {"n_kv_head", cfg.n_kv_head},
                                   {"ffn_hidden", cfg.ffn_hidden},
                                   {"the padded vocabulary", Vp}})
       if (n % slice.ranks != 0)
         fail_input("Llama: {} {} is not divisible by the tensor-parallel degree {}", what, n,
                    slice.ranks);
+    if (cfg.n_kv_head % slice.ranks != 0 && slice.ranks % cfg.n_kv_head != 0)
+      fail_input("Llama: n_kv_head {} and the tensor-parallel degree {}: neither divides the other",
+                 cfg.n_kv_head, slice.ranks);
     slice_param_specs(specs_, slice.rank, slice.ranks);
   }
 }
@@ -164,8 +174,8 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype, TpSlice slice)
 Llama::Widths Llama::widths() const {
   const LlamaConfig& c = config_;
   const int64_t tp = tp_slice_.ranks, hs = c.head_size();
-  return {c.n_head / tp, c.n_kv_head / tp, c.n_head / tp * hs, c.n_kv_head / tp * hs,
-          c.ffn_hidden / tp};
+  const int64_t kv = local_kv_heads(c.n_kv_head, tp);
+  return {c.n_head / tp, kv, c.n_head / tp * hs, kv * hs, c.ffn_hidden / tp};
 }
 
 Llama::~Llama() = default;
