@@ -194,6 +194,13 @@ int node_count(const ProcessGroup& group) {
   return int(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
 }
 
+// How many TP ranks keep each KV head (1: none shared; more when n_kv_head < tp).
+int kv_head_holders(const Model& model) {
+  for (const ParamSpec& spec : model.param_specs())
+    if (spec.sliced() && spec.tp_replicas > 1) return spec.tp_replicas;
+  return 1;
+}
+
 // The node map, the mesh, each group's algorithm and the bytes a step moves per link class.
 void print_mesh(Session& s) {
   const Config& c = s.config;
@@ -203,9 +210,13 @@ void print_mesh(Session& s) {
   for (const auto& u : t.fsdp().units()) largest = std::max(largest, u.padded_numel);
   const size_t unit_bytes = size_t(largest) * dtype_size(c.precision.param_dtype);
   const bool sequence_parallel = mesh.shape().tp > 1 && c.parallel.sequence_parallel;
+  std::vector<std::string> tp_notes;
+  if (sequence_parallel) tp_notes.push_back("sequence parallel");
+  if (const int holders = kv_head_holders(t.model()); holders > 1)
+    tp_notes.push_back(fmt::format("each KV head kept by {} ranks", holders));
   fmt::print("nodes: {} ({}{}) | mesh: {}{}{}\n", node_count(mesh.world()), mesh.node_map(),
              c.sharding.ranks_per_node > 0 ? ", from sharding.ranks_per_node" : "", mesh.describe(),
-             sequence_parallel ? " (sequence parallel)" : "",
+             tp_notes.empty() ? "" : fmt::format(" ({})", fmt::join(tp_notes, ", ")),
              mesh.replica_group()
                  ? fmt::format(" | replica_sync {}", replica_sync_name(c.sharding.replica_sync))
                  : "");
