@@ -194,11 +194,17 @@ int node_count(const ProcessGroup& group) {
   return int(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
 }
 
-// How many TP ranks keep each KV head (1: none shared; more when n_kv_head < tp).
-int kv_head_holders(const Model& model) {
+// What the mesh line adds about TP: sequence parallelism, and how many ranks keep each KV head
+// when there are fewer KV heads than TP ranks. Empty without either.
+std::string tp_notes(bool sequence_parallel, const Model& model) {
+  std::vector<std::string> notes;
+  if (sequence_parallel) notes.push_back("sequence parallel");
   for (const ParamSpec& spec : model.param_specs())
-    if (spec.sliced() && spec.tp_replicas > 1) return spec.tp_replicas;
-  return 1;
+    if (spec.sliced() && spec.tp_replicas > 1) {
+      notes.push_back(fmt::format("each KV head kept by {} ranks", spec.tp_replicas));
+      break;
+    }
+  return notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", "));
 }
 
 // The node map, the mesh, each group's algorithm and the bytes a step moves per link class.
@@ -210,13 +216,9 @@ void print_mesh(Session& s) {
   for (const auto& u : t.fsdp().units()) largest = std::max(largest, u.padded_numel);
   const size_t unit_bytes = size_t(largest) * dtype_size(c.precision.param_dtype);
   const bool sequence_parallel = mesh.shape().tp > 1 && c.parallel.sequence_parallel;
-  std::vector<std::string> tp_notes;
-  if (sequence_parallel) tp_notes.push_back("sequence parallel");
-  if (const int holders = kv_head_holders(t.model()); holders > 1)
-    tp_notes.push_back(fmt::format("each KV head kept by {} ranks", holders));
   fmt::print("nodes: {} ({}{}) | mesh: {}{}{}\n", node_count(mesh.world()), mesh.node_map(),
              c.sharding.ranks_per_node > 0 ? ", from sharding.ranks_per_node" : "", mesh.describe(),
-             tp_notes.empty() ? "" : fmt::format(" ({})", fmt::join(tp_notes, ", ")),
+             tp_notes(sequence_parallel, t.model()),
              mesh.replica_group()
                  ? fmt::format(" | replica_sync {}", replica_sync_name(c.sharding.replica_sync))
                  : "");
