@@ -292,34 +292,30 @@ double tp_activation_bytes(const Config& c, const MeshShape& mesh) {
          sizeof(float);
 }
 
-double tp_collective_bytes(const Config& c, const MeshShape& mesh) {
+double tp_collective_bytes(const Model& model, const Config& c, const MeshShape& mesh) {
   if (mesh.tp == 1) return 0;
-  const double L = double(c.model.n_layer);
-  const ActivationCheckpointing mode = c.sharding.activation_checkpointing;
-  const bool full = mode == ActivationCheckpointing::full;
-  if (!c.parallel.sequence_parallel)
-    return double(c.training.micro_batches) * tp_activation_bytes(c, mesh) *
-           (4 * L + 2 + (full ? L : 0));
-  // Whole [rows, seq_len, n_embd] buffers: the forward gathers the two norms' outputs of each
-  // block and the final norm's in param_dtype (d: its size against FP32's) and reduce-scatters
-  // the embedding and each block's two row-parallel outputs; the backward gathers the residual
-  // gradient before each row-parallel projection and the embedding, and reduce-scatters each
-  // column-parallel input gradient and the head's, all FP32. A recomputation gathers its norms
-  // again (selective and full) and reduce-scatters the attention's output again (full).
-  const double d = double(dtype_size(c.precision.param_dtype)) / sizeof(float);
-  const double recompute = mode == ActivationCheckpointing::none ? 0 : L * (2 * d + (full ? 1 : 0));
-  return double(c.training.micro_batches) * tp_activation_bytes(c, mesh) *
-         ((2 * L + 1) * (d + 3) + recompute);
+  const ModelWork w = model.work(rows_per_data_rank(c, mesh), c.training.seq_len);
+  auto bytes = [](const SegmentWork& s) {
+    double sum = 0;
+    for (const TpCollective& call : s.tp) sum += call.bytes;
+    return sum;
+  };
+  const double blocks = model.num_units() - 1;
+  return double(c.training.micro_batches) *
+         (bytes(w.root_forward_pre) + bytes(w.root_forward_post) + bytes(w.root_backward_pre) +
+          bytes(w.root_backward_post) +
+          blocks * (bytes(w.block_forward) + bytes(w.block_backward)));
 }
 
 Traffic ShardedTrainer::traffic() const {
   const auto& s = config_.sharding;
-  return predict_traffic(
-      {&fsdp().units(), mesh_->shape(), mesh_->world().nodes(), config_.precision.param_dtype,
-       int(config_.training.micro_batches), s.reshard_after_forward, int(s.reshard_to),
-       s.accumulation, s.replica_sync, s.gather_quantization, s.reduce_quantization,
-       tp_collective_bytes(config_, mesh_->shape()) + double(sharded_->shared_slice_grad_bytes()),
-       config_.parallel.sequence_parallel});
+  return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
+                          config_.precision.param_dtype, int(config_.training.micro_batches),
+                          s.reshard_after_forward, int(s.reshard_to), s.accumulation,
+                          s.replica_sync, s.gather_quantization, s.reduce_quantization,
+                          tp_collective_bytes(*model_, config_, mesh_->shape()) +
+                              double(sharded_->shared_slice_grad_bytes()),
+                          config_.parallel.sequence_parallel});
 }
 
 int64_t ShardedTrainer::optimizer_state_bytes() const {

@@ -44,14 +44,11 @@ FsdpOptions fsdp_options(const Config& config);
 // One micro-batch's residual-stream activation of a data-parallel place, FP32 [rows, seq_len,
 // n_embd]: what a TP all-reduce carries (a row-parallel block's partial sums).
 double tp_activation_bytes(const Config& config, const MeshShape& mesh);
-// Each rank's tensor-parallel collective payload per step under Megatron's layout (0 for tp =
-// 1), in whole buffers as CommStats counts them. Without sequence parallelism, all-reduces: per
-// micro-batch an FP32 activation [rows, seq_len, n_embd] for the embedding and the head, two per
-// block forward (the row-parallel outputs) and two backward (the column-parallel input
-// gradients), one more per block when full activation checkpointing reruns its forward (the
-// attention's output projection; the block's output is kept). With
-// it, all-gathers and reduce-scatters of the same activations (sharded_trainer.cpp says which).
-double tp_collective_bytes(const Config& config, const MeshShape& mesh);
+// Each rank's tensor-parallel collective payload per step (0 for tp = 1), in whole buffers as
+// CommStats counts them: every collective `model`'s work lists for a micro-batch (Model::work,
+// which the simulator replays; TensorParallel.WorkListsTheCollectivesTheModelRuns holds it to
+// what the model runs), times the micro-batches.
+double tp_collective_bytes(const Model& model, const Config& config, const MeshShape& mesh);
 // The learning-rate schedule of `config` (optimizer.schedule and its keys, training.max_steps).
 LrSchedule lr_schedule(const Config& config);
 

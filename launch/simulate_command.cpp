@@ -111,10 +111,40 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
 
 namespace {
 
+// "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism.
+std::string mesh_label(const MeshShape& mesh) {
+  return fmt::format("{}x{}{}", mesh.dp_shard, mesh.dp_replicate,
+                     mesh.tp > 1 ? fmt::format(" tp{}", mesh.tp) : "");
+}
+
+// As the runtime refuses it (ShardedTrainer): a TP group across the cluster's nodes.
+void check_tp_within_nodes(const Config& config, MeshShape mesh, int ranks_per_node) {
+  if (mesh.tp > 1 && ranks_per_node % mesh.tp != 0 && !config.parallel.allow_cross_node_tp)
+    fail_input(
+        "parallel.tp = {} puts TP groups across the cluster's nodes of {} ranks: every block's "
+        "activations would cross the slow link four times a micro-batch. Make tp divide the "
+        "ranks per node, or set parallel.allow_cross_node_tp = true",
+        mesh.tp, ranks_per_node);
+}
+
+// What SharedSliceGrads all-reduces once a step: a slot per distinct piece of the shared slices'
+// gradient shards (their FSDP padding aside).
+double shared_slice_grad_bytes(const std::vector<ParamSpec>& specs, int dp_shard) {
+  double numel = 0;
+  int pieces = 1;
+  for (const ParamSpec& spec : specs)
+    if (spec.sliced() && spec.tp_replicas > 1) {
+      numel += double(spec.numel());
+      pieces = spec.tp_ranks / spec.tp_replicas;
+    }
+  return numel > 0 ? double(pieces) * std::ceil(numel / dp_shard) * sizeof(float) : 0;
+}
+
 // What the replay runs: the units' sizes, the sharding settings, and the measured or modelled
 // compute time of each part of a micro-batch.
 StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitLayout>& units,
-                   const ComputeTimes& times, int threads, int ranks_per_node) {
+                   const ComputeTimes& times, int threads, int ranks_per_node,
+                   const ModelWork& work, const std::vector<ParamSpec>& specs) {
   const auto& t = config.training;
   StepPlan plan;
   int64_t shard_elements = 0;
@@ -145,6 +175,10 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
                                      shard_nodes, replica_nodes);
   plan.codec_seconds_per_value = times.codec_per_value;
   plan.micro_batches = int(t.micro_batches);
+  plan.tp = mesh.tp;
+  plan.tp_calls = {work.root_forward_pre.tp,   work.root_forward_post.tp, work.root_backward_pre.tp,
+                   work.root_backward_post.tp, work.block_forward.tp,     work.block_backward.tp};
+  plan.tp_shared_grad_bytes = shared_slice_grad_bytes(specs, mesh.dp_shard);
   plan.threads = threads;
   plan.compute = times;
   plan.optimizer = times.optimizer_per_element * double(shard_elements);
@@ -172,6 +206,7 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   Config config = config_in;
   config.parallel.dp_shard = mesh.dp_shard;
   config.parallel.dp_replicate = mesh.dp_replicate;
+  config.parallel.tp = mesh.tp;
   validate_for_world(config, ranks);  // the batch must split over the ranks, as train requires
   PlannedRow row;
   row.platform = platform_for(cluster, ranks);
@@ -183,18 +218,21 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   else if (spec.cores_per_node > 0)
     spec.threads_per_rank = std::max(1, spec.cores_per_node / spec.ranks_per_node);
 
-  const std::unique_ptr<Model> model = make_model(config);
+  check_tp_within_nodes(config, mesh, row.platform.ranks_per_node);
+  // TP rank 0's slices (every TP rank's are the same sizes, shared KV heads aside: the same too).
+  const std::unique_ptr<Model> model = make_model(config, tp_slice_of(config, 0, ranks));
   const std::vector<UnitLayout> units =
       layout_units(model->param_specs(), model->num_units(), mesh.dp_shard);
   const auto& t = config.training;
   ComputeShape shape;
   shape.model = profiled_model_of(config);
-  shape.rows = t.global_batch / t.micro_batches / ranks;
+  shape.rows = rows_per_data_rank(config, mesh);
   shape.threads = spec.threads_per_rank;
-  shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs and bytes
+  shape.tp = mesh.tp;
+  shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs, bytes, TP collectives
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
-  row.plan =
-      step_plan(config, mesh, units, times, spec.threads_per_rank, row.platform.ranks_per_node);
+  row.plan = step_plan(config, mesh, units, times, spec.threads_per_rank,
+                       row.platform.ranks_per_node, *shape.work, model->param_specs());
 
   Prediction& p = row.p;
   p.ranks = ranks;
@@ -250,22 +288,25 @@ namespace {
 std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
                                                           const std::vector<std::string>& names,
                                                           int ranks, int ranks_per_node) {
-  if (config.parallel.tp != 1)
-    fail_input(
-        "parallel.tp = {}: simulate does not model tensor parallelism yet (its per-layer "
-        "collectives come with the simulator's own issue); simulate with parallel.tp = 1",
-        config.parallel.tp);
+  // The named meshes keep the config's parallel.tp (TP groups inside a node) and split the
+  // other ranks their way.
+  const int tp = config.parallel.tp > 1 ? int(config.parallel.tp) : 1;
   std::vector<std::pair<std::string, MeshShape>> out;
   const std::vector<std::string> wanted =
       names.empty() ? std::vector<std::string>{"fsdp", "hsdp", "ddp"} : names;
+  if (ranks % tp != 0 &&
+      std::any_of(wanted.begin(), wanted.end(), [](auto& n) { return n != "config"; }))
+    fail_input("--ranks {}: parallel.tp = {} does not divide it", ranks, tp);
+  const int dp = ranks / tp;
   for (const std::string& name : wanted) {
     if (name == "fsdp") {
-      out.push_back({name, {.dp_shard = ranks}});
+      out.push_back({name, {.dp_shard = dp, .tp = tp}});
     } else if (name == "hsdp") {
-      const int shard = std::min(ranks, ranks_per_node);
-      if (shard < ranks) out.push_back({name, {.dp_shard = shard, .dp_replicate = ranks / shard}});
+      const int shard = std::max(1, std::min(ranks, ranks_per_node) / tp);
+      if (shard < dp && dp % shard == 0)
+        out.push_back({name, {.dp_shard = shard, .dp_replicate = dp / shard, .tp = tp}});
     } else if (name == "ddp") {
-      if (ranks > 1) out.push_back({name, {.dp_replicate = ranks}});
+      if (dp > 1) out.push_back({name, {.dp_replicate = dp, .tp = tp}});
     } else if (name == "config") {
       out.push_back({name, mesh_shape(config, ranks)});
     } else {
@@ -291,8 +332,7 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         "{:>6} {:<10} {:>10.2f} {:>10.2f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.1f} {:>8.2f}{} "
         "{:>11.0f} {:>5.1f}% {:>7.2f}  {}\n",
         p.ranks,
-        fmt::format("{}{}x{}", p.mesh_name == "config" ? "" : p.mesh_name + " ", p.mesh.dp_shard,
-                    p.mesh.dp_replicate),
+        fmt::format("{}{}", p.mesh_name == "config" ? "" : p.mesh_name + " ", mesh_label(p.mesh)),
         s.step * 1e3, s.compute * 1e3, s.exposed * 1e3, 100 * s.exposed / s.step,
         s.intra_bytes / 1e6, s.inter_bytes / 1e6, p.memory_bytes / 1073741824.0, p.fits ? " " : "!",
         p.tokens_per_s, 100 * p.mfu, s.wall_seconds, s.longest_wait.empty() ? "-" : s.longest_wait);
@@ -310,12 +350,17 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
     fmt::print(
         "{:>6} {:<10} {:>8.2f} = {:.2f} + {:.2f} + {:.2f} + {:.2f} + {:.2f} [{:.2f} / {:.2f} / "
         "{:.2f}] + {:.2f}\n",
-        p.ranks, fmt::format("{} {}x{}", p.mesh_name, p.mesh.dp_shard, p.mesh.dp_replicate),
-        p.memory_bytes / gib, m.master_and_grad / gib, m.optimizer_state / gib,
+        p.ranks, fmt::format("{} {}", p.mesh_name, mesh_label(p.mesh)), p.memory_bytes / gib,
+        m.master_and_grad / gib, m.optimizer_state / gib,
         (m.unsharded_params + m.kept_slices) / gib, (m.unsharded_grads + m.quantized_buffers) / gib,
         m.activations / gib, p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
         p.activations_by_mode[2] / gib, double(m.matmul_workspace + m.checkpoint_staging) / gib);
   }
+  for (const Prediction& p : rows)
+    if (p.mesh.tp > 1)
+      fmt::print("{:>6} {:<10} TP collectives {:.2f} ms of the step (each blocks the compute)\n",
+                 p.ranks, fmt::format("{} {}", p.mesh_name, mesh_label(p.mesh)),
+                 p.sim.tp_exposed * 1e3);
   if (std::any_of(rows.begin(), rows.end(),
                   [](const Prediction& p) { return p.sim.simulated_ranks < p.ranks; }))
     fmt::print(
@@ -504,11 +549,11 @@ void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& 
   const bool folded = most.simulated_ranks < p.ranks;
   constexpr int kFewest = 4;  // nodes simulated at least (represented_nodes)
   fail_input(
-      "simulate: {} ranks as {} {}x{} would take an estimated {:.2f} GiB in the engine ({} ranks "
+      "simulate: {} ranks as {} {} would take an estimated {:.2f} GiB in the engine ({} ranks "
       "simulated, {:.0f} actors{}), over the limit of {:.2f} GiB ({}){}; {}, or raise "
       "--max-memory GIB on a machine with the memory",
-      p.ranks, p.mesh_name, p.mesh.dp_shard, p.mesh.dp_replicate, most.bytes / kGiB,
-      most.simulated_ranks, most.actors,
+      p.ranks, p.mesh_name, mesh_label(p.mesh), most.bytes / kGiB, most.simulated_ranks,
+      most.actors,
       options.every_node                  ? ": --all-nodes"
       : folded                            ? ": nodes that behave alike once"
       : largest->platform.nodes > kFewest ? ": every node, as this mesh's nodes do not behave alike"
@@ -572,8 +617,7 @@ int run_simulate(const SimulateOptions& o) {
       try {
         planned.push_back(plan_row(config, cluster, n, name, mesh));
       } catch (const InputError& e) {
-        skipped.push_back(fmt::format("{} ranks, {} {}x{}: {}", n, name, mesh.dp_shard,
-                                      mesh.dp_replicate, e.what()));
+        skipped.push_back(fmt::format("{} ranks, {} {}: {}", n, name, mesh_label(mesh), e.what()));
       }
     }
   }
@@ -591,6 +635,8 @@ int run_simulate(const SimulateOptions& o) {
                                         {"mesh", p.mesh_name},
                                         {"shard_degree", p.mesh.dp_shard},
                                         {"replicate_degree", p.mesh.dp_replicate},
+                                        {"tp_degree", p.mesh.tp},
+                                        {"exposed_tp_ms", s.tp_exposed * 1e3},
                                         {"step_ms", s.step * 1e3},
                                         {"compute_ms", s.compute * 1e3},
                                         {"exposed_comm_ms", s.exposed * 1e3},

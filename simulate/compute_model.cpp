@@ -71,7 +71,8 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
     const double flops_rate = at.total_flops(profile->model.n_layer) / (s.matmul_share * total);
     const double bytes_rate =
         at.total_bytes(profile->model.n_layer) / ((1 - s.matmul_share) * total);
-    if (profile->model == shape.model && s.rows == shape.rows && s.threads == shape.threads &&
+    if (profile->model == shape.model && shape.tp == 1 && s.rows == shape.rows &&
+        s.threads == shape.threads &&
         std::abs(double(s.ranks) / profile->cores - ranks_per_core) < 1e-9) {
       static_cast<SegmentTimes&>(c) = s;  // measured
       c.source = fmt::format("measured ({} profile, {} rows, {} threads)", profile->model.family,

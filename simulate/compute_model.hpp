@@ -21,6 +21,7 @@ struct ComputeShape {
   int threads = 1;
   // The model's work at `rows` (Model::work); absent: profiled_work(model, rows).
   std::optional<ModelWork> work;
+  int tp = 1;  // tensor parallelism: never the profile's own measurement (taken at tp 1)
 };
 
 // The work of the model a profile describes, at `rows`, built through the family registry.

@@ -31,14 +31,16 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
       return L > 1;
     case GroupKind::column:
       return L > 0;
+    case GroupKind::tp:
+      return plan.tp > 1;
     default:
       return true;
   }
 }
 
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
-  return {platform.nodes,    platform.ranks_per_node, mesh.dp_shard,
-          mesh.dp_replicate, plan.reshard_to,         plan.quantized.reduce_per_node};
+  return {platform.nodes,  platform.ranks_per_node,        mesh.dp_shard, mesh.dp_replicate,
+          plan.reshard_to, plan.quantized.reduce_per_node, mesh.tp};
 }
 
 EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
@@ -93,8 +95,9 @@ std::string last_line(int fd) {
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options) {
-  ST_CHECK(mesh.dp_shard * mesh.dp_replicate == platform.world(), "mesh {}x{} on {} ranks",
-           mesh.dp_shard, mesh.dp_replicate, platform.world());
+  ST_CHECK(mesh.world() == platform.world(), "mesh {}x{}x{} on {} ranks", mesh.dp_shard,
+           mesh.dp_replicate, mesh.tp, platform.world());
+  ST_CHECK(mesh.tp == plan.tp, "a step plan for TP {} on a mesh of TP {}", plan.tp, mesh.tp);
   ST_CHECK(plan.compute.block_forward.size() + 1 == plan.units.size() &&
                plan.compute.block_backward.size() + 1 == plan.units.size(),
            "a step plan has one block's times per unit after the root");

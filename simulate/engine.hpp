@@ -77,6 +77,7 @@ struct SimResult {
   double exposed = 0;        // rank 0's compute thread's waits on unit collectives (as metrics)
   double exposed_mean = 0;   // the mean over ranks
   double exposed_max = 0;    // the most any rank waited
+  double tp_exposed = 0;     // rank 0's compute thread's time in TP collectives (all exposed)
   std::string longest_wait;  // the collective waited on longest (rank 0)
   double intra_bytes = 0, inter_bytes = 0;  // sent per step, whole job
   int64_t messages = 0;                     // simulated point-to-point messages
@@ -108,8 +109,8 @@ struct EngineFootprint {
 EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                                  const SimOptions& options);
 
-// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate =
-// world; shard groups are consecutive ranks). An Error if the simulation fails.
+// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate × tp =
+// world, laid out as the runtime does: parallel/mesh_layout). An Error if the simulation fails.
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options = {});

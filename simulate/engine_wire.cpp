@@ -6,6 +6,17 @@ using nlohmann::json;
 
 namespace {
 
+json calls(const std::vector<TpCollective>& tp) {
+  json j = json::array();
+  for (const TpCollective& c : tp) j.push_back({int(c.op), c.bytes});
+  return j;
+}
+std::vector<TpCollective> calls_from(const json& j) {
+  std::vector<TpCollective> tp;
+  for (const json& c : j) tp.push_back({TpOp(c.at(0).get<int>()), c.at(1).get<double>()});
+  return tp;
+}
+
 json ab(const AlphaBeta& x) {
   return {x.alpha, x.beta};
 }
@@ -33,7 +44,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"nic_per_rank", l.nic_per_rank},
             {"inter_cpu_per_byte", l.inter_cpu_per_byte},
             {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
-          {"mesh", {mesh.dp_shard, mesh.dp_replicate}},
+          {"mesh", {mesh.dp_shard, mesh.dp_replicate, mesh.tp}},
           {"plan",
            {{"units", units},
             {"param_bytes", plan.param_bytes},
@@ -49,6 +60,12 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
               int(plan.gather_quantization), int(plan.reduce_quantization),
               plan.codec_seconds_per_value}},
             {"micro_batches", plan.micro_batches},
+            {"tp", plan.tp},
+            {"tp_calls",
+             {calls(plan.tp_calls.root_forward_pre), calls(plan.tp_calls.root_forward_post),
+              calls(plan.tp_calls.root_backward_pre), calls(plan.tp_calls.root_backward_post),
+              calls(plan.tp_calls.block_forward), calls(plan.tp_calls.block_backward)}},
+            {"tp_shared_grad_bytes", plan.tp_shared_grad_bytes},
             {"threads", plan.threads},
             {"root",
              {plan.compute.root_forward_pre, plan.compute.root_forward_post,
@@ -84,7 +101,9 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   l.inter_cpu_per_byte = jp.at("inter_cpu_per_byte");
   l.intra_all_reduce = ab_from(jp.at("all_reduce").at(0));
   l.inter_all_reduce = ab_from(jp.at("all_reduce").at(1));
-  mesh = {.dp_shard = j.at("mesh").at(0).get<int>(), .dp_replicate = j.at("mesh").at(1).get<int>()};
+  mesh = {.dp_shard = j.at("mesh").at(0).get<int>(),
+          .dp_replicate = j.at("mesh").at(1).get<int>(),
+          .tp = j.at("mesh").at(2).get<int>()};
   const json& q = j.at("plan");
   for (const json& u : q.at("units"))
     plan.units.push_back({u.at(0).get<int64_t>(), u.at(1).get<int64_t>()});
@@ -103,6 +122,11 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   plan.reduce_quantization = Quantization(qz.at(4).get<int>());
   plan.codec_seconds_per_value = qz.at(5).get<double>();
   plan.micro_batches = q.at("micro_batches");
+  plan.tp = q.at("tp");
+  const json& tc = q.at("tp_calls");
+  plan.tp_calls = {calls_from(tc.at(0)), calls_from(tc.at(1)), calls_from(tc.at(2)),
+                   calls_from(tc.at(3)), calls_from(tc.at(4)), calls_from(tc.at(5))};
+  plan.tp_shared_grad_bytes = q.at("tp_shared_grad_bytes");
   plan.threads = q.at("threads");
   plan.compute.root_forward_pre = q.at("root").at(0);
   plan.compute.root_forward_post = q.at("root").at(1);
@@ -125,6 +149,7 @@ json result_json(const SimResult& r) {
           {"exposed", r.exposed},
           {"exposed_max", r.exposed_max},
           {"exposed_mean", r.exposed_mean},
+          {"tp_exposed", r.tp_exposed},
           {"longest_wait", r.longest_wait},
           {"intra", r.intra_bytes},
           {"inter", r.inter_bytes},
@@ -141,6 +166,7 @@ SimResult result_from_json(const json& j) {
   r.exposed = j.at("exposed");
   r.exposed_max = j.at("exposed_max");
   r.exposed_mean = j.at("exposed_mean");
+  r.tp_exposed = j.at("tp_exposed");
   r.longest_wait = j.at("longest_wait");
   r.intra_bytes = j.at("intra");
   r.inter_bytes = j.at("inter");

@@ -25,6 +25,8 @@ const char* collective_kind_name(CollectiveKind kind) {
 }
 
 std::string CollectiveCall::label() const {
+  if (group == GroupKind::tp)
+    return fmt::format("TP {} ({} B)", collective_kind_name(kind), int64_t(bytes));
   if (unit < 0) return fmt::format("{} ({} B)", collective_kind_name(kind), int64_t(bytes));
   return fmt::format("{} unit {}", collective_kind_name(kind), unit);
 }
@@ -54,24 +56,51 @@ void RankReplay::run_step() {
 // GPT::forward_backward: the root opens and closes both passes around the chain of blocks.
 void RankReplay::micro_batch() {
   const int n = int(plan_.units.size());
+  const SegmentTimes& c = plan_.compute;
+  const TpCalls& tp = plan_.tp_calls;
   run(Hook::before_forward, 0);
-  backend_.compute(plan_.compute.root_forward_pre, "forward", 0);
+  segment(c.root_forward_pre, tp.root_forward_pre, "forward", 0);
   for (int u = 1; u < n; ++u) {
     run(Hook::before_forward, u);
-    backend_.compute(plan_.compute.block_forward[size_t(u - 1)], "forward", u);
+    segment(c.block_forward[size_t(u - 1)], tp.block_forward, "forward", u);
     run(Hook::after_forward, u);
   }
-  backend_.compute(plan_.compute.root_forward_post, "forward", 0);
+  segment(c.root_forward_post, tp.root_forward_post, "forward", 0);
   run(Hook::after_forward, 0);
   run(Hook::before_backward, 0);
-  backend_.compute(plan_.compute.root_backward_pre, "backward", 0);
+  segment(c.root_backward_pre, tp.root_backward_pre, "backward", 0);
   for (int u = n - 1; u >= 1; --u) {
     run(Hook::before_backward, u);
-    backend_.compute(plan_.compute.block_backward[size_t(u - 1)], "backward", u);
+    segment(c.block_backward[size_t(u - 1)], tp.block_backward, "backward", u);
     run(Hook::after_backward, u);
   }
-  backend_.compute(plan_.compute.root_backward_post, "backward", 0);
+  segment(c.root_backward_post, tp.root_backward_post, "backward", 0);
   run(Hook::after_backward, 0);
+}
+
+// Where in a segment each TP collective falls is the model's business; equal pieces keep the
+// segment's total and its order of work and waits.
+void RankReplay::segment(double seconds, const std::vector<TpCollective>& tp, const char* what,
+                         int unit) {
+  if (plan_.tp == 1 || tp.empty()) {
+    backend_.compute(seconds, what, unit);
+    return;
+  }
+  const double piece = seconds / double(tp.size() + 1);
+  backend_.compute(piece, what, unit);
+  for (const TpCollective& call : tp) {
+    const CollectiveKind kind = call.op == TpOp::all_gather       ? CollectiveKind::all_gather
+                                : call.op == TpOp::reduce_scatter ? CollectiveKind::reduce_scatter
+                                                                  : CollectiveKind::all_reduce;
+    tp_wait(backend_.issue({kind, GroupKind::tp, call.bytes, unit}));
+    backend_.compute(piece, what, unit);
+  }
+}
+
+void RankReplay::tp_wait(int handle) {
+  const double begin = backend_.now();
+  backend_.wait(handle);
+  tp_exposed_ += backend_.now() - begin;
 }
 
 // The runtime's schedule (parallel/fsdp/schedule.hpp), action by action, as FsdpRuntime
@@ -96,10 +125,18 @@ void RankReplay::run(Hook hook, int u) {
 
 // ShardedTrainer::update: with replicas the loss is all-reduced over the world first; the
 // norm's all-reduce over the shard group carries it otherwise. Neither counts as exposed.
+// With tensor parallelism, the shared slices' gradients are summed over the TP group first, and
+// the norm is summed over the model group (dp_shard x tp): the world without replicas, else
+// replayed on the shard group (16 bytes: the group's latency, a little short of the model's).
 void RankReplay::update() {
   if (plan_.replicated)
     backend_.wait(backend_.issue({CollectiveKind::all_reduce, GroupKind::world, 8, -1}));
-  backend_.wait(backend_.issue({CollectiveKind::all_reduce, GroupKind::shard, 16, -1}));
+  if (plan_.tp > 1 && plan_.tp_shared_grad_bytes > 0)
+    tp_wait(backend_.issue(
+        {CollectiveKind::all_reduce, GroupKind::tp, plan_.tp_shared_grad_bytes, -1}));
+  const bool model_is_world = plan_.tp > 1 && !plan_.replicated;
+  backend_.wait(backend_.issue(
+      {CollectiveKind::all_reduce, model_is_world ? GroupKind::world : GroupKind::shard, 16, -1}));
   backend_.compute(plan_.optimizer, "optimizer", -1);
 }
 

@@ -8,6 +8,7 @@
 // by a real model on a fake process group):
 //   ShardedTrainer::step                  -> RankReplay::run_step
 //   GPT::forward_backward's hook order    -> RankReplay::micro_batch
+//   its TP collectives (Model::work's)     -> segment
 //   the schedule's actions at each hook   -> run
 //   FsdpRuntime::drain_reductions         -> drain_reductions (the stages after each collective)
 //   FsdpRuntime::start_reduce_scatter     -> issue_reduce, advance (qgZ: node sums, exchange)
@@ -25,9 +26,9 @@ namespace st {
 enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all };
 // reshard: sharding.reshard_after_forward = N's groups of N consecutive shard ranks (hpZ).
 // node, column: quantized reductions' groups (a node's ranks of the shard group; the ranks at
-// one place of every node).
-enum class GroupKind { shard, replicas, world, reshard, node, column };
-inline constexpr int kGroupKinds = 6;
+// one place of every node). tp: the tensor-parallel group (parallel.tp consecutive ranks).
+enum class GroupKind { shard, replicas, world, reshard, node, column, tp };
+inline constexpr int kGroupKinds = 7;
 const char* collective_kind_name(CollectiveKind kind);
 
 struct CollectiveCall {
@@ -57,6 +58,9 @@ class RankReplay {
   // Time the compute thread spent blocked on unit collectives (the runtime's exposed_ms), and
   // the call it waited on longest.
   double exposed() const { return exposed_; }
+  // Time it spent in tensor parallelism's collectives (the runtime's tp_exposed_ms: all of
+  // their time, as each blocks the compute).
+  double tp_exposed() const { return tp_exposed_; }
   // The schedule it replays: the one FsdpRuntime executes for the plan's options.
   const FsdpSchedule& schedule() const { return schedule_; }
   const std::string& longest_wait() const { return longest_wait_label_; }
@@ -80,6 +84,8 @@ class RankReplay {
   };
 
   void micro_batch();
+  // A segment of a micro-batch: its compute, cut into equal pieces around its TP collectives.
+  void segment(double seconds, const std::vector<TpCollective>& tp, const char* what, int unit);
   void update();
   void run(Hook hook, int u);
   void issue_gather(int u);
@@ -91,6 +97,7 @@ class RankReplay {
   void issue_reduce(int u);
   void drain_reductions(bool block);
   void timed_wait(int handle, const CollectiveCall& call);
+  void tp_wait(int handle);  // a TP collective: the compute waits for all of it
 
   const StepPlan& plan_;
   ReplayBackend& backend_;
@@ -98,7 +105,7 @@ class RankReplay {
   FsdpSchedule schedule_;
   std::deque<Reduction> reductions_;
   int micro_ = 0;
-  double exposed_ = 0, longest_wait_ = 0;
+  double exposed_ = 0, longest_wait_ = 0, tp_exposed_ = 0;
   std::string longest_wait_label_;
 };
 

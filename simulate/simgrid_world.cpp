@@ -48,7 +48,7 @@ struct RankState {
   sg4::MutexPtr mutex;
   sg4::ConditionVariablePtr finished;
   std::vector<char> done;
-  double exposed = 0, compute = 0, end = 0;
+  double exposed = 0, tp_exposed = 0, compute = 0, end = 0;
   std::string longest_wait;
 };
 
@@ -407,6 +407,7 @@ void World::compute_actor(RankState& s) {
   RankReplay replay(plan_, backend);
   replay.run_step();
   s.exposed = replay.exposed();
+  s.tp_exposed = replay.tp_exposed();
   s.longest_wait = replay.longest_wait();
   s.end = sg4::Engine::get_clock();
 }
@@ -471,6 +472,7 @@ SimResult World::run() {
   result_.inter_bytes *= unfolded;
   result_.simulated_ranks = folding_.ranks();
   result_.exposed = ranks_[0]->exposed;
+  result_.tp_exposed = ranks_[0]->tp_exposed;
   result_.exposed_mean = exposed_sum / double(ranks_.size());
   result_.compute = ranks_[0]->compute;
   result_.longest_wait = ranks_[0]->longest_wait;

@@ -4,10 +4,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/model/model.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "simulate/segment_times.hpp"
 
 namespace st {
+
+// Tensor parallelism's collectives in each segment of a micro-batch, in order (Model::work's).
+struct TpCalls {
+  std::vector<TpCollective> root_forward_pre, root_forward_post, root_backward_pre,
+      root_backward_post, block_forward, block_backward;
+};
 
 struct UnitPlan {
   int64_t padded_numel = 0;  // the unsharded flat buffer (elements)
@@ -31,6 +38,11 @@ struct StepPlan {
   bool replicated = false;  // a replica group of more than one rank (HSDP, DDP)
   int replicas = 1;         // its ranks
   int micro_batches = 1;
+  // Tensor parallelism: the TP group's ranks, each segment's collectives over it, and the
+  // once-a-step sum of shared slices' gradients (KV heads kept by several ranks), bytes.
+  int tp = 1;
+  TpCalls tp_calls;
+  double tp_shared_grad_bytes = 0;
   int threads = 1;  // each rank's compute threads (for a machine's cores shared by its ranks)
   // Seconds of compute on a rank's compute thread per micro-batch (one block per unit after
   // the root: compute.block_forward.size() == units.size() - 1), and per step.

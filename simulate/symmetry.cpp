@@ -10,26 +10,35 @@
 namespace st {
 
 GroupShape RankLayout::group(int rank, GroupKind kind) const {
-  // The runtime's groups (parallel/mesh_layout); ids numbered shard groups first, then replica
-  // groups, the world, reshard, node and column groups.
-  const int S = shard, R = replicate, W = world();
-  const MeshShape mesh{.dp_shard = S, .dp_replicate = R};
+  // The runtime's groups (parallel/mesh_layout; a shard group's ranks are tp apart); ids
+  // numbered shard groups first, then replica groups, the world, TP, reshard, node and column
+  // groups (unique, not dense: reshard and node groups are named by their first rank).
+  const int S = shard, R = replicate, T = tp, W = world();
+  const MeshShape mesh{.dp_shard = S, .dp_replicate = R, .tp = T};
   auto along = [&](MeshDim dim, int first_id) {
     const RankProgression p = progression(mesh, rank, {dim});
     return GroupShape{first_id + group_index(mesh, rank, {dim}), p.first, p.stride, p.size,
                       p.index};
   };
+  const int replica_ids = W / S, world_id = replica_ids + W / R, tp_ids = world_id + 1,
+            reshard_ids = tp_ids + W / T, node_ids = reshard_ids + W, column_ids = node_ids + W;
   const GroupShape shard_group = along(MeshDim::dp_shard, 0);
+  // The shard group's members j0, j0 + 1, ... (n of them) as a group of their own.
+  auto run_of = [&](int id, int j0, int step, int n, int index) {
+    return GroupShape{id, shard_group.member(j0), shard_group.stride * step, n, index};
+  };
   switch (kind) {
     case GroupKind::shard:
       return shard_group;
     case GroupKind::replicas:
-      return along(MeshDim::dp_replicate, R);
+      return along(MeshDim::dp_replicate, replica_ids);
+    case GroupKind::tp:
+      return along(MeshDim::tp, tp_ids);
     case GroupKind::reshard: {
       if (reshard <= 1) return shard_group;
-      const int first = shard_group.first + block_of(shard_group.index, reshard) * reshard;
-      return {R + S + 1 + first / reshard, first, 1, reshard,
-              index_in_block(shard_group.index, reshard)};
+      const int j0 = block_of(shard_group.index, reshard) * reshard;
+      return run_of(reshard_ids + shard_group.member(j0), j0, 1, reshard,
+                    index_in_block(shard_group.index, reshard));
     }
     case GroupKind::node:
     case GroupKind::column: {
@@ -38,15 +47,13 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
       const int block = block_of(shard_group.index, L),
                 place = index_in_block(shard_group.index, L);
       if (kind == GroupKind::node)
-        return {R + S + 1 + W + (shard_group.first + block * L) / L, shard_group.first + block * L,
-                1, L, place};
-      return {R + S + 1 + 2 * W + (shard_group.id) * L + place, shard_group.first + place, L, S / L,
-              block};
+        return run_of(node_ids + shard_group.member(block * L), block * L, 1, L, place);
+      return run_of(column_ids + shard_group.id * L + place, place, L, S / L, block);
     }
     case GroupKind::world:
       break;
   }
-  return {R + S, 0, 1, W, rank};
+  return {world_id, 0, 1, W, rank};
 }
 
 Folding::Folding(const RankLayout& layout, int represented)
@@ -91,8 +98,8 @@ std::string Folding::inconsistency() const {
   const RankLayout& L = layout_;
   auto crosses = [&](int a, int b) { return L.node_of(a) != L.node_of(b); };
   for (int r = 0; r < ranks(); ++r) {
-    for (const GroupKind kind : {GroupKind::shard, GroupKind::replicas, GroupKind::world,
-                                 GroupKind::reshard, GroupKind::node, GroupKind::column}) {
+    for (int k = 0; k < kGroupKinds; ++k) {
+      const GroupKind kind = GroupKind(k);
       const GroupShape g = L.group(r, kind);
       if (g.size == 1) continue;
       const bool one_node = L.node_of(g.first) == L.node_of(g.member(g.size - 1));

@@ -34,11 +34,12 @@ struct GroupShape {
 
 struct RankLayout {
   int nodes = 1, ranks_per_node = 1;
-  int shard = 1, replicate = 1;  // shard x replicate = world; shard groups are consecutive ranks
+  int shard = 1, replicate = 1;  // shard x replicate x tp = world
   int reshard = 0;  // N > 1: reshard groups of N consecutive ranks (hpZ); else they are the shard's
   // L > 0: quantized reductions' node groups (L consecutive ranks) and column groups (the shard
   // group's ranks l, l + L, ...); else they are the shard's.
   int reduce_per_node = 0;
+  int tp = 1;  // TP groups of tp consecutive ranks; shard groups' ranks are tp apart
   int world() const { return nodes * ranks_per_node; }
   int node_of(int rank) const { return block_of(rank, ranks_per_node); }
   GroupShape group(int rank, GroupKind kind) const;

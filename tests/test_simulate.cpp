@@ -7,8 +7,11 @@
 #include <cctype>
 #include <thread>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <tuple>
 
 #include <cmath>
@@ -107,18 +110,26 @@ TEST(Simulate, ContentionFreeRingsEqualTheClosedForms) {
   EXPECT_NEAR(ddp.step, want, 1e-9 * want);
 }
 
+// A root and one block's compute, in ms: the root's parts forward before and after the block,
+// backward before and after it, then the block's forward and backward.
+SegmentTimes one_block_ms(double fwd_pre, double fwd_post, double bwd_pre, double bwd_post,
+                          double block_fwd, double block_bwd) {
+  const double ms = 1e-3;
+  SegmentTimes t;
+  t.root_forward_pre = fwd_pre * ms, t.root_forward_post = fwd_post * ms;
+  t.root_backward_pre = bwd_pre * ms, t.root_backward_post = bwd_post * ms;
+  t.block_forward = {block_fwd * ms};
+  t.block_backward = {block_bwd * ms};
+  return t;
+}
+
 // Two units (root, one block), 2 ranks on 2 nodes, a 1 ms / 1 GB/s link: the timeline drawn
 // by hand from the runtime's rules (prefetch 1, reshard after forward, reduce_each).
 TEST(Simulate, TwoUnitTimelineMatchesTheHandDrawnOne) {
   const double ms = 1e-3;
   StepPlan plan;
   plan.units = {{1 << 20, 1 << 19}, {1 << 20, 1 << 19}};  // 2 MiB gathered, 4 MiB reduced each
-  plan.compute.root_forward_pre = 1 * ms;
-  plan.compute.root_forward_post = 2 * ms;
-  plan.compute.root_backward_pre = 3 * ms;
-  plan.compute.root_backward_post = 1 * ms;
-  plan.compute.block_forward = {4 * ms};
-  plan.compute.block_backward = {8 * ms};
+  plan.compute = one_block_ms(1, 2, 3, 1, 4, 8);
   plan.optimizer = 0.5 * ms;
   SimOptions options;
   options.timeline_ranks = 1;
@@ -286,11 +297,126 @@ TEST(Simulate, NodesThatBehaveAlikeAreSimulatedOnce) {
       }
     }
   }
+  // With tensor parallelism (TP groups of 2 inside each node, shard groups 2 apart, TP
+  // collectives in every block): 4 of the 8 nodes simulated, as every node.
+  for (const auto& [shard, replicate] : std::vector<std::pair<int, int>>{{16, 1}, {2, 8}}) {
+    SimPlatform p = free_platform(8, 4, {1e-6, 0.1e-9});
+    p.links.inter_gather = p.links.inter_reduce = {5e-6, 0.5e-9};
+    const MeshShape mesh{.dp_shard = shard, .dp_replicate = replicate, .tp = 2};
+    StepPlan q = plan;
+    for (UnitPlan& u : q.units) u.shard_numel = u.padded_numel / shard;
+    q.replicated = replicate > 1;
+    q.tp = 2;
+    q.tp_calls.block_forward = {{TpOp::all_gather, 1 << 20}, {TpOp::reduce_scatter, 1 << 21}};
+    q.tp_calls.block_backward = {{TpOp::all_gather, 1 << 21}, {TpOp::all_reduce, 256}};
+    SimOptions all;
+    all.every_node = true;
+    const SimResult folded = simulate_step(p, mesh, q), every = simulate_step(p, mesh, q, all);
+    const std::string what = fmt::format("{}x{} x tp 2 on 8 nodes of 4", shard, replicate);
+    EXPECT_EQ(folded.simulated_ranks, 16) << what;
+    EXPECT_NEAR(folded.step, every.step, 1e-3 * every.step) << what;
+    EXPECT_NEAR(folded.tp_exposed, every.tp_exposed, 1e-3 * every.step) << what;
+    EXPECT_GT(folded.tp_exposed, 0) << what;
+    EXPECT_NEAR(folded.inter_bytes, every.inter_bytes, 1e-9 * every.inter_bytes) << what;
+  }
   // A shard group of half the world folds onto itself below all nodes: every node is simulated.
   EXPECT_EQ(represented_nodes({16, 4, 32, 2}, 1), 16);
   EXPECT_EQ(represented_nodes({16, 4, 8, 8}, 1), 4);
   EXPECT_EQ(represented_nodes({16, 4, 64, 1}, 2), 4);
   EXPECT_EQ(represented_nodes({16, 4, 64, 1}, 8), 8);  // machines share cores: whole machines
+}
+
+// The runtime's groups on a dp_replicate 2 x dp_shard 2 x tp 2 mesh of 8 ranks (rank =
+// (replica x 2 + shard) x 2 + tp), by hand: TP groups are consecutive pairs, shard groups
+// skip the TP rank, replica groups skip a replica's 4 ranks, and hpZ's reshard groups and
+// quantized reductions' node and column groups are runs of the (strided) shard group.
+TEST(Simulate, GroupsOfATensorParallelMeshAreTheRuntimes) {
+  const RankLayout layout{2, 4, 2, 2, 0, 0, 2};
+  auto members = [&](int rank, GroupKind kind) {
+    const GroupShape g = layout.group(rank, kind);
+    std::vector<int> m;
+    for (int j = 0; j < g.size; ++j) m.push_back(g.member(j));
+    EXPECT_EQ(g.member(g.index), rank);
+    return m;
+  };
+  EXPECT_EQ(members(5, GroupKind::tp), (std::vector<int>{4, 5}));
+  EXPECT_EQ(members(5, GroupKind::shard), (std::vector<int>{5, 7}));
+  EXPECT_EQ(members(5, GroupKind::replicas), (std::vector<int>{1, 5}));
+  EXPECT_EQ(members(5, GroupKind::world).size(), 8u);
+  // Each kind's groups partition the world, with ids unique over every kind.
+  std::set<int> ids;
+  for (int k = 0; k < kGroupKinds; ++k) {
+    std::map<int, std::set<int>> groups;
+    for (int r = 0; r < 8; ++r) {
+      const GroupShape g = layout.group(r, GroupKind(k));
+      for (int j = 0; j < g.size; ++j) groups[g.id].insert(g.member(j));
+    }
+    int covered = 0;
+    for (const auto& [id, m] : groups) covered += int(m.size());
+    // Without hpZ or qgZ the reshard, node and column groups are the shard group's.
+    if (GroupKind(k) != GroupKind::reshard && GroupKind(k) != GroupKind::node &&
+        GroupKind(k) != GroupKind::column) {
+      for (const auto& [id, m] : groups) EXPECT_TRUE(ids.insert(id).second) << "group id " << id;
+    }
+    EXPECT_EQ(covered, 8) << "kind " << k;
+  }
+  // FSDP 4 x tp 2 with hpZ 2 and quantized reductions of 2 per node: ranks 1, 3, 5, 7 shard
+  // together; reshard and node groups are their pairs, columns their places.
+  const RankLayout hpz{2, 4, 4, 1, 2, 2, 2};
+  const GroupShape shard = hpz.group(5, GroupKind::shard);
+  EXPECT_EQ(shard.first, 1);
+  EXPECT_EQ(shard.stride, 2);
+  const GroupShape reshard = hpz.group(5, GroupKind::reshard), node = hpz.group(7, GroupKind::node),
+                   column = hpz.group(7, GroupKind::column);
+  EXPECT_EQ(std::tuple(reshard.first, reshard.stride, reshard.size, reshard.index),
+            std::tuple(5, 2, 2, 0));
+  EXPECT_EQ(std::tuple(node.first, node.stride, node.size, node.index), std::tuple(5, 2, 2, 1));
+  EXPECT_EQ(std::tuple(column.first, column.stride, column.size, column.index),
+            std::tuple(3, 4, 2, 1));
+}
+
+// TP collectives block the compute: on 2 ranks of one node (tp 2, no FSDP traffic: a shard
+// group of one), a step is its compute plus each TP collective's ring time, in the order the
+// segments issue them, all of it counted as TP's; the norm's all-reduce spans the world.
+TEST(Simulate, TensorParallelCollectivesBlockTheCompute) {
+  const double ms = 1e-3;
+  const AlphaBeta link{0.1 * ms, 1e-9};
+  StepPlan plan;
+  plan.units = {{1 << 10, 1 << 10}, {1 << 10, 1 << 10}};
+  plan.compute = one_block_ms(1, 2, 2, 1, 4, 8);
+  plan.tp = 2;
+  const double n = 1 << 20;  // bytes: rings of two steps of half
+  plan.tp_calls.root_forward_pre = {{TpOp::reduce_scatter, n}};
+  plan.tp_calls.block_forward = {{TpOp::all_gather, n / 2}, {TpOp::reduce_scatter, n}};
+  plan.tp_calls.root_forward_post = {{TpOp::all_reduce, 64}};
+  plan.tp_calls.block_backward = {{TpOp::all_gather, n}, {TpOp::all_reduce, n}};
+  plan.tp_shared_grad_bytes = 128;
+  SimOptions options;
+  options.timeline_ranks = 1;
+  const SimResult r =
+      simulate_step(free_platform(1, 2, link), {.dp_shard = 1, .tp = 2}, plan, options);
+  auto ring = [&](double bytes, int steps) { return steps * (link.alpha + bytes / 2 * link.beta); };
+  const double tp = ring(n, 1) + ring(n / 2, 1) + ring(n, 1) + (link.alpha + 64 * link.beta) +
+                    ring(n, 1) + ring(n, 2) + (link.alpha + 128 * link.beta);
+  const double norm = link.alpha + 16 * link.beta;
+  EXPECT_NEAR(r.compute, 18 * ms, 1e-12);
+  EXPECT_NEAR(r.tp_exposed, tp, 1e-12);
+  EXPECT_NEAR(r.step, 18 * ms + tp + norm, 1e-12);
+  EXPECT_NEAR(r.exposed, 0, 1e-12);
+  // The block's forward: a third of its compute, the gather, a third, the scatter, a third.
+  std::vector<std::pair<std::string, double>> spans;  // rank 0's compute thread, in order
+  for (const SimSpan& span : r.timeline)
+    if (!span.comm && span.rank == 0) spans.push_back({span.name, span.end - span.begin});
+  const auto first = std::find_if(spans.begin(), spans.end(),
+                                  [](const auto& x) { return x.first == "forward unit 1"; });
+  ASSERT_GE(spans.end() - first, 5);
+  const std::vector<std::string> names{"forward unit 1", "wait", "forward unit 1", "wait",
+                                       "forward unit 1"};
+  const std::vector<double> seconds{4 * ms / 3, ring(n / 2, 1), 4 * ms / 3, ring(n, 1), 4 * ms / 3};
+  for (size_t k = 0; k < names.size(); ++k) {
+    EXPECT_EQ(first[ptrdiff_t(k)].first, names[k]) << "span " << k;
+    EXPECT_NEAR(first[ptrdiff_t(k)].second, seconds[k], 1e-12) << "span " << k;
+  }
 }
 
 // An engine that dies is one message: what was simulated, how the engine ended, its last

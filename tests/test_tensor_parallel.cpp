@@ -324,6 +324,140 @@ TEST(TensorParallel, SharedKvHeadsTrainAsTheWholeModel) {
 // A model built whole (a family without a tensor-parallel plan builds only that) refuses a group
 // of more than one rank, a GPT built for one rank of 2 a group where it is another rank, and a
 // split that does not divide the heads is refused by name.
+// The collectives a model's work lists for each segment of a micro-batch (Model::work, which the
+// simulator replays) are the ones its forward and backward issue, in order, with their buffers'
+// bytes: GPT (norms with biases), Llama with grouped-query attention and Qwen3 (q/k norms), with
+// and without sequence parallelism, under each activation checkpointing mode, in FP32 and BF16.
+class RecordingTensorParallel final : public TensorParallel {
+ public:
+  explicit RecordingTensorParallel(TensorParallel& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_reduce_sum(const Tensor& b) override {
+    log(TpOp::all_reduce, b);
+    inner_.all_reduce_sum(b);
+  }
+  void all_reduce_max(const Tensor& b) override {
+    log(TpOp::all_reduce, b);
+    inner_.all_reduce_max(b);
+  }
+  void all_gather(const Tensor& in, const Tensor& out) override {
+    log(TpOp::all_gather, out);
+    inner_.all_gather(in, out);
+  }
+  void reduce_scatter_sum(const Tensor& in, const Tensor& out) override {
+    log(TpOp::reduce_scatter, in);
+    inner_.reduce_scatter_sum(in, out);
+  }
+  std::vector<TpCollective>* into = nullptr;  // the current segment's list
+
+ private:
+  void log(TpOp op, const Tensor& buffer) {
+    ASSERT_NE(into, nullptr) << "a TP collective outside every segment";
+    into->push_back({op, double(buffer.nbytes())});
+  }
+  TensorParallel& inner_;
+};
+
+// Switches the recording to the segment each hook opens: ModelWork's segments, block by block.
+struct SegmentHooks final : UnitHooks {
+  RecordingTensorParallel& tp;
+  ModelWork seen;
+  std::vector<std::vector<TpCollective>> block_forward, block_backward;
+  explicit SegmentHooks(RecordingTensorParallel& t) : tp(t) {}
+  void before_forward(int u) override {
+    if (u == 0)
+      tp.into = &seen.root_forward_pre.tp;
+    else
+      tp.into = &block_forward.emplace_back();
+  }
+  void after_forward(int u) override { tp.into = u == 0 ? nullptr : &seen.root_forward_post.tp; }
+  void before_backward(int u) override {
+    if (u == 0)
+      tp.into = &seen.root_backward_pre.tp;
+    else
+      tp.into = &block_backward.emplace_back();
+  }
+  void after_backward(int u) override { tp.into = u == 0 ? nullptr : &seen.root_backward_post.tp; }
+};
+
+std::string describe_calls(const std::vector<TpCollective>& calls) {
+  std::string s;
+  for (const TpCollective& c : calls)
+    s += fmt::format(" {}:{}",
+                     c.op == TpOp::all_gather       ? "AG"
+                     : c.op == TpOp::reduce_scatter ? "RS"
+                                                    : "AR",
+                     c.bytes);
+  return s;
+}
+
+TEST(TensorParallel, WorkListsTheCollectivesTheModelRuns) {
+  LlamaConfig llama;
+  llama.n_layer = 2, llama.n_embd = 32, llama.n_head = 8, llama.n_kv_head = 4;
+  llama.ffn_hidden = 48, llama.block_size = 16, llama.vocab_size = 200;
+  LlamaConfig qwen = llama;
+  qwen.head_dim = 6, qwen.qkv_bias = true, qwen.qk_norm = true;
+  const std::vector<std::pair<std::string, MakeModel>> models{
+      {"GPT",
+       [](DType d, TpSlice s) {
+         return std::make_unique<GPT>(GPTConfig{2, 32, 4, 16, 200}, d, s);
+       }},
+      {"Llama", [&](DType d, TpSlice s) { return std::make_unique<Llama>(llama, d, s); }},
+      {"Qwen3", [&](DType d, TpSlice s) { return std::make_unique<Llama>(qwen, d, s); }}};
+  const Batch batch = testing::random_batch(2, 16, 5, 200);
+  int compared = 0;
+  for (const auto& model_case : models)  // not a structured binding: clang 14 cannot capture one
+    for (const bool sp : {true, false})
+      for (const ActivationCheckpointing mode :
+           {ActivationCheckpointing::none, ActivationCheckpointing::selective,
+            ActivationCheckpointing::full})
+        for (const DType dtype : {DType::f32, DType::bf16}) {
+          const std::string what =
+              fmt::format("{}{}, {}, {}", model_case.first, sp ? " (sequence parallel)" : "",
+                          activation_checkpointing_name(mode), dtype_name(dtype));
+          on_ranks(2, [&](ProcessGroup& group) {
+            GroupTensorParallel inner(group);
+            RecordingTensorParallel tp(inner);
+            const std::unique_ptr<Model> model =
+                model_case.second(dtype, TpSlice{inner.rank(), 2, sp});
+            model->set_tensor_parallel(&tp);
+            model->set_activation_checkpointing(mode);
+            LocalParams params(*model, 11);
+            SegmentHooks hooks(tp);
+            model->forward_backward(batch, 1.f / 32, hooks);
+            if (inner.rank() != 0) return;
+            const ModelWork want = model->work(batch.B(), batch.T());
+            const std::pair<const char*, std::pair<const SegmentWork*, const SegmentWork*>>
+                roots[] = {{"root forward (embedding)",
+                            {&hooks.seen.root_forward_pre, &want.root_forward_pre}},
+                           {"root forward (head)",
+                            {&hooks.seen.root_forward_post, &want.root_forward_post}},
+                           {"root backward (head)",
+                            {&hooks.seen.root_backward_pre, &want.root_backward_pre}},
+                           {"root backward (embedding)",
+                            {&hooks.seen.root_backward_post, &want.root_backward_post}}};
+            for (const auto& [segment, pair] : roots)
+              EXPECT_EQ(pair.first->tp, pair.second->tp)
+                  << what << ", " << segment << ": ran" << describe_calls(pair.first->tp)
+                  << "; listed" << describe_calls(pair.second->tp);
+            ASSERT_EQ(hooks.block_forward.size(), 2u);
+            ASSERT_EQ(hooks.block_backward.size(), 2u);
+            for (size_t l = 0; l < 2; ++l) {
+              EXPECT_EQ(hooks.block_forward[l], want.block_forward.tp)
+                  << what << ", block forward: ran" << describe_calls(hooks.block_forward[l])
+                  << "; listed" << describe_calls(want.block_forward.tp);
+              EXPECT_EQ(hooks.block_backward[l], want.block_backward.tp)
+                  << what << ", block backward: ran" << describe_calls(hooks.block_backward[l])
+                  << "; listed" << describe_calls(want.block_backward.tp);
+            }
+            EXPECT_FALSE(want.block_forward.tp.empty()) << what;
+            ++compared;
+          });
+        }
+  EXPECT_EQ(compared, 3 * 2 * 3 * 2);
+}
+
 TEST(TensorParallel, AModelRefusesAGroupItWasNotBuiltFor) {
   on_ranks(2, [&](ProcessGroup& group) {
     GroupTensorParallel tp(group);

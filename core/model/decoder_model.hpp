@@ -103,6 +103,14 @@ class DecoderModel : public BlockModel {
   double vocab_parallel_head_forward(Acts& a, const Batch& batch, const void* normed, size_t head);
   const float* vocab_parallel_head_backward(Acts& a, const Batch& batch, float grad_scale,
                                             const void* normed, size_t head, void* cast_scratch);
+  // A family's work (the whole model's, ModelWork) as this rank does it under tensor
+  // parallelism: every segment's FLOPs and bytes over the group's ranks (Megatron's layout splits
+  // each matmul, the heads and the vocabulary; sequence parallelism the rows of the rest, which
+  // without it are counted divided as well: an underestimate), and the collectives the steps
+  // above issue, in order. `norm_params`: 1 for RMSNorm (weight), 2 for LayerNorm (and bias);
+  // `qk_norm_width`: the head size of Qwen3's q/k norms (0: none).
+  void add_tp_work(ModelWork& w, int64_t B, int64_t T, int norm_params,
+                   int64_t qk_norm_width) const;
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);

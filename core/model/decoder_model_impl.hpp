@@ -187,6 +187,52 @@ const float* DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, c
 }
 
 template <class Config, class Acts>
+void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T, int norm_params,
+                                             int64_t qk_norm_width) const {
+  if (!tensor_parallel()) return;
+  const double ranks = tp_slice_.ranks;
+  for (SegmentWork* s : {&w.root_forward_pre, &w.root_forward_post, &w.root_backward_pre,
+                         &w.root_backward_post, &w.block_forward, &w.block_backward}) {
+    s->flops /= ranks;
+    s->bytes /= ranks;
+  }
+  const double f32 = sizeof(float), rows = double(B) * double(T);
+  const double stream = rows * double(config_.n_embd) * f32;  // [B·T, C] FP32
+  const double normed = stream / f32 * double(dtype_size(dtype_));
+  const TpCollective reduce{TpOp::all_reduce, stream};
+  const TpCollective norm_grads{TpOp::all_reduce, double(norm_params * config_.n_embd) * f32};
+  const TpCollective qk_grad{TpOp::all_reduce, double(qk_norm_width) * f32};
+  using enum ActivationCheckpointing;
+  const ActivationCheckpointing mode = activation_checkpointing();
+  // The loss: the rows' maxima, then their sums of exponentials with their targets' logits.
+  w.root_forward_post.tp = {{TpOp::all_reduce, rows * f32}, {TpOp::all_reduce, 2 * rows * f32}};
+  auto& fb = w.block_forward.tp;
+  auto& bb = w.block_backward.tp;
+  if (!sequence_parallel()) {
+    w.root_forward_pre.tp = {reduce};        // the embedding's partial rows
+    fb = {reduce, reduce};                   // each row-parallel output
+    w.root_backward_pre.tp = {reduce};       // the head's input gradient
+    if (mode == full) bb.push_back(reduce);  // the attention's output, recomputed
+    bb.push_back(reduce);                    // the MLP's input gradient
+    if (qk_norm_width) bb.insert(bb.end(), {qk_grad, qk_grad});
+    bb.push_back(reduce);  // the attention's input gradient
+    return;
+  }
+  const TpCollective gather_normed{TpOp::all_gather, normed}, gather_grad{TpOp::all_gather, stream},
+      scatter{TpOp::reduce_scatter, stream};
+  w.root_forward_pre.tp = {scatter};
+  fb = {gather_normed, scatter, gather_normed, scatter};
+  w.root_forward_post.tp.insert(w.root_forward_post.tp.begin(), gather_normed);  // the final norm
+  w.root_backward_pre.tp = {scatter, norm_grads};
+  if (mode == selective) bb = {gather_normed, gather_normed};
+  if (mode == full) bb = {gather_normed, scatter, gather_normed};
+  bb.insert(bb.end(), {gather_grad, scatter, norm_grads, gather_grad});
+  if (qk_norm_width) bb.insert(bb.end(), {qk_grad, qk_grad});
+  bb.insert(bb.end(), {scatter, norm_grads});
+  w.root_backward_post.tp = {gather_grad};  // the embedding's gradient reads every row's
+}
+
+template <class Config, class Acts>
 DecoderModel<Config, Acts>::~DecoderModel() = default;
 
 template <class Config, class Acts>

@@ -47,8 +47,20 @@ struct BoundParam {
 // traffic of norms, activations, softmax, losses, residuals, casts). The root unit's work is
 // split where the blocks interrupt it: embedding before them, head and loss after them
 // (forward); head and loss before them, embedding after them (backward).
+// Under tensor parallelism a segment also runs collectives over the TP group, each blocking
+// the compute (GroupTensorParallel): their kind and the whole buffer's bytes (the gathered
+// output of an all-gather, the input of a reduce-scatter), in the order the segment issues them.
+enum class TpOp { all_gather, reduce_scatter, all_reduce };
+struct TpCollective {
+  TpOp op = TpOp::all_reduce;
+  double bytes = 0;
+  bool operator==(const TpCollective&) const = default;
+};
 struct SegmentWork {
+  SegmentWork() = default;
+  SegmentWork(double flops_, double bytes_) : flops(flops_), bytes(bytes_) {}
   double flops = 0, bytes = 0;
+  std::vector<TpCollective> tp;  // empty without tensor parallelism
 };
 struct ModelWork {
   SegmentWork root_forward_pre, root_forward_post, root_backward_pre, root_backward_post;

@@ -184,6 +184,7 @@ ModelWork GPT::work(int64_t B, int64_t T_) const {
   w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
   w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
   w.root_backward_post = {0, tokens * 4.0 * 3 * C};
+  add_tp_work(w, B, T_, 2, 0);
   return w;
 }
 
