@@ -37,14 +37,15 @@ double time_us(ProcessGroup& g, int repeats, Op&& op) {
 
 namespace {
 
-// One row of the table (or one JSON line): `algorithm` is the label ("auto:shm", "memcpy").
+// One row of the table (or one JSON line): `algorithm` is the label ("auto:shm", "memcpy",
+// "symm": shm with every buffer in symmetric memory, each byte copied once).
 struct Row {
   OpType op;
   DType dtype;
   int64_t bytes;  // the whole (unsharded) buffer
   int ranks;
   std::string algorithm, chosen;
-  double us, mpi_us;
+  double us, mpi_us, memcpy_us;
 };
 
 void print_row(const Row& r, bool json) {
@@ -59,17 +60,22 @@ void print_row(const Row& r, bool json) {
                         {"ranks", r.ranks},         {"time_us", r.us},
                         {"algbw_gbps", algbw},      {"busbw_gbps", busbw}};
     if (!copy) j["chosen"] = r.chosen;
+    if (r.memcpy_us > 0) j["vs_memcpy"] = r.memcpy_us / r.us;
     fmt::print("{}\n", j.dump());
     return;
   }
   const std::string label = r.algorithm == "auto" ? "auto:" + r.chosen : r.algorithm;
-  fmt::print("{:<15} {:>6} {:>10} {:>7} {:>12.1f} {:>10.2f} {:>10} {:>8.1f}x\n", op_name(r.op),
-             dtype_name(r.dtype), r.bytes, label, r.us, algbw,
-             copy ? std::string("-") : fmt::format("{:.2f}", busbw), r.mpi_us / r.us);
+  fmt::print("{:<15} {:>6} {:>10} {:>7} {:>12.1f} {:>10.2f} {:>10} {:>8.1f}x {:>9}\n",
+             op_name(r.op), dtype_name(r.dtype), r.bytes, label, r.us, algbw,
+             copy ? std::string("-") : fmt::format("{:.2f}", busbw), r.mpi_us / r.us,
+             r.memcpy_us > 0 ? fmt::format("{:.2f}x", r.memcpy_us / r.us) : std::string("-"));
 }
 
-// Every algorithm for one operation and size, then memcpy of the same bytes (the limit).
-void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bool json) {
+// Every algorithm for one operation and size, the shared-memory one again with its buffers in
+// symmetric memory (`symmetric`: room for the largest size), then memcpy of the same bytes
+// (the limit: one copy of every byte of the whole buffer).
+void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank,
+                const Tensor& symmetric, bool json) {
   const int n = g.size();
   const int64_t used = per_rank * n;
   const int64_t bytes = used * int64_t(dtype_size(dtype));
@@ -78,13 +84,13 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bo
   Tensor shard = Tensor::zeros("bench.shard", {per_rank}, dtype);
   Tensor copy = Tensor::zeros("bench.copy", {used}, dtype);
   const bool print = g.rank() == 0;
-  double mpi_us = 0;
   if (op == OpType::all_reduce) {  // FP32 sum in place, Open MPI's own algorithm (no other)
-    mpi_us = time_us(g, repeats, [&] { g.all_reduce(full)->wait(); });
-    if (print) print_row({op, dtype, bytes, n, "mpi", "mpi", mpi_us, mpi_us}, json);
+    const double mpi_us = time_us(g, repeats, [&] { g.all_reduce(full)->wait(); });
+    if (print) print_row({op, dtype, bytes, n, "mpi", "mpi", mpi_us, mpi_us, 0}, json);
     std::fflush(stdout);
     return;
   }
+  std::vector<Row> rows;
   for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::shm, Algorithm::automatic}) {
     if (a == Algorithm::shm && !g.single_node()) continue;
     const double us = time_us(g, repeats, [&] {
@@ -93,14 +99,34 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank, bo
       else
         g.reduce_scatter(full, shard, a)->wait();
     });
-    if (a == Algorithm::mpi) mpi_us = us;
     const Algorithm chosen = a == Algorithm::automatic ? g.choose(op, size_t(bytes)) : a;
-    if (print)
-      print_row({op, dtype, bytes, n, algorithm_name(a), algorithm_name(chosen), us, mpi_us}, json);
+    rows.push_back({op, dtype, bytes, n, algorithm_name(a), algorithm_name(chosen), us, 0, 0});
+  }
+  if (g.single_node() && g.symmetric_capacity() >= size_t(bytes)) {
+    // FSDP's use: the all-gather in place into a symmetric output, the reduce-scatter from a
+    // symmetric input.
+    Tensor in_heap = symmetric.carve("bench.symmetric", {used}, dtype, 0);
+    std::memcpy(in_heap.raw(), full.raw(), full.nbytes());
+    const uint64_t before = g.symmetric_ops();
+    const double us = time_us(g, repeats, [&] {
+      if (op == OpType::all_gather)
+        g.all_gather(in_heap.slice(g.rank() * per_rank, (g.rank() + 1) * per_rank), in_heap,
+                     Algorithm::shm)
+            ->wait();
+      else
+        g.reduce_scatter(in_heap, shard, Algorithm::shm)->wait();
+    });
+    ST_CHECK(g.symmetric_ops() > before, "bench collectives: the symmetric path did not run");
+    rows.push_back({op, dtype, bytes, n, "symm", "shm", us, 0, 0});
   }
   const double memcpy_us =
       time_us(g, repeats, [&] { std::memcpy(copy.raw(), full.raw(), full.nbytes()); });
-  if (print) print_row({op, dtype, bytes, n, "memcpy", "memcpy", memcpy_us, mpi_us}, json);
+  rows.push_back({op, dtype, bytes, n, "memcpy", "memcpy", memcpy_us, 0, 0});
+  for (Row& r : rows) {
+    r.mpi_us = rows.front().us;
+    r.memcpy_us = r.algorithm == "memcpy" ? 0 : memcpy_us;
+    if (print) print_row(r, json);
+  }
   std::fflush(stdout);
 }
 
@@ -153,10 +179,14 @@ int run_bench_collectives(bool json, long long max_bytes) {
   const int n = world->size();
   if (world->rank() == 0 && !json)
     fmt::print(
-        "bench collectives | {} ranks | medians | bytes = the whole (unsharded) buffer\n"
-        "{:<15} {:>6} {:>10} {:>7} {:>12} {:>10} {:>10} {:>9}\n",
-        n, "op", "dtype", "bytes", "algo", "time_us", "algbw", "busbw", "vs mpi");
+        "bench collectives | {} ranks | medians | bytes = the whole (unsharded) buffer | symm = "
+        "shm with the buffers in symmetric memory\n"
+        "{:<15} {:>6} {:>10} {:>7} {:>12} {:>10} {:>10} {:>9} {:>9}\n",
+        n, "op", "dtype", "bytes", "algo", "time_us", "algbw", "busbw", "vs mpi", "vs memcpy");
   bench_link(*world, json);
+  world->reserve_symmetric(size_t(max_bytes) + 64);
+  const Tensor symmetric =
+      world->symmetric_empty("bench.symmetric", std::max<long long>(max_bytes, 1), DType::u8);
   // BF16 all-gathers (parameters) and FP32 reduce-scatters (gradients), as FSDP uses them, and
   // FP32 all-reduces (HSDP's and DDP's gradient shards across replicas).
   for (const auto& [op, dtype] :
@@ -164,7 +194,7 @@ int run_bench_collectives(bool json, long long max_bytes) {
         std::pair{OpType::all_reduce, DType::f32}})
     for (long long bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t per_rank = bytes / int64_t(dtype_size(dtype)) / n;
-      if (per_rank > 0) bench_size(*world, op, dtype, per_rank, json);
+      if (per_rank > 0) bench_size(*world, op, dtype, per_rank, symmetric, json);
     }
   return 0;
 }

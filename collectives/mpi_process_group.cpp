@@ -82,7 +82,33 @@ void MpiProcessGroup::update_single_node() {
   single_node_ = shares_memory_ && one_node;
   if (single_node_ && !shm_)
     shm_ = std::make_unique<ShmArena>(Comm{node_comm_, comm_.rank, comm_.size});
-  if (!single_node_) shm_.reset();
+  if (!single_node_) {
+    shm_.reset();
+    heap_.reset();
+  }
+}
+
+void MpiProcessGroup::reserve_symmetric(size_t bytes) {
+  if (!single_node_ || comm_.size == 1 || heap_ || bytes == 0) return;
+  std::string why;
+  thread_->run("symmetric memory of '" + name_ + "'", 60, [&] {
+    heap_ = SymmetricHeap::create(Comm{node_comm_, comm_.rank, comm_.size}, bytes, &why);
+  });
+  if (!heap_ && comm_.rank == 0)
+    fmt::print(stderr,
+               "warning: group '{}' has no symmetric memory ({}): its shared-memory collectives "
+               "stage each byte through the window\n",
+               name_, why);
+}
+
+Tensor MpiProcessGroup::symmetric_empty(std::string name, int64_t numel, DType dtype) {
+  ST_CHECK(numel >= 0, "symmetric buffer '{}' of {} elements", name, numel);
+  const size_t bytes = size_t(numel) * dtype_size(dtype);
+  void* p = heap_ ? heap_->allocate(bytes) : nullptr;
+  if (!p) return Tensor::empty(std::move(name), {numel}, dtype);
+  // The buffer keeps the heap mapped, and gives its room back when it goes.
+  std::shared_ptr<const void> owner(p, [heap = heap_](const void*) { heap->release(); });
+  return Tensor::external(std::move(name), {numel}, dtype, p, std::move(owner));
 }
 
 void MpiProcessGroup::set_node_map(const std::vector<int>& node_of_rank) {
@@ -95,6 +121,7 @@ MpiProcessGroup::~MpiProcessGroup() {
   if (!mpi_is_initialized() || aborted()) return;
   thread_->run("group tear-down of '" + name_ + "'", 60, [&] {
     shm_.reset();
+    heap_.reset();
     if (node_comm_ != MPI_COMM_NULL) MPI_Comm_free(&node_comm_);
     MPI_Comm_free(&comm_.comm);
   });
@@ -130,7 +157,9 @@ Algorithm MpiProcessGroup::resolve(Algorithm requested, OpType op, size_t bytes)
 std::string MpiProcessGroup::transport(OpType op, size_t bytes) const {
   if (op != OpType::all_gather && op != OpType::reduce_scatter)
     return algorithm_name(Algorithm::mpi);
-  return algorithm_name(algorithm_ == Algorithm::automatic ? choose(op, bytes) : algorithm_);
+  const Algorithm a = algorithm_ == Algorithm::automatic ? choose(op, bytes) : algorithm_;
+  // Buffers in symmetric memory are read in place (those outside it stage through the window).
+  return a == Algorithm::shm && heap_ ? "shm (symmetric memory)" : algorithm_name(a);
 }
 
 std::string MpiProcessGroup::describe(OpType op, size_t bytes, Algorithm algorithm) {
@@ -155,9 +184,10 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
                 [this, a, in, out, bytes] {
                   if (a == Algorithm::ring)
                     ring_all_gather(comm_, in, out, bytes);
-                  else if (a == Algorithm::shm)
-                    shm_->all_gather(in, out, bytes);
-                  else
+                  else if (a == Algorithm::shm) {
+                    if (!(heap_ && heap_->all_gather(in, out, bytes)))
+                      shm_->all_gather(in, out, bytes);
+                  } else
                     mpi_all_gather(comm_, in, out, bytes);
                 });
 }
@@ -187,9 +217,10 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
                   float* out = to_bf16 ? sum.data() : static_cast<float*>(result);
                   if (a == Algorithm::ring)
                     ring_reduce_scatter(comm_, in, dtype, out, n);
-                  else if (a == Algorithm::shm)
-                    shm_->reduce_scatter(in, dtype, out, n);
-                  else
+                  else if (a == Algorithm::shm) {
+                    if (!(heap_ && heap_->reduce_scatter(in, dtype, out, n)))
+                      shm_->reduce_scatter(in, dtype, out, n);
+                  } else
                     mpi_reduce_scatter(comm_, in, dtype, out, n);
                   if (average) divide(out, n, float(comm_.size));
                   if (to_bf16) convert_f32_to_bf16(out, static_cast<bf16*>(result), n);

@@ -14,6 +14,7 @@
 #include "collectives/mpi_runtime.hpp"
 #include "collectives/process_group.hpp"
 #include "collectives/shm_arena.hpp"
+#include "collectives/symmetric_heap.hpp"
 
 namespace st {
 
@@ -55,6 +56,12 @@ class MpiProcessGroup final : public ProcessGroup {
                              const P2POptions& options = {}) override;
   std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
                                       const GroupOptions& options = {}) override;
+  void reserve_symmetric(size_t bytes) override;
+  Tensor symmetric_empty(std::string name, int64_t numel, DType dtype) override;
+  // Bytes of symmetric memory reserved on this rank (0: none, see reserve_symmetric) and
+  // operations done in place through it so far (tests check which path ran).
+  size_t symmetric_capacity() const { return heap_ ? heap_->capacity() : 0; }
+  uint64_t symmetric_ops() const { return heap_ ? heap_->in_place_ops() : 0; }
   void abort(const std::string& reason) override;
   void make_interruptible() override { comm_.interrupt = &aborted_; }
   // Which algorithm `automatic` resolves to for this operation and byte count: MPI's own below
@@ -83,6 +90,7 @@ class MpiProcessGroup final : public ProcessGroup {
   bool single_node_ = false;
   MPI_Comm node_comm_ = MPI_COMM_NULL;
   std::unique_ptr<ShmArena> shm_;
+  std::shared_ptr<SymmetricHeap> heap_;  // buffers keep it mapped
   std::atomic<uint64_t> sequence_{0};
   Algorithm algorithm_ = Algorithm::automatic;
 };

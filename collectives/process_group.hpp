@@ -118,6 +118,17 @@ class ProcessGroup {
   virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
                                               const GroupOptions& options = {}) = 0;
 
+  // Symmetric memory (collectives/symmetric_heap.hpp). Collective, before the buffers: room
+  // for `bytes` of buffers on this rank that peers read in place, where the group's
+  // all-gathers and reduce-scatters go through shared memory; nothing elsewhere.
+  virtual void reserve_symmetric(size_t bytes) { (void)bytes; }
+  // Not collective: a buffer in that room when it fits, ordinary memory otherwise. An
+  // all-gather or reduce-scatter whose input is such a buffer on every rank copies each byte
+  // once (in place: an all-gather's input may be its slot of such an output).
+  virtual Tensor symmetric_empty(std::string name, int64_t numel, DType dtype) {
+    return Tensor::empty(std::move(name), {numel}, dtype);
+  }
+
   // c10d's abort(): ends the group. Its operations not yet begun and every later one fail at
   // once with an Error naming the group and `reason`; one already running fails at its next
   // poll where the group is interruptible (a blocking MPI call cannot be cancelled). The group

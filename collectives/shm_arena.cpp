@@ -1,37 +1,13 @@
 #include "collectives/shm_arena.hpp"
 
-#include <immintrin.h>
-#include <sched.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "collectives/mpi_runtime.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "collectives/shm_sync.hpp"
 
 namespace st {
-namespace {
-
-uint64_t load_acquire(uint64_t* p) {
-  return std::atomic_ref<uint64_t>(*p).load(std::memory_order_acquire);
-}
-void store_release(uint64_t* p, uint64_t v) {
-  std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);
-}
-
-// Spins briefly, then yields: ranks may outnumber cores.
-template <class Ready>
-void spin_until(Ready&& ready) {
-  for (int spins = 0; !ready(); ++spins) {
-    if (spins < 2000)
-      _mm_pause();
-    else
-      sched_yield();
-  }
-}
-
-}  // namespace
 
 ShmArena::~ShmArena() {
   if (win_ != MPI_WIN_NULL && mpi_is_initialized()) {

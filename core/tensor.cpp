@@ -29,8 +29,15 @@ Storage::Storage(size_t bytes) : bytes_(bytes) {
   note_tensor_alloc(int64_t(bytes_));
 }
 
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<const void> owner)
+    : data_(data), bytes_(bytes), owner_(std::move(owner)) {
+  ST_CHECK(owner_ && (reinterpret_cast<uintptr_t>(data) % 64) == 0,
+           "external storage needs an owner and 64-byte alignment");
+  note_tensor_alloc(int64_t(bytes_));
+}
+
 Storage::~Storage() {
-  std::free(data_);
+  if (!owner_) std::free(data_);
   note_tensor_free(int64_t(bytes_));
 }
 
@@ -54,6 +61,15 @@ Tensor Tensor::empty(std::string name, Shape shape, DType dtype, Device device) 
     }
     t.data_ = t.storage_->data();
   }
+  return t;
+}
+
+Tensor Tensor::external(std::string name, Shape shape, DType dtype, void* data,
+                        std::shared_ptr<const void> owner) {
+  Tensor t = empty(std::move(name), std::move(shape), dtype, Device::meta);
+  t.device_ = Device::cpu;
+  t.storage_ = std::make_shared<Storage>(data, t.nbytes(), std::move(owner));
+  t.data_ = data;
   return t;
 }
 

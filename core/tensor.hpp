@@ -21,6 +21,9 @@ int64_t shape_numel(const Shape& shape);
 class Storage {
  public:
   explicit Storage(size_t bytes);
+  // Memory someone else allocated (a shared-memory segment): `owner` keeps it mapped while this
+  // storage lives; it is counted in the statistics as an allocation of its own would be.
+  Storage(void* data, size_t bytes, std::shared_ptr<const void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -30,6 +33,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  std::shared_ptr<const void> owner_;  // set for memory this storage does not free
 };
 
 class Tensor {
@@ -39,6 +43,9 @@ class Tensor {
   // Uninitialized storage (or none, on meta).
   static Tensor empty(std::string name, Shape shape, DType dtype, Device device = Device::cpu);
   static Tensor zeros(std::string name, Shape shape, DType dtype);
+  // A tensor over `data` (64-byte aligned, numel * dtype bytes) that `owner` keeps alive.
+  static Tensor external(std::string name, Shape shape, DType dtype, void* data,
+                         std::shared_ptr<const void> owner);
 
   const std::string& name() const { return name_; }
   const Shape& shape() const { return shape_; }

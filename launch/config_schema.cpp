@@ -394,6 +394,11 @@ KeyTable sharding_keys() {
        {enum_key(&Config::sharding, &Sharding::collective_algorithm, parse_algorithm,
                  algorithm_name),
         "auto, mpi, ring, shm", "the all-gather and reduce-scatter implementation"}},
+      {"sharding.symmetric_memory",
+       {bool_key(&Config::sharding, &Sharding::symmetric_memory), "true, false",
+        "FSDP's unsharded parameters and gradients in shared memory, where a node's shm "
+        "all-gathers and reduce-scatters read them in place: one copy a byte (false: staged "
+        "through a window, two)"}},
       {"sharding.replica_sync",
        {enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name),
         "each, last",

@@ -34,6 +34,7 @@ FsdpOptions fsdp_options(const Config& config) {
   o.replica_sync = config.sharding.replica_sync;
   o.gather_quantization = config.sharding.gather_quantization;
   o.reduce_quantization = config.sharding.reduce_quantization;
+  o.symmetric_memory = config.sharding.symmetric_memory;
   return o;
 }
 

@@ -2,8 +2,12 @@
 // sums of small integers are exact in FP32, so results are compared exactly.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "collectives/heartbeat.hpp"
@@ -476,6 +480,139 @@ TEST(Collectives, WrongInputFailsBeforeCommunicating) {
   EXPECT_THROW(g.all_reduce(Tensor::zeros("i", {1}, DType::i32)), Error);
   EXPECT_THROW(g.broadcast(in, g.size()), Error);
   g.barrier()->wait();  // the group is still usable: nothing was sent
+}
+
+// Symmetric memory (collectives/symmetric_heap.hpp): each test splits a group of its own, so its
+// heap is fresh. At one rank there is no peer and no heap: everything is ordinary memory.
+
+// Not small integers: sums round, so only the same order of additions gives the same bits.
+float inexact(int rank, int64_t i, int salt) {
+  return std::sin(float(rank * 7919 + i * 13 + salt)) * 3.7f;
+}
+
+void fill_inexact(const Tensor& t, int rank, int salt) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = inexact(rank, i, salt);
+    if (t.dtype() == DType::f32)
+      t.data<float>()[i] = v;
+    else
+      t.data<bf16>()[i] = f32_to_bf16(v);
+  }
+}
+
+std::unique_ptr<MpiProcessGroup> own_group(const std::string& name) {
+  auto group = world().split(0, world().rank(), name);
+  return std::unique_ptr<MpiProcessGroup>(dynamic_cast<MpiProcessGroup*>(group.release()));
+}
+
+TEST(SymmetricMemory, CollectivesReadPeersInPlaceBitForBitAsStaged) {
+  auto g = own_group("symmetric");
+  const int rank = g->rank(), size = g->size();
+  const int64_t n = 70001;  // per rank: above the small-message cut, and odd
+  g->reserve_symmetric(size_t(n) * size_t(size) * 2 * (2 + 4) + 4096);  // the four buffers
+  EXPECT_EQ(g->symmetric_capacity() > 0, size > 1);
+  uint64_t in_place = 0;
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    // FSDP's all-gather: in place, into a symmetric output.
+    Tensor full = g->symmetric_empty("unsharded", n * size, dtype);
+    fill_inexact(full.slice(rank * n, (rank + 1) * n), rank, 1);
+    g->all_gather(full.slice(rank * n, (rank + 1) * n), full, Algorithm::shm)->wait();
+    in_place += 1;
+    for (int r = 0; r < size; ++r)
+      for (int64_t i = 0; i < n; i += 101)
+        ASSERT_EQ(read(full, r * n + i),
+                  dtype == DType::f32 ? inexact(r, i, 1) : round_to_bf16(inexact(r, i, 1)))
+            << dtype_name(dtype) << " rank " << r << " i " << i;
+    // FSDP's reduce-scatter: from a symmetric input, into FP32 and BF16, sum and average; the
+    // same bits as the staged path's from ordinary memory.
+    Tensor grads = g->symmetric_empty("unsharded_grad", n * size, dtype);
+    Tensor ordinary = Tensor::empty("grads", {n * size}, dtype);
+    fill_inexact(grads, rank, 2);
+    fill_inexact(ordinary, rank, 2);
+    for (DType out_dtype : {DType::f32, DType::bf16})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+        Tensor got = Tensor::zeros("shard", {n}, out_dtype);
+        Tensor want = Tensor::zeros("staged", {n}, out_dtype);
+        g->reduce_scatter(grads, got, Algorithm::shm, {op})->wait();
+        g->reduce_scatter(ordinary, want, Algorithm::shm, {op})->wait();
+        in_place += 1;
+        ASSERT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0)
+            << dtype_name(dtype) << " into " << dtype_name(out_dtype);
+      }
+  }
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? in_place : 0) << "the in-place path did not run";
+}
+
+TEST(SymmetricMemory, OneRankOutsideItsHeapStagesTheOperationForAll) {
+  auto g = own_group("symmetric-mixed");
+  const int rank = g->rank(), size = g->size();
+  const int64_t n = 40000;
+  g->reserve_symmetric(size_t(n) * size_t(size) * 4 * 8);
+  // Operations in flight together, alternating: every rank in its heap, then rank 0 outside.
+  std::vector<Tensor> outs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 6; ++k) {
+    const bool outside = k % 2 == 1 && rank == 0;
+    Tensor full = outside ? Tensor::empty("ordinary", {n * size}, DType::f32)
+                          : g->symmetric_empty("symmetric", n * size, DType::f32);
+    fill_inexact(full.slice(rank * n, (rank + 1) * n), rank, k);
+    works.push_back(g->all_gather(full.slice(rank * n, (rank + 1) * n), full, Algorithm::shm));
+    outs.push_back(full);
+  }
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < 6; ++k)
+    for (int r = 0; r < size; ++r)
+      for (int64_t i = 0; i < n; i += 97)
+        ASSERT_EQ(read(outs[size_t(k)], r * n + i), inexact(r, i, k)) << "op " << k;
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? 3u : 0u);
+}
+
+TEST(SymmetricMemory, BuffersAreReusableOnceTheOperationCompletes) {
+  auto g = own_group("symmetric-reuse");
+  const int rank = g->rank(), size = g->size();
+  const int64_t n = 30000;
+  g->reserve_symmetric(size_t(n) * size_t(size) * 4);
+  Tensor full = g->symmetric_empty("unsharded", n * size, DType::f32);
+  Tensor mine = full.slice(rank * n, (rank + 1) * n);
+  // Each operation overwrites this rank's slot at once: a peer still reading the last one
+  // would see the next one's values.
+  for (int step = 0; step < 20; ++step) {
+    fill_inexact(mine, rank, step);
+    g->all_gather(mine, full, Algorithm::shm)->wait();
+    for (int r = 0; r < size; ++r)
+      ASSERT_EQ(read(full, r * n + (step * 977) % n), inexact(r, (step * 977) % n, step))
+          << "step " << step;
+  }
+  // The heap has room for one such buffer: once it is gone, the next one fits again.
+  full = mine = Tensor();
+  Tensor next = g->symmetric_empty("next model's", n * size, DType::f32);
+  const uint64_t before = g->symmetric_ops();
+  g->all_gather(next.slice(rank * n, (rank + 1) * n), next, Algorithm::shm)->wait();
+  EXPECT_EQ(g->symmetric_ops(), before + (size > 1 ? 1 : 0));
+}
+
+TEST(SymmetricMemory, AFullHeapOrAGroupAcrossNodesGivesOrdinaryMemory) {
+  auto g = own_group("symmetric-full");
+  const int size = g->size();
+  g->reserve_symmetric(4096);
+  Tensor fits = g->symmetric_empty("fits", 1024, DType::f32);
+  Tensor too_big = g->symmetric_empty("too-big", 40000 * size, DType::f32);
+  fill_inexact(too_big.slice(g->rank() * 40000, (g->rank() + 1) * 40000), g->rank(), 5);
+  g->all_gather(too_big.slice(g->rank() * 40000, (g->rank() + 1) * 40000), too_big)->wait();
+  for (int r = 0; r < size; ++r) ASSERT_EQ(read(too_big, r * 40000 + 7), inexact(r, 7, 5));
+  EXPECT_EQ(g->symmetric_ops(), 0u) << "a buffer outside the heap cannot be read in place";
+  // The segments' names are gone once mapped: nothing is left in /dev/shm.
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_EQ(entry.path().filename().string().find("shardtrain-" + std::to_string(getpid())),
+              std::string::npos)
+        << entry.path();
+  if (size == 1) return;
+  auto across = own_group("symmetric-across");
+  std::vector<int> one_node_each(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) one_node_each[size_t(r)] = r;
+  across->set_node_map(one_node_each);
+  across->reserve_symmetric(1 << 20);
+  EXPECT_EQ(across->symmetric_capacity(), 0u) << "peers on other nodes cannot map this memory";
 }
 
 }  // namespace

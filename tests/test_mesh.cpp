@@ -162,6 +162,13 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
     EXPECT_EQ(a.comm.tp_collectives > 0, mesh.tp > 1) << mesh.name;
     EXPECT_EQ(double(a.comm.tp_bytes), predicted) << mesh.name;
   }
+  // FSDP's all-gathers and reduce-scatters within a node read their peers' buffers in place,
+  // from symmetric memory (collectives/symmetric_heap.hpp).
+  if (auto* shard = dynamic_cast<MpiProcessGroup*>(&sharded.mesh().shard_group());
+      shard && shard->size() > 1 && shard->single_node()) {
+    EXPECT_GT(shard->symmetric_capacity(), 0u) << mesh.name;
+    EXPECT_GT(shard->symmetric_ops(), 0u) << mesh.name;
+  }
   const double diff = max_weight_diff(sharded, local);
   EXPECT_LT(diff, tol.weight_abs) << mesh.name;
   // The validation loss: windows split over the shard groups, each counted once.

@@ -3,7 +3,11 @@
 // (like PyTorch's caching allocator): a freed buffer is kept for the next request of the same
 // size, so steady-state training makes no allocations and takes no page faults.
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -13,8 +17,15 @@ namespace st {
 
 class BufferPool {
  public:
+  // Makes the buffers acquire_shared() asks for (a process group's symmetric memory).
+  using Allocator = std::function<Tensor(std::string name, int64_t numel, DType dtype)>;
+  void set_shared_allocator(Allocator allocate) { allocate_shared_ = std::move(allocate); }
+
   // A buffer of `numel` elements of `dtype`, uninitialized, named `name`.
   Tensor acquire(std::string name, int64_t numel, DType dtype);
+  // The same from the shared allocator (ordinary memory when it has none): buffers a
+  // collective's peers read in place. Kept apart from acquire()'s.
+  Tensor acquire_shared(std::string name, int64_t numel, DType dtype);
   // Returns a buffer from acquire(). The caller must hold no other view of it.
   void release(Tensor buffer);
 
@@ -22,7 +33,12 @@ class BufferPool {
   void reset_peak() { peak_in_use_ = in_use_; }
 
  private:
-  std::map<std::pair<int64_t, DType>, std::vector<Tensor>> free_;  // by (numel, dtype)
+  Tensor acquire(std::string name, int64_t numel, DType dtype, bool shared);
+
+  // By (numel, dtype, from the shared allocator).
+  std::map<std::tuple<int64_t, DType, bool>, std::vector<Tensor>> free_;
+  std::set<const void*> shared_buffers_;  // what acquire_shared() handed out
+  Allocator allocate_shared_;
   int64_t in_use_ = 0, peak_in_use_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include <fmt/ranges.h>
 
@@ -159,6 +160,26 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   }
   topology_ = UnitTopology::root_and_chain(int(units_.size()));
   schedule_ = make_schedule();
+  reserve_symmetric_buffers();
+}
+
+void FsdpRuntime::reserve_symmetric_buffers() {
+  // The unsharded parameters (all-gather outputs, gathered in place) and gradients
+  // (reduce-scatter inputs) live where the shard group's peers read them in place. The pool
+  // keeps one set of buffers per size: a few of each size are held at once (the one in use,
+  // the prefetched ones, reductions in flight). A buffer that does not fit is ordinary memory
+  // and its collectives stage through the window as before: only slower.
+  if (group_.size() == 1 || !options_.symmetric_memory) return;
+  std::map<int64_t, int> units_of_size;
+  for (const UnitLayout& layout : layouts_) units_of_size[layout.padded_numel] += 1;
+  const int held = options_.prefetch + 3;
+  size_t bytes = 0;  // BF16 (param_dtype) parameters and FP32 gradients
+  for (const auto& [numel, units] : units_of_size)
+    bytes += size_t(std::min(units, held)) * size_t(numel) * (dtype_size(options_.param_dtype) + 4);
+  group_.reserve_symmetric(bytes);
+  pool_.set_shared_allocator([this](std::string name, int64_t numel, DType dtype) {
+    return group_.symmetric_empty(std::move(name), numel, dtype);
+  });
 }
 
 ScheduleShape schedule_shape(int prefetch, bool reshard_after_forward, int reshard_to,
@@ -236,7 +257,7 @@ void FsdpRuntime::issue_gather(int u) {
   if (unit.kept.defined()) return issue_regather(u);
   const UnitLayout& layout = layouts_[size_t(u)];
   const DType dtype = options_.param_dtype;
-  unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, dtype);
+  unit.full = pool_.acquire_shared(layout.name + ".unsharded", layout.padded_numel, dtype);
   if (quantized_.gather) {
     // Each rank encodes its FP32 master shard; every rank (this one too) decodes all of them,
     // so all compute with the same weights.
@@ -263,7 +284,8 @@ void FsdpRuntime::issue_gather(int u) {
 void FsdpRuntime::issue_regather(int u) {
   Unit& unit = units_[size_t(u)];
   const UnitLayout& layout = layouts_[size_t(u)];
-  unit.full = pool_.acquire(layout.name + ".unsharded", layout.padded_numel, unit.kept.dtype());
+  unit.full =
+      pool_.acquire_shared(layout.name + ".unsharded", layout.padded_numel, unit.kept.dtype());
   const int64_t slice = unit.kept.numel(), first = int64_t(reshard_group_->rank()) * slice;
   Tensor slot = unit.full.slice(first, first + slice);
   std::memcpy(slot.raw(), unit.kept.raw(), size_t(slot.nbytes()));
@@ -395,8 +417,8 @@ void FsdpRuntime::allocate_full_grad(int u) {
   // In place: the shard is the whole unit, and no reduce-scatter copies every gradient
   // (77 MB a step on `small`, 1% of its step on one rank).
   unit.full_grad = grads_in_place() ? unit.grad
-                                    : pool_.acquire(layout.name + ".unsharded_grad",
-                                                    layout.padded_numel, DType::f32);
+                                    : pool_.acquire_shared(layout.name + ".unsharded_grad",
+                                                           layout.padded_numel, DType::f32);
   unit.full_grad.zero_();
 }
 

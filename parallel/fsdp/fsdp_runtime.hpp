@@ -60,6 +60,9 @@ struct FsdpOptions {
   Accumulation accumulation = Accumulation::reduce_each;
   double timeout_s = kDefaultTimeoutS;           // the watchdog's limit per collective
   ReplicaSync replica_sync = ReplicaSync::each;  // with a replica group
+  // Unsharded parameters and gradients in the shard group's symmetric memory, so its
+  // shared-memory collectives read peers in place (one copy a byte; false: staged, two).
+  bool symmetric_memory = true;
 };
 
 // One parameter's part of this rank's shard: what an optimizer updates.
@@ -231,6 +234,7 @@ class FsdpRuntime final : public UnitHooks {
   // The schedule's actions for `hook` of `unit` in this micro-batch.
   void run_schedule(Hook hook, int unit);
   FsdpSchedule make_schedule() const;
+  void reserve_symmetric_buffers();
   void allocate_full_grad(int unit);
   // A model's hook call must be the next unit of `order` (the root restarts it).
   void check_order(const std::vector<int>& order, size_t& next, int unit, const char* phase);
