@@ -27,6 +27,7 @@
 #include "launch/sharded_trainer.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "parallel/mesh_layout.hpp"
+#include "parallel/shared_slice_grads.hpp"
 #include "simulate/compute_model.hpp"
 
 namespace st {
@@ -127,19 +128,6 @@ void check_tp_within_nodes(const Config& config, MeshShape mesh, int ranks_per_n
         mesh.tp, ranks_per_node);
 }
 
-// What SharedSliceGrads all-reduces once a step: a slot per distinct piece of the shared slices'
-// gradient shards (their FSDP padding aside).
-double shared_slice_grad_bytes(const std::vector<ParamSpec>& specs, int dp_shard) {
-  double numel = 0;
-  int pieces = 1;
-  for (const ParamSpec& spec : specs)
-    if (spec.sliced() && spec.tp_replicas > 1) {
-      numel += double(spec.numel());
-      pieces = spec.tp_ranks / spec.tp_replicas;
-    }
-  return numel > 0 ? double(pieces) * std::ceil(numel / dp_shard) * sizeof(float) : 0;
-}
-
 // What the replay runs: the units' sizes, the sharding settings, and the measured or modelled
 // compute time of each part of a micro-batch.
 StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitLayout>& units,
@@ -178,7 +166,7 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.tp = mesh.tp;
   plan.tp_calls = {work.root_forward_pre.tp,   work.root_forward_post.tp, work.root_backward_pre.tp,
                    work.root_backward_post.tp, work.block_forward.tp,     work.block_backward.tp};
-  plan.tp_shared_grad_bytes = shared_slice_grad_bytes(specs, mesh.dp_shard);
+  plan.tp_shared_grad_bytes = SharedSliceGrads::predicted_bytes(specs, mesh.dp_shard);
   plan.threads = threads;
   plan.compute = times;
   plan.optimizer = times.optimizer_per_element * double(shard_elements);

@@ -1,17 +1,36 @@
 #include "parallel/shared_slice_grads.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace st {
+namespace {
+
+bool shared(const ParamSpec& spec) {
+  return spec.sliced() && spec.tp_replicas > 1;
+}
+int pieces_of(const ParamSpec& spec) {
+  return spec.tp_ranks / spec.tp_replicas;
+}
+
+}  // namespace
+
+double SharedSliceGrads::predicted_bytes(const std::vector<ParamSpec>& specs, int dp_shard) {
+  double numel = 0;
+  int pieces = 1;
+  for (const ParamSpec& spec : specs)
+    if (shared(spec)) numel += double(spec.numel()), pieces = pieces_of(spec);
+  return numel > 0 ? double(pieces) * std::ceil(numel / dp_shard) * sizeof(float) : 0;
+}
 
 SharedSliceGrads::SharedSliceGrads(const std::vector<ParamSpec>& specs,
                                    const std::vector<std::pair<size_t, Tensor>>& grads) {
   for (const auto& [param, grad] : grads) {
     const ParamSpec& spec = specs.at(param);
-    if (!spec.sliced() || spec.tp_replicas == 1) continue;
-    const int pieces = spec.tp_ranks / spec.tp_replicas, piece = spec.tp_rank / spec.tp_replicas;
+    if (!shared(spec)) continue;
+    const int pieces = pieces_of(spec), piece = spec.tp_rank / spec.tp_replicas;
     // Every shared parameter of a model is shared alike (one KV head per rank when n_kv_head
     // < tp), so one buffer with a slot per piece serves them all.
     ST_CHECK(grads_.empty() || (pieces == pieces_ && piece == piece_),

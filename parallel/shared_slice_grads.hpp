@@ -24,6 +24,9 @@ class SharedSliceGrads {
   void sum(TensorParallel& tp);
   // The bytes sum() all-reduces.
   int64_t bytes() const { return int64_t(pieces_) * numel_ * int64_t(sizeof(float)); }
+  // The same predicted from the specs alone, for gradients FSDP-sharded over `dp_shard` ranks
+  // (the simulator's: every parameter's shard taken as 1 / dp_shard of it, rounded up).
+  static double predicted_bytes(const std::vector<ParamSpec>& specs, int dp_shard);
 
  private:
   std::vector<Tensor> grads_;   // the shared slices' gradients, in the order given
