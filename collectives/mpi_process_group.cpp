@@ -159,7 +159,7 @@ std::string MpiProcessGroup::transport(OpType op, size_t bytes) const {
     return algorithm_name(Algorithm::mpi);
   const Algorithm a = algorithm_ == Algorithm::automatic ? choose(op, bytes) : algorithm_;
   // Buffers in symmetric memory are read in place (those outside it stage through the window).
-  return a == Algorithm::shm && heap_ ? "shm (symmetric memory)" : algorithm_name(a);
+  return a == Algorithm::shm && heap_ ? "shm in place" : algorithm_name(a);
 }
 
 std::string MpiProcessGroup::describe(OpType op, size_t bytes, Algorithm algorithm) {
