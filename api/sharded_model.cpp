@@ -46,7 +46,8 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
   }
   std::vector<std::pair<size_t, Tensor>> grads;
   for (ShardSpan& s : fsdp_->spans()) grads.emplace_back(s.param, s.grad);
-  shared_grads_ = std::make_unique<SharedSliceGrads>(model.param_specs(), grads);
+  tp_grad_sums_ =
+      std::make_unique<TpGradientSums>(model.param_specs(), model.tp_partial_grads(), grads);
   optimizer_ = make_optimizer(std::move(params), policy.optimizer);
 }
 
@@ -127,9 +128,9 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
   }
-  if (tensor_parallel_ && !shared_grads_->empty()) {
+  if (tensor_parallel_ && !tp_grad_sums_->empty()) {
     OpScope wait(OpKind::collective_wait);
-    shared_grads_->sum(*tensor_parallel_);
+    tp_grad_sums_->sum(*tensor_parallel_);
   }
   StepResult r;
   r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.model_group(),

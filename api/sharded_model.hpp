@@ -17,8 +17,8 @@
 #include "optim/optimizer.hpp"
 #include "parallel/device_mesh.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
-#include "parallel/shared_slice_grads.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "parallel/tp_gradient_sums.hpp"
 
 namespace st {
 
@@ -102,8 +102,9 @@ class ShardedModel {
   const FsdpRuntime& runtime() const { return *fsdp_; }
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
-  // The bytes the step all-reduces over TP for shared KV heads' gradients (0 without).
-  int64_t shared_slice_grad_bytes() const { return shared_grads_->bytes(); }
+  // The bytes the step all-reduces over TP once: the gradients the TP ranks compute parts of
+  // (TpGradientSums; 0 without TP).
+  int64_t tp_gradient_sum_bytes() const { return tp_grad_sums_->bytes(); }
   DeviceMesh& mesh() { return mesh_; }
 
  private:
@@ -124,7 +125,7 @@ class ShardedModel {
   ShardPolicy policy_;
   std::unique_ptr<GroupTensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
   std::unique_ptr<FsdpRuntime> fsdp_;
-  std::unique_ptr<SharedSliceGrads> shared_grads_;  // KV heads shared by TP ranks (n_kv_head < tp)
+  std::unique_ptr<TpGradientSums> tp_grad_sums_;  // summed over TP once a step
   std::unique_ptr<Optimizer> optimizer_;
 };
 

@@ -315,7 +315,7 @@ Traffic ShardedTrainer::traffic() const {
                           s.reshard_after_forward, int(s.reshard_to), s.accumulation,
                           s.replica_sync, s.gather_quantization, s.reduce_quantization,
                           tp_collective_bytes(*model_, config_, mesh_->shape()) +
-                              double(sharded_->shared_slice_grad_bytes()),
+                              double(sharded_->tp_gradient_sum_bytes()),
                           config_.parallel.sequence_parallel});
 }
 

@@ -27,7 +27,7 @@
 #include "launch/sharded_trainer.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "parallel/mesh_layout.hpp"
-#include "parallel/shared_slice_grads.hpp"
+#include "parallel/tp_gradient_sums.hpp"
 #include "simulate/compute_model.hpp"
 
 namespace st {
@@ -132,7 +132,7 @@ void check_tp_within_nodes(const Config& config, MeshShape mesh, int ranks_per_n
 // compute time of each part of a micro-batch.
 StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitLayout>& units,
                    const ComputeTimes& times, int threads, int ranks_per_node,
-                   const ModelWork& work, const std::vector<ParamSpec>& specs) {
+                   const ModelWork& work, const Model& model) {
   const auto& t = config.training;
   StepPlan plan;
   int64_t shard_elements = 0;
@@ -166,7 +166,8 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.tp = mesh.tp;
   plan.tp_calls = {work.root_forward_pre.tp,   work.root_forward_post.tp, work.root_backward_pre.tp,
                    work.root_backward_post.tp, work.block_forward.tp,     work.block_backward.tp};
-  plan.tp_shared_grad_bytes = SharedSliceGrads::predicted_bytes(specs, mesh.dp_shard);
+  plan.tp_shared_grad_bytes =
+      TpGradientSums::predicted_bytes(model.param_specs(), model.tp_partial_grads(), mesh.dp_shard);
   plan.threads = threads;
   plan.compute = times;
   plan.optimizer = times.optimizer_per_element * double(shard_elements);
@@ -220,7 +221,7 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   shape.work = model->work(shape.rows, t.seq_len);  // the model's own FLOPs, bytes, TP collectives
   const ComputeTimes times = compute_times(shape, spec, cluster.profile.get());
   row.plan = step_plan(config, mesh, units, times, spec.threads_per_rank,
-                       row.platform.ranks_per_node, *shape.work, model->param_specs());
+                       row.platform.ranks_per_node, *shape.work, *model);
 
   Prediction& p = row.p;
   p.ranks = ranks;

@@ -21,8 +21,8 @@
 #include "core/rng.hpp"
 #include "models/gpt2/gpt.hpp"
 #include "models/llama/llama.hpp"
-#include "parallel/shared_slice_grads.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "parallel/tp_gradient_sums.hpp"
 #include "tests/support/fake_ranks.hpp"
 #include "tests/support/local_params.hpp"
 #include "tests/support/model_checks.hpp"
@@ -192,11 +192,12 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
       mine.set_activation_checkpointing(run.mode);
       LocalParams params(mine, 11);
       const double loss = mine.forward_backward(batch, grad_scale, hooks);
-      // KV heads shared by ranks (n_kv_head < tp): each rank's part of their gradients, summed
-      // over the ranks sharing them as the sharded model does before its update.
+      // KV heads shared by ranks (n_kv_head < tp) and the norms under sequence parallelism (and
+      // Qwen3's q/k norms): each rank's part of their gradients, summed over the ranks as the
+      // sharded model does before its update.
       std::vector<std::pair<size_t, Tensor>> grads;
       for (size_t i = 0; i < mine.param_specs().size(); ++i) grads.emplace_back(i, params.grad(i));
-      SharedSliceGrads shared(mine.param_specs(), grads);
+      TpGradientSums shared(mine.param_specs(), mine.tp_partial_grads(), grads);
       shared.sum(tp);
       if (fp32)
         EXPECT_NEAR(loss, want_loss, 1e-6 * want_loss) << what;
@@ -292,7 +293,7 @@ TEST(TensorParallel, LlamaAndQwenSlicesTrainAsTheWholeModel) {
 // Fewer KV heads than ranks: each rank keeps the KV head its query heads use (8 query heads over
 // 2 KV heads at tp 4: ranks 0-1 share KV head 0, ranks 2-3 head 1; one KV head, multi-query, at
 // tp 2: both share it), k and v (and Qwen's biases and k norm) with each rank's part of the
-// gradient summed over the ranks sharing them (SharedSliceGrads). A KV head count that neither
+// gradient summed over the ranks sharing them (TpGradientSums). A KV head count that neither
 // divides nor is divided by tp is refused by name.
 TEST(TensorParallel, SharedKvHeadsTrainAsTheWholeModel) {
   LlamaConfig gqa;

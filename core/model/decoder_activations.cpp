@@ -26,7 +26,6 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
   tp_sum = arena.f32("tp.partial_sums", slice.ranks > 1 ? Shape{B, T, C} : Shape{0});
   sp_rows = arena.f32("sp.reduced_rows", sp ? Shape{rows, C} : Shape{0});
-  sp_norm_grad = arena.f32("sp.norm_partial_grad", sp ? Shape{2 * C} : Shape{0});
   // The AVX512-BF16 attention keeps its tiles per thread: no scores, d_y or d_s scratch.
   const bool general = !attention_bf16_kernels_run(att, dt);
   att_scores = arena.f32("attn.scores", general ? Shape{B, H, T, T} : Shape{0});

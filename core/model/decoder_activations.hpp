@@ -36,9 +36,8 @@ struct DecoderActivations {
   // Tensor parallelism: FP32 [B,T,C], a row-parallel matmul's partial sums (and, under sequence
   // parallelism, the residual gradient gathered from every rank's rows).
   Tensor tp_sum;
-  // Sequence parallelism: FP32 [rows,C] of a reduce-scatter's result, and a norm's weight (and
-  // bias) gradient from this rank's rows (FP32 [2C]) before it is summed over the group.
-  Tensor sp_rows, sp_norm_grad;
+  // Sequence parallelism: FP32 [rows,C], a reduce-scatter's result.
+  Tensor sp_rows;
   // FP32 [B,H,T,T]; dtype [B,T,Q]; dtype [B,H,T,T]; empty where the BF16 kernels run.
   Tensor att_scores, att_dy, att_ds;
 

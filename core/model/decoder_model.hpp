@@ -43,6 +43,7 @@ class DecoderModel : public BlockModel {
   LogitsView last_logits() const override;
   // Checks that the group is the one this model's slices were built for.
   void set_tensor_parallel(TensorParallel* tp) override;
+  std::vector<size_t> tp_partial_grads() const override;
   const TpSlice& tp_slice() const { return tp_slice_; }
 
  protected:
@@ -64,15 +65,10 @@ class DecoderModel : public BlockModel {
   // The residual stream's gradient over all B·T rows, as a row-parallel projection's backward
   // reads it: a.dx, or under sequence parallelism every rank's rows gathered (FP32) in a.tp_sum.
   const float* whole_residual_grad(Acts& a);
-  // Where a norm's backward accumulates its weight's (and bias's) gradient: the parameters'
-  // own, or under sequence parallelism a zeroed FP32 scratch (this rank's rows give part of
-  // it), which sum_norm_grads sums over the group into the parameters' (one all-reduce).
-  struct NormGrads {
-    float* weight;
-    float* bias;
-  };
-  NormGrads norm_grads(Acts& a, float* weight, float* bias);
-  void sum_norm_grads(Acts& a, float* weight, float* bias);
+  // The norms' weights and biases (each TP rank's rows give part of their gradients under
+  // sequence parallelism) and the parameters each rank's heads give part of the gradient of
+  // (Qwen3's q/k norms), which each family lists as it declares them: tp_partial_grads().
+  std::vector<size_t> norm_params_, head_partial_params_;
 
   // Tensor parallelism's steps every family takes alike (Megatron's layout; used only when
   // tensor_parallel()):
@@ -89,9 +85,6 @@ class DecoderModel : public BlockModel {
   // returns the rows of the sum the norm before that layer reads in its backward: all of them
   // (in d_in), or under sequence parallelism this rank's a.rows (reduce-scattered to a.sp_rows).
   const float* sum_input_grad(Acts& a, const Tensor& d_in);
-  // A replicated parameter whose gradient each rank computed from its own heads only (Qwen3's
-  // q/k norms): adds the group's sum of `partial` into `grad`.
-  void add_summed_grad(float* grad, const Tensor& partial);
   // The vocabulary-parallel embedding of batch's tokens into a.x[0] (each token's row from the
   // rank that holds it; plus the position embedding `positions` [T, C] unless null), its
   // backward into g(embed) (and d_positions), the head's logits over this rank's columns and
@@ -107,10 +100,9 @@ class DecoderModel : public BlockModel {
   // parallelism: every segment's FLOPs and bytes over the group's ranks (Megatron's layout splits
   // each matmul, the heads and the vocabulary; sequence parallelism the rows of the rest, which
   // without it are counted divided as well: an underestimate), and the collectives the steps
-  // above issue, in order. `norm_params`: 1 for RMSNorm (weight), 2 for LayerNorm (and bias);
-  // `qk_norm_width`: the head size of Qwen3's q/k norms (0: none).
-  void add_tp_work(ModelWork& w, int64_t B, int64_t T, int norm_params,
-                   int64_t qk_norm_width) const;
+  // above issue, in order (the partial gradients' once-a-step sum is the runtime's, not a
+  // segment's: TpGradientSums).
+  void add_tp_work(ModelWork& w, int64_t B, int64_t T) const;
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);

@@ -66,25 +66,12 @@ const float* DecoderModel<Config, Acts>::whole_residual_grad(Acts& a) {
 }
 
 template <class Config, class Acts>
-typename DecoderModel<Config, Acts>::NormGrads DecoderModel<Config, Acts>::norm_grads(Acts& a,
-                                                                                      float* weight,
-                                                                                      float* bias) {
-  if (!sequence_parallel()) return {weight, bias};
-  a.sp_norm_grad.zero_();
-  float* partial = a.sp_norm_grad.template data<float>();
-  return {partial, bias ? partial + config_.n_embd : nullptr};
-}
-
-template <class Config, class Acts>
-void DecoderModel<Config, Acts>::sum_norm_grads(Acts& a, float* weight, float* bias) {
-  if (!sequence_parallel()) return;
-  const int64_t C = config_.n_embd;
-  const Tensor partial = a.sp_norm_grad.slice(0, bias ? 2 * C : C);
-  tp().all_reduce_sum(partial);
-  const float* sum = partial.template data<float>();
-  for (int64_t i = 0; i < C; ++i) weight[i] += sum[i];
-  if (bias)
-    for (int64_t i = 0; i < C; ++i) bias[i] += sum[C + i];
+std::vector<size_t> DecoderModel<Config, Acts>::tp_partial_grads() const {
+  std::vector<size_t> params;
+  if (sequence_parallel()) params = norm_params_;
+  if (tensor_parallel())
+    params.insert(params.end(), head_partial_params_.begin(), head_partial_params_.end());
+  return params;
 }
 
 template <class Config, class Acts>
@@ -115,13 +102,6 @@ const float* DecoderModel<Config, Acts>::sum_input_grad(Acts& a, const Tensor& d
   }
   tp().all_reduce_sum(partial);
   return partial.template data<float>();
-}
-
-template <class Config, class Acts>
-void DecoderModel<Config, Acts>::add_summed_grad(float* grad, const Tensor& partial) {
-  tp().all_reduce_sum(partial);
-  const float* sum = partial.template data<float>();
-  for (int64_t i = 0; i < partial.numel(); ++i) grad[i] += sum[i];
 }
 
 template <class Config, class Acts>
@@ -187,8 +167,7 @@ const float* DecoderModel<Config, Acts>::vocab_parallel_head_backward(Acts& a, c
 }
 
 template <class Config, class Acts>
-void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T, int norm_params,
-                                             int64_t qk_norm_width) const {
+void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T) const {
   if (!tensor_parallel()) return;
   const double ranks = tp_slice_.ranks;
   for (SegmentWork* s : {&w.root_forward_pre, &w.root_forward_post, &w.root_backward_pre,
@@ -200,8 +179,6 @@ void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T,
   const double stream = rows * double(config_.n_embd) * f32;  // [B·T, C] FP32
   const double normed = stream / f32 * double(dtype_size(dtype_));
   const TpCollective reduce{TpOp::all_reduce, stream};
-  const TpCollective norm_grads{TpOp::all_reduce, double(norm_params * config_.n_embd) * f32};
-  const TpCollective qk_grad{TpOp::all_reduce, double(qk_norm_width) * f32};
   using enum ActivationCheckpointing;
   const ActivationCheckpointing mode = activation_checkpointing();
   // The loss: the rows' maxima, then their sums of exponentials with their targets' logits.
@@ -214,8 +191,7 @@ void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T,
     w.root_backward_pre.tp = {reduce};       // the head's input gradient
     if (mode == full) bb.push_back(reduce);  // the attention's output, recomputed
     bb.push_back(reduce);                    // the MLP's input gradient
-    if (qk_norm_width) bb.insert(bb.end(), {qk_grad, qk_grad});
-    bb.push_back(reduce);  // the attention's input gradient
+    bb.push_back(reduce);                    // the attention's input gradient
     return;
   }
   const TpCollective gather_normed{TpOp::all_gather, normed}, gather_grad{TpOp::all_gather, stream},
@@ -223,12 +199,10 @@ void DecoderModel<Config, Acts>::add_tp_work(ModelWork& w, int64_t B, int64_t T,
   w.root_forward_pre.tp = {scatter};
   fb = {gather_normed, scatter, gather_normed, scatter};
   w.root_forward_post.tp.insert(w.root_forward_post.tp.begin(), gather_normed);  // the final norm
-  w.root_backward_pre.tp = {scatter, norm_grads};
+  w.root_backward_pre.tp = {scatter};
   if (mode == selective) bb = {gather_normed, gather_normed};
   if (mode == full) bb = {gather_normed, scatter, gather_normed};
-  bb.insert(bb.end(), {gather_grad, scatter, norm_grads, gather_grad});
-  if (qk_norm_width) bb.insert(bb.end(), {qk_grad, qk_grad});
-  bb.insert(bb.end(), {scatter, norm_grads});
+  bb.insert(bb.end(), {gather_grad, scatter, gather_grad, scatter});
   w.root_backward_post.tp = {gather_grad};  // the embedding's gradient reads every row's
 }
 

@@ -127,6 +127,11 @@ class Model {
   // (core/model/param_slice.hpp); set before its first forward. The default fails naming the
   // model unless the group is one rank.
   virtual void set_tensor_parallel(TensorParallel* tp);
+  // Parameters every TP rank holds whole but computes only part of the gradient of (its rows
+  // under sequence parallelism: the norms; its heads: Qwen3's q/k norms). The runtime sums
+  // their gradients over the TP group once a step, after FSDP's reductions (TpGradientSums:
+  // Megatron's sum of sequence-parallel gradients); none without TP.
+  virtual std::vector<size_t> tp_partial_grads() const { return {}; }
 
   // `grad` may be left undefined for forward-only use (touching it is then an error).
   void bind(size_t index, Tensor value, Tensor grad);

@@ -113,6 +113,10 @@ GPT::GPT(const GPTConfig& cfg, DType compute_dtype, TpSlice slice)
   }
   p_.ln_f_weight = ones("transformer.ln_f.weight", C);
   p_.ln_f_bias = zeros("transformer.ln_f.bias", C);
+  for (const BlockParams& b : p_.h)
+    norm_params_.insert(norm_params_.end(),
+                        {b.ln_1_weight, b.ln_1_bias, b.ln_2_weight, b.ln_2_bias});
+  norm_params_.insert(norm_params_.end(), {p_.ln_f_weight, p_.ln_f_bias});
   parallelize_gpt(cfg, specs_);  // FSDP units and placements: models/gpt2/parallelize.cpp
   if (slice.ranks > 1) {
     if (cfg.n_head % slice.ranks != 0)
@@ -184,7 +188,7 @@ ModelWork GPT::work(int64_t B, int64_t T_) const {
   w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
   w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
   w.root_backward_post = {0, tokens * 4.0 * 3 * C};
-  add_tp_work(w, B, T_, 2, 0);
+  add_tp_work(w, B, T_);
   return w;
 }
 
@@ -266,12 +270,10 @@ void GPT::head_backward(Activations& a, const Batch& batch, float grad_scale) {
                      grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   }
   a.dx.zero_();
-  const NormGrads ln_f = norm_grads(a, g(p_.ln_f_weight), g(p_.ln_f_bias));
-  layernorm_backward(a.dx.data<float>(), ln_f.weight, ln_f.bias, d_normed,
+  layernorm_backward(a.dx.data<float>(), g(p_.ln_f_weight), g(p_.ln_f_bias), d_normed,
                      a.x[config_.n_layer].data<float>(), w(p_.ln_f_weight),
                      a.lnf_mean.data<float>(), a.lnf_rstd.data<float>(), a.rows, config_.n_embd,
                      dtype_);
-  sum_norm_grads(a, g(p_.ln_f_weight), g(p_.ln_f_bias));
 }
 
 void GPT::block_backward(int64_t l) {
@@ -293,10 +295,9 @@ void GPT::block_backward(int64_t l) {
   linear_backward(d_small, g(p.c_fc_weight), g(p.c_fc_bias), d_big, scratch, a.ln2[l].raw(),
                   w(p.c_fc_weight), M, C, 4 * Cl, dtype_, a.fc[l].raw(), {.d_out = dtype_});
   const float* d_ln2 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
-  const NormGrads ln_2 = norm_grads(a, g(p.ln_2_weight), g(p.ln_2_bias));
-  layernorm_backward(dx, ln_2.weight, ln_2.bias, d_ln2, a.x_mid[l].data<float>(), w(p.ln_2_weight),
-                     a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), R, C, dtype_);
-  sum_norm_grads(a, g(p.ln_2_weight), g(p.ln_2_bias));
+  layernorm_backward(dx, g(p.ln_2_weight), g(p.ln_2_bias), d_ln2, a.x_mid[l].data<float>(),
+                     w(p.ln_2_weight), a.ln2_mean[l].data<float>(), a.ln2_rstd[l].data<float>(), R,
+                     C, dtype_);
 
   // x_mid = x[l] + attn_proj(attention(c_attn(ln_1(x[l]))))
   linear_backward(d_small, g(p.attn_proj_weight), g(p.attn_proj_bias), whole_residual_grad(a),
@@ -306,10 +307,9 @@ void GPT::block_backward(int64_t l) {
   linear_backward(d_small, g(p.c_attn_weight), g(p.c_attn_bias), a.d_qkv.data<float>(), scratch,
                   a.ln1[l].raw(), w(p.c_attn_weight), M, C, 3 * Cl, dtype_);
   const float* d_ln1 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
-  const NormGrads ln_1 = norm_grads(a, g(p.ln_1_weight), g(p.ln_1_bias));
-  layernorm_backward(dx, ln_1.weight, ln_1.bias, d_ln1, a.x[l].data<float>(), w(p.ln_1_weight),
-                     a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), R, C, dtype_);
-  sum_norm_grads(a, g(p.ln_1_weight), g(p.ln_1_bias));
+  layernorm_backward(dx, g(p.ln_1_weight), g(p.ln_1_bias), d_ln1, a.x[l].data<float>(),
+                     w(p.ln_1_weight), a.ln1_mean[l].data<float>(), a.ln1_rstd[l].data<float>(), R,
+                     C, dtype_);
 }
 
 void GPT::embed_backward(Activations& a, const Batch& batch) {

@@ -44,7 +44,6 @@ struct LlamaActivations : DecoderActivations {
   Tensor d_gate_up;       // dtype [B,T,2F]
   Tensor d_swiglu;        // FP32 [B,T,F]
   Tensor cast_scratch;    // dtype [B*T, max(W, Vp, C)]: gradients the matmuls read
-  Tensor qk_norm_grad;    // FP32 [2·hs]: q/k norms' gradient from this rank's heads (TP)
   ActivationArena arena;  // last: its declaration passes fill the tensors above
 
   // Under tensor parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one
@@ -90,8 +89,6 @@ struct LlamaActivations : DecoderActivations {
     d_swiglu = f32("d_swiglu", {B, T, F});
     // SwiGLU's backward writes its own dtype output (d_gate_up): 2F is not needed here.
     cast_scratch = act("grad_cast", {B * T, std::max({W, Vp, C})});
-    qk_norm_grad = f32("self_attn.qk_norm.partial_grad",
-                       cfg.qk_norm && tp > 1 ? Shape{2 * cfg.head_size()} : Shape{0});
   }
 };
 
@@ -148,6 +145,11 @@ Llama::Llama(const LlamaConfig& cfg, DType compute_dtype, TpSlice slice)
     p_.layers.push_back(b);
   }
   p_.norm = norm("model.norm.weight", C);
+  for (const BlockParams& b : p_.layers) {
+    norm_params_.insert(norm_params_.end(), {b.input_norm, b.post_norm});
+    if (cfg.qk_norm) head_partial_params_.insert(head_partial_params_.end(), {b.q_norm, b.k_norm});
+  }
+  norm_params_.push_back(p_.norm);
   p_.head = p_.embed;
   if (!cfg.tie_embeddings) {
     p_.head = linear("lm_head.weight", Vp, C, std);
@@ -238,7 +240,7 @@ ModelWork Llama::work(int64_t B, int64_t T_) const {
   w.root_forward_post = {tokens * 2.0 * C * V, tokens * 4.0 * (3 * C + 3 * V)};
   w.root_backward_pre = {tokens * 4.0 * C * V, tokens * 4.0 * (4 * C + 4 * V)};
   w.root_backward_post = {0, tokens * 4.0 * 2 * C};
-  add_tp_work(w, B, T_, 1, c.qk_norm ? c.head_size() : 0);
+  add_tp_work(w, B, T_);
   return w;
 }
 
@@ -341,10 +343,8 @@ void Llama::block_backward(int64_t l) {
   const LinearPart gate_up[] = {{w(p.gate), g(p.gate), F}, {w(p.up), g(p.up), F}};
   fused_linear_backward_from(d_small, a.d_gate_up.raw(), a.ln2[l].raw(), gate_up, M, C, dtype_);
   const float* d_ln2 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
-  const NormGrads post_norm = norm_grads(a, g(p.post_norm), nullptr);
-  rmsnorm_backward(dx, post_norm.weight, d_ln2, a.x_mid[l].data<float>(), w(p.post_norm),
+  rmsnorm_backward(dx, g(p.post_norm), d_ln2, a.x_mid[l].data<float>(), w(p.post_norm),
                    a.rstd2[l].data<float>(), R, C, dtype_);
-  sum_norm_grads(a, g(p.post_norm), nullptr);
 
   // x_mid = x[l] + o(attention(rope(qkv(rmsnorm(x[l])))))
   const LinearPart o[] = {{w(p.o), g(p.o), C}};
@@ -358,18 +358,12 @@ void Llama::block_backward(int64_t l) {
     float* d_qkv = a.d_qkv.data<float>();
     rope_backward(d_qkv, d_qkv, a.B, a.T, n.heads + n.kv_heads, W, a.rope, DType::f32);
     const int64_t hs = c.head_size();
-    // Under tensor parallelism each rank's heads give part of the norms' gradients.
-    if (tensor_parallel()) a.qk_norm_grad.zero_();
-    float* dq_norm = tensor_parallel() ? a.qk_norm_grad.data<float>() : g(p.q_norm);
-    float* dk_norm = tensor_parallel() ? dq_norm + hs : g(p.k_norm);
-    head_rmsnorm_backward(d_qkv, dq_norm, a.q_in[l].data<float>(), w(p.q_norm),
+    // Under tensor parallelism each rank's heads give part of the norms' gradients, summed
+    // over the group once a step (tp_partial_grads).
+    head_rmsnorm_backward(d_qkv, g(p.q_norm), a.q_in[l].data<float>(), w(p.q_norm),
                           a.q_rstd[l].data<float>(), M, W, 0, n.heads, hs, dtype_);
-    head_rmsnorm_backward(d_qkv, dk_norm, a.k_in[l].data<float>(), w(p.k_norm),
+    head_rmsnorm_backward(d_qkv, g(p.k_norm), a.k_in[l].data<float>(), w(p.k_norm),
                           a.k_rstd[l].data<float>(), M, W, n.heads, n.kv_heads, hs, dtype_);
-    if (tensor_parallel()) {
-      add_summed_grad(g(p.q_norm), a.qk_norm_grad.slice(0, hs));
-      add_summed_grad(g(p.k_norm), a.qk_norm_grad.slice(hs, 2 * hs));
-    }
     fused_linear_backward(d_small, d_qkv, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C,
                           dtype_);
   } else {
@@ -379,10 +373,8 @@ void Llama::block_backward(int64_t l) {
     fused_linear_backward_from(d_small, scratch, a.ln1[l].raw(), qkv_parts(p, true), M, C, dtype_);
   }
   const float* d_ln1 = tensor_parallel() ? sum_input_grad(a, a.d_small) : d_small;
-  const NormGrads input_norm = norm_grads(a, g(p.input_norm), nullptr);
-  rmsnorm_backward(dx, input_norm.weight, d_ln1, a.x[l].data<float>(), w(p.input_norm),
+  rmsnorm_backward(dx, g(p.input_norm), d_ln1, a.x[l].data<float>(), w(p.input_norm),
                    a.rstd1[l].data<float>(), R, C, dtype_);
-  sum_norm_grads(a, g(p.input_norm), nullptr);
 }
 
 double Llama::head_forward(Activations& a, const Batch& batch) {
@@ -407,10 +399,8 @@ void Llama::head_backward(Activations& a, const Batch& batch, float grad_scale) 
                      a.cast_scratch.raw(), a.lnf.raw(), w(p_.head), batch.targets.data<int32_t>(),
                      grad_scale, head_shape(a), dtype_, a.row_shift.data<float>());
   a.dx.zero_();
-  const NormGrads norm = norm_grads(a, g(p_.norm), nullptr);
-  rmsnorm_backward(a.dx.data<float>(), norm.weight, d_normed, a.x[c.n_layer].data<float>(),
+  rmsnorm_backward(a.dx.data<float>(), g(p_.norm), d_normed, a.x[c.n_layer].data<float>(),
                    w(p_.norm), a.lnf_rstd.data<float>(), a.rows, c.n_embd, dtype_);
-  sum_norm_grads(a, g(p_.norm), nullptr);
 }
 
 void Llama::embed_forward(Activations& a, const Batch& batch) {
