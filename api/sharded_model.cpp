@@ -82,6 +82,12 @@ double ShardedModel::accumulate_gradients(const std::vector<Batch>& micro_batche
   }
   watch.before(StepPhase::finish_backward);
   fsdp_->finish_backward();
+  // The parts TP ranks computed of some gradients (shared KV heads, the norms under sequence
+  // parallelism), summed now: the gradient shards are final when this returns.
+  if (tensor_parallel_ && !tp_grad_sums_->empty()) {
+    OpScope wait(OpKind::collective_wait);
+    tp_grad_sums_->sum(*tensor_parallel_);
+  }
   watch.after(StepPhase::finish_backward);
   return loss_sum;
 }
@@ -127,10 +133,6 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
     OpScope wait(OpKind::collective_wait);
     group_.all_reduce(loss)->wait();
     riders[0] = loss.data<double>()[0];
-  }
-  if (tensor_parallel_ && !tp_grad_sums_->empty()) {
-    OpScope wait(OpKind::collective_wait);
-    tp_grad_sums_->sum(*tensor_parallel_);
   }
   StepResult r;
   r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.model_group(),

@@ -135,7 +135,9 @@ void SymmetricHeap::finish() {
 }
 
 bool SymmetricHeap::all_gather(const void* in, void* out, size_t bytes) {
-  if (!agree(in, bytes)) return false;
+  // Nothing to move (the same on every rank): the staged path, which does not wait on peers
+  // then, so nothing is published that a slower peer could still be reading.
+  if (bytes == 0 || !agree(in, bytes)) return false;
   char* o = static_cast<char*>(out);
   for (int k = 0; k < comm_.size; ++k) {
     const int r = (comm_.rank + k) % comm_.size;  // staggered, so peers read different segments
@@ -149,7 +151,7 @@ bool SymmetricHeap::all_gather(const void* in, void* out, size_t bytes) {
 
 bool SymmetricHeap::reduce_scatter(const void* in, DType in_dtype, float* out, size_t n) {
   const size_t esize = dtype_size(in_dtype);
-  if (!agree(in, n * esize * size_t(comm_.size))) return false;
+  if (n == 0 || !agree(in, n * esize * size_t(comm_.size))) return false;
   const size_t mine = size_t(comm_.rank) * n * esize;
   const size_t block = kBlockBytes / 4;
   for (size_t first = 0; first < n; first += block) {

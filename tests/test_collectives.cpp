@@ -565,6 +565,15 @@ TEST(SymmetricMemory, OneRankOutsideItsHeapStagesTheOperationForAll) {
       for (int64_t i = 0; i < n; i += 97)
         ASSERT_EQ(read(outs[size_t(k)], r * n + i), inexact(r, i, k)) << "op " << k;
   EXPECT_EQ(g->symmetric_ops(), size > 1 ? 3u : 0u);
+  // Empty operations (which the staged path does without waiting on peers) between in-place
+  // ones leave the ranks agreeing on which operation is which.
+  Tensor none = g->symmetric_empty("empty", 0, DType::f32);
+  for (int k = 0; k < 3; ++k) {
+    g->all_gather(none, none, Algorithm::shm)->wait();
+    g->reduce_scatter(none, none, Algorithm::shm)->wait();
+  }
+  g->all_gather(outs[0].slice(rank * n, (rank + 1) * n), outs[0], Algorithm::shm)->wait();
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? 4u : 0u);
 }
 
 TEST(SymmetricMemory, BuffersAreReusableOnceTheOperationCompletes) {
