@@ -31,7 +31,7 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
   if (!(policy.grad_clip >= 0))
     fail_input("ShardPolicy: grad_clip = {} must be >= 0 (0: off)", policy.grad_clip);
   if (ProcessGroup* tp = mesh_.tp_group()) {
-    tensor_parallel_ = std::make_unique<GroupTensorParallel>(*tp);
+    tensor_parallel_ = std::make_unique<GroupTensorParallel>(*tp, policy.fsdp.symmetric_memory);
     model.set_tensor_parallel(tensor_parallel_.get());  // refuses a model not built of slices
   }
   fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, policy.fsdp, policy.seed);

@@ -84,9 +84,19 @@ void bench_size(MpiProcessGroup& g, OpType op, DType dtype, int64_t per_rank,
   Tensor shard = Tensor::zeros("bench.shard", {per_rank}, dtype);
   Tensor copy = Tensor::zeros("bench.copy", {used}, dtype);
   const bool print = g.rank() == 0;
-  if (op == OpType::all_reduce) {  // FP32 sum in place, Open MPI's own algorithm (no other)
+  if (op == OpType::all_reduce) {
+    // FP32 sum in place: Open MPI's own algorithm, and (TP's row-parallel sums without
+    // sequence parallelism) the buffer in symmetric memory, read in place.
     const double mpi_us = time_us(g, repeats, [&] { g.all_reduce(full)->wait(); });
     if (print) print_row({op, dtype, bytes, n, "mpi", "mpi", mpi_us, mpi_us, 0}, json);
+    if (g.single_node() && g.symmetric_capacity() >= size_t(bytes)) {
+      Tensor in_heap = symmetric.carve("bench.symmetric", {used}, dtype, 0);
+      std::memset(in_heap.raw(), 0, in_heap.nbytes());
+      const uint64_t before = g.symmetric_ops();
+      const double us = time_us(g, repeats, [&] { g.all_reduce(in_heap)->wait(); });
+      ST_CHECK(g.symmetric_ops() > before, "bench collectives: the symmetric path did not run");
+      if (print) print_row({op, dtype, bytes, n, "symm", "shm", us, mpi_us, 0}, json);
+    }
     std::fflush(stdout);
     return;
   }

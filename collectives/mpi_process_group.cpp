@@ -89,11 +89,27 @@ void MpiProcessGroup::update_single_node() {
 }
 
 void MpiProcessGroup::reserve_symmetric(size_t bytes) {
-  if (!single_node_ || comm_.size == 1 || heap_ || bytes == 0) return;
+  if (!single_node_ || comm_.size == 1 || bytes == 0) return;
+  // Every rank asks for the same bytes, so every rank returns here or none does.
+  if (heap_ && heap_->capacity() >= bytes) return;
   std::string why;
+  bool kept = false;
   thread_->run("symmetric memory of '" + name_ + "'", 60, [&] {
+    // A heap too small is replaced only when no rank has a buffer in it (a later, larger set
+    // of activations, say); otherwise it stays, and what does not fit stages.
+    if (heap_) {
+      int empty = heap_->live() == 0, all_empty = 0;
+      check_mpi(MPI_Allreduce(&empty, &all_empty, 1, MPI_INT, MPI_LAND, node_comm_),
+                "MPI_Allreduce");
+      if (!all_empty) {
+        kept = true;
+        return;
+      }
+      heap_.reset();
+    }
     heap_ = SymmetricHeap::create(Comm{node_comm_, comm_.rank, comm_.size}, bytes, &why);
   });
+  if (kept) return;
   if (!heap_ && comm_.rank == 0)
     fmt::print(stderr,
                "warning: group '{}' has no symmetric memory ({}): its shared-memory collectives "
@@ -147,6 +163,13 @@ Algorithm MpiProcessGroup::choose(OpType op, size_t bytes) const {
   return single_node_ ? Algorithm::shm : Algorithm::ring;
 }
 
+bool MpiProcessGroup::reads_in_place(Algorithm requested, Algorithm resolved) const {
+  // Symmetric buffers are read in place at any size: below the small-message cut too, where
+  // MPI would otherwise beat staging through the window.
+  return heap_ && (resolved == Algorithm::shm ||
+                   (requested == Algorithm::automatic && resolved == Algorithm::mpi));
+}
+
 Algorithm MpiProcessGroup::resolve(Algorithm requested, OpType op, size_t bytes) const {
   const Algorithm a = requested == Algorithm::automatic ? choose(op, bytes) : requested;
   if (a == Algorithm::shm && !single_node_)
@@ -180,14 +203,15 @@ std::shared_ptr<Work> MpiProcessGroup::all_gather(const Tensor& input, const Ten
   const Algorithm a = resolve(algorithm, OpType::all_gather, output.nbytes());
   const void* in = input.raw();
   void* out = output.raw();
+  const bool heap_first = reads_in_place(algorithm, a);
   return submit(describe(OpType::all_gather, output.nbytes(), a), options.timeout_s,
-                [this, a, in, out, bytes] {
+                [this, a, heap_first, in, out, bytes] {
+                  if (heap_first && heap_->all_gather(in, out, bytes)) return;
                   if (a == Algorithm::ring)
                     ring_all_gather(comm_, in, out, bytes);
-                  else if (a == Algorithm::shm) {
-                    if (!(heap_ && heap_->all_gather(in, out, bytes)))
-                      shm_->all_gather(in, out, bytes);
-                  } else
+                  else if (a == Algorithm::shm)
+                    shm_->all_gather(in, out, bytes);
+                  else
                     mpi_all_gather(comm_, in, out, bytes);
                 });
 }
@@ -210,17 +234,19 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
   const bool to_bf16 = output.dtype() == DType::bf16;
   const size_t n = size_t(output.numel());
   const bool average = options.op == ReduceOp::avg;
+  const bool heap_first = reads_in_place(algorithm, a);
   return submit(describe(OpType::reduce_scatter, input.nbytes(), a), options.timeout_s,
-                [this, a, in, dtype, result, to_bf16, n, average] {
+                [this, a, heap_first, in, dtype, result, to_bf16, n, average] {
                   // A BF16 output is the FP32 result rounded once.
                   std::vector<float> sum(to_bf16 ? n : 0);
                   float* out = to_bf16 ? sum.data() : static_cast<float*>(result);
-                  if (a == Algorithm::ring)
+                  if (heap_first && heap_->reduce_scatter(in, dtype, out, n))
+                    ;  // read in place
+                  else if (a == Algorithm::ring)
                     ring_reduce_scatter(comm_, in, dtype, out, n);
-                  else if (a == Algorithm::shm) {
-                    if (!(heap_ && heap_->reduce_scatter(in, dtype, out, n)))
-                      shm_->reduce_scatter(in, dtype, out, n);
-                  } else
+                  else if (a == Algorithm::shm)
+                    shm_->reduce_scatter(in, dtype, out, n);
+                  else
                     mpi_reduce_scatter(comm_, in, dtype, out, n);
                   if (average) divide(out, n, float(comm_.size));
                   if (to_bf16) convert_f32_to_bf16(out, static_cast<bf16*>(result), n);
@@ -241,9 +267,13 @@ std::shared_ptr<Work> MpiProcessGroup::all_reduce(const Tensor& buffer,
   if (comm_.interrupt) keep = buffer;
   return submit(describe(OpType::all_reduce, buffer.nbytes(), Algorithm::mpi), options.timeout_s,
                 [this, data, dtype, n, op, keep = std::move(keep)] {
+                  // FP32 sums in symmetric memory on every rank are read in place.
+                  const bool in_place = heap_ && dtype == DType::f32 && op != ReduceOp::max &&
+                                        heap_->all_reduce(static_cast<float*>(data), n);
                   try {
-                    mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
-                                   op == ReduceOp::max ? MPI_MAX : MPI_SUM);
+                    if (!in_place)
+                      mpi_all_reduce(comm_, data, int(n), mpi_type(dtype),
+                                     op == ReduceOp::max ? MPI_MAX : MPI_SUM);
                   } catch (...) {
                     // Interrupted by abort(): MPI still holds the request and may write into
                     // the buffer when another group's call makes progress, so it stays.

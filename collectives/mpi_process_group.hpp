@@ -78,6 +78,8 @@ class MpiProcessGroup final : public ProcessGroup {
   // Queues an operation on this group's thread; it fails without running once aborted.
   std::shared_ptr<Work> submit(std::string description, double timeout_s, std::function<void()> fn);
   Algorithm resolve(Algorithm requested, OpType op, size_t bytes) const;
+  // Whether an operation tries symmetric memory before `resolved` (every rank decides alike).
+  bool reads_in_place(Algorithm requested, Algorithm resolved) const;
   std::shared_ptr<Work> point_to_point(OpType op, const Tensor& buffer, int peer,
                                        const P2POptions& options);
   // Keeps the buffer of an operation abort() interrupted for the life of the process.

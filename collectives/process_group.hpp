@@ -118,13 +118,15 @@ class ProcessGroup {
   virtual std::unique_ptr<ProcessGroup> split(int color, int key, std::string name = "",
                                               const GroupOptions& options = {}) = 0;
 
-  // Symmetric memory (collectives/symmetric_heap.hpp). Collective, before the buffers: room
-  // for `bytes` of buffers on this rank that peers read in place, where the group's
-  // all-gathers and reduce-scatters go through shared memory; nothing elsewhere.
+  // Symmetric memory (collectives/symmetric_heap.hpp). Collective, before the buffers, the
+  // same `bytes` on every rank: room for at least `bytes` of buffers on this rank that peers
+  // read in place, where the group's all-gathers and reduce-scatters go through shared memory;
+  // nothing elsewhere. Room already there is kept when it is enough, or when any rank still
+  // has a buffer in it; otherwise it is replaced by room for `bytes`.
   virtual void reserve_symmetric(size_t bytes) { (void)bytes; }
   // Not collective: a buffer in that room when it fits, ordinary memory otherwise. An
-  // all-gather or reduce-scatter whose input is such a buffer on every rank copies each byte
-  // once (in place: an all-gather's input may be its slot of such an output).
+  // all-gather whose output, a reduce-scatter whose input, or an FP32 all-reduce (sum or
+  // average) whose buffer is such a buffer on every rank copies each byte once.
   virtual Tensor symmetric_empty(std::string name, int64_t numel, DType dtype) {
     return Tensor::empty(std::move(name), {numel}, dtype);
   }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "collectives/mpi_runtime.hpp"
 #include "collectives/reduce_kernels.hpp"
@@ -105,13 +106,18 @@ void SymmetricHeap::release() {
   if (--live_ == 0) used_.store(0);
 }
 
-bool SymmetricHeap::agree(const void* in, size_t bytes) {
+bool SymmetricHeap::in_segment(const void* p, size_t bytes) const {
   const char* mine = data(comm_.rank);
-  const char* p = static_cast<const char*>(in);
+  const char* q = static_cast<const char*>(p);
   const size_t used = used_.load();
-  const bool here = p >= mine && bytes <= used && size_t(p - mine) <= used - bytes;
+  return q >= mine && bytes <= used && size_t(q - mine) <= used - bytes;
+}
+
+bool SymmetricHeap::agree(const void* in, size_t bytes) {
+  const bool here = in_segment(in, bytes);
   const uint64_t op = ++ops_;
-  *input_offset(comm_.rank) = here ? uint64_t(p - mine) : kNotHere;
+  *input_offset(comm_.rank) =
+      here ? uint64_t(static_cast<const char*>(in) - data(comm_.rank)) : kNotHere;
   store_release(sequence(comm_.rank), op);
   peer_offsets_.assign(size_t(comm_.size), kNotHere);
   bool all_here = true;
@@ -137,8 +143,16 @@ void SymmetricHeap::finish() {
 bool SymmetricHeap::all_gather(const void* in, void* out, size_t bytes) {
   // Nothing to move (the same on every rank): the staged path, which does not wait on peers
   // then, so nothing is published that a slower peer could still be reading.
-  if (bytes == 0 || !agree(in, bytes)) return false;
+  if (bytes == 0) return false;
   char* o = static_cast<char*>(out);
+  const void* source = in;
+  if (!in_segment(in, bytes) && in_segment(out, bytes * size_t(comm_.size))) {
+    // Published only after the copy, so peers read this rank's part from its output's slot.
+    // Should the operation stage after all, it reads `in`, which the copy left as it was.
+    source = o + size_t(comm_.rank) * bytes;
+    if (source != in) std::memmove(o + size_t(comm_.rank) * bytes, in, bytes);
+  }
+  if (!agree(source, bytes)) return false;
   for (int k = 0; k < comm_.size; ++k) {
     const int r = (comm_.rank + k) % comm_.size;  // staggered, so peers read different segments
     const char* src = data(r) + peer_offsets_[size_t(r)];
@@ -163,6 +177,39 @@ bool SymmetricHeap::reduce_scatter(const void* in, DType in_dtype, float* out, s
       else
         add_into(out + first, part, in_dtype, count);
     }
+  }
+  finish();
+  return true;
+}
+
+bool SymmetricHeap::all_reduce(float* data_, size_t n) {
+  if (n == 0 || !agree(data_, n * sizeof(float))) return false;
+  // Rank r owns elements [r·n/size, (r+1)·n/size): it sums them over every rank's buffer into
+  // a scratch block first (its own buffer is one of the addends), then writes them back.
+  const size_t size = size_t(comm_.size), rank = size_t(comm_.rank);
+  auto begin = [&](size_t r) { return r * n / size; };
+  auto buffer = [&](int r) {
+    return reinterpret_cast<const float*>(data(r) + peer_offsets_[size_t(r)]);
+  };
+  const size_t block = kBlockBytes / 4;
+  thread_local std::vector<float> scratch;
+  scratch.resize(block);
+  for (size_t first = begin(rank); first < begin(rank + 1); first += block) {
+    const size_t count = std::min(block, begin(rank + 1) - first);
+    for (int r = 0; r < comm_.size; ++r)  // rank order, as every other path sums
+      if (r == 0)
+        std::memcpy(scratch.data(), buffer(r) + first, count * sizeof(float));
+      else
+        add_into(scratch.data(), buffer(r) + first, DType::f32, count);
+    std::memcpy(data_ + first, scratch.data(), count * sizeof(float));
+  }
+  // Every owner's sums are in place before any rank copies them.
+  store_release(reduced(comm_.rank), ops_);
+  for (int k = 1; k < comm_.size; ++k) {
+    const int r = int((rank + size_t(k)) % size);
+    spin_until([&] { return load_acquire(reduced(r)) >= ops_; });
+    std::memcpy(data_ + begin(size_t(r)), buffer(r) + begin(size_t(r)),
+                (begin(size_t(r) + 1) - begin(size_t(r))) * sizeof(float));
   }
   finish();
   return true;

@@ -42,20 +42,28 @@ class SymmetricHeap {
   void release();
   size_t capacity() const { return capacity_; }
   size_t used() const { return used_.load(); }
+  int64_t live() const { return live_.load(); }  // allocations not yet released
 
   // Collectives (on the group's thread). When every rank's `in` lies in its segment, do the
   // operation reading peers in place and return true; otherwise do nothing and return false on
   // every rank (the caller stages it). Same results, bit for bit, as ShmArena's.
-  // out[size * bytes] = concat of every rank's in[bytes] (in may be this rank's slot of out).
+  // out[size * bytes] = concat of every rank's in[bytes]. In place when `in` is this rank's
+  // slot of `out`; when only `out` lies in the segment, `in` is first copied into that slot
+  // (the copy it needs anyway) and peers read it from there.
   bool all_gather(const void* in, void* out, size_t bytes);
   // out[n] = FP32 sum over ranks, in rank order, of in[rank * n, +n) (in is FP32 or BF16).
   bool reduce_scatter(const void* in, DType in_dtype, float* out, size_t n);
+  // data[n] (FP32, in the segment on every rank) = the sum over ranks, in rank order: each rank
+  // sums its n/size of the elements reading every peer's in place, then copies the others'
+  // sums from their owners. The same bits on every rank.
+  bool all_reduce(float* data, size_t n);
 
   // Operations done in place so far (tests check which path ran).
   uint64_t in_place_ops() const { return in_place_ops_; }
 
  private:
-  static constexpr size_t kHeaderBytes = 128;  // sequence @0, input offset @8, done @64
+  // sequence @0, input offset @8, done @64, reduced @128 (each counter its own cache line)
+  static constexpr size_t kHeaderBytes = 192;
   static constexpr uint64_t kNotHere = ~uint64_t(0);
 
   SymmetricHeap(const Comm& c, size_t capacity) : comm_(c), capacity_(capacity) {}
@@ -63,7 +71,12 @@ class SymmetricHeap {
   uint64_t* sequence(int rank) const { return reinterpret_cast<uint64_t*>(bases_[size_t(rank)]); }
   uint64_t* input_offset(int rank) const { return sequence(rank) + 1; }
   uint64_t* done(int rank) const { return reinterpret_cast<uint64_t*>(bases_[size_t(rank)] + 64); }
+  uint64_t* reduced(int rank) const {
+    return reinterpret_cast<uint64_t*>(bases_[size_t(rank)] + 128);
+  }
   const char* data(int rank) const { return bases_[size_t(rank)] + kHeaderBytes; }
+  // True when [p, p + bytes) lies in this rank's allocated room.
+  bool in_segment(const void* p, size_t bytes) const;
   // Publishes where this rank's input is, waits for every peer's; false when any is elsewhere.
   bool agree(const void* in, size_t bytes);
   // This rank has read every peer's input; returns once every peer has read this one's.

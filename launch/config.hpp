@@ -97,7 +97,7 @@ struct Config {
     int64_t prefetch = 1;
     Accumulation accumulation = Accumulation::reduce_each;
     Algorithm collective_algorithm = Algorithm::automatic;
-    bool symmetric_memory = true;  // FSDP's buffers where shm collectives read them in place
+    bool symmetric_memory = true;  // FSDP's and TP's buffers where collectives read them in place
     ReplicaSync replica_sync = ReplicaSync::each;
     int64_t ranks_per_node = 0;  // 0: detect (ranks sharing memory)
     bool allow_cross_node_shard = false;

@@ -237,13 +237,15 @@ void print_mesh(Session& s) {
     const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
     groups += fmt::format("; TP group '{}' ({} ranks on {} node{}): ", tp->name(), tp->size(),
                           node_count(*tp), node_count(*tp) == 1 ? "" : "s");
-    groups += sequence_parallel
-                  ? fmt::format("all-gather and reduce-scatter of a {:.1f} MiB activation {}",
-                                double(activation_bytes) / kMiB,
-                                transport_on(*tp, OpType::reduce_scatter, activation_bytes))
-                  : fmt::format("all-reduce of a {:.1f} MiB activation {}",
-                                double(activation_bytes) / kMiB,
-                                transport_on(*tp, OpType::all_reduce, activation_bytes));
+    // The model's operands go to the group's symmetric memory at the first step (a warning
+    // then if the node has no room for it).
+    const bool in_place = c.sharding.symmetric_memory && tp->size() > 1 && node_count(*tp) == 1;
+    const OpType op = sequence_parallel ? OpType::reduce_scatter : OpType::all_reduce;
+    groups += fmt::format(
+        "{} of a {:.1f} MiB activation {}",
+        sequence_parallel ? "all-gather and reduce-scatter" : "all-reduce",
+        double(activation_bytes) / kMiB,
+        in_place ? std::string("shm in place") : transport_on(*tp, op, activation_bytes));
   }
   if (ProcessGroup* reshard = t.fsdp().reshard_group())
     groups +=

@@ -32,4 +32,10 @@ void GroupTensorParallel::reduce_scatter_sum(const Tensor& input, const Tensor& 
         [&] { return group_.reduce_scatter(input, output, {.op = ReduceOp::sum}); });
 }
 
+Tensor GroupTensorParallel::shared_buffer(std::string name, int64_t bytes) {
+  if (!symmetric_) return TensorParallel::shared_buffer(std::move(name), bytes);
+  group_.reserve_symmetric(size_t(bytes));
+  return group_.symmetric_empty(std::move(name), bytes, DType::u8);
+}
+
 }  // namespace st

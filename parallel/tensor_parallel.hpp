@@ -18,13 +18,16 @@ struct TpCommStats {
 
 class GroupTensorParallel final : public TensorParallel {
  public:
-  explicit GroupTensorParallel(ProcessGroup& group) : group_(group) {}
+  // `symmetric`: the model's collective operands in the group's symmetric memory.
+  GroupTensorParallel(ProcessGroup& group, bool symmetric) : group_(group), symmetric_(symmetric) {}
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
   void all_reduce_sum(const Tensor& buffer) override;
   void all_reduce_max(const Tensor& buffer) override;
   void all_gather(const Tensor& input, const Tensor& output) override;
   void reduce_scatter_sum(const Tensor& input, const Tensor& output) override;
+  // The group's symmetric memory (grown to `bytes` when nothing is in it), unless off.
+  Tensor shared_buffer(std::string name, int64_t bytes) override;
 
   const TpCommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
@@ -35,6 +38,7 @@ class GroupTensorParallel final : public TensorParallel {
   void timed(size_t bytes, Collective&& collective);
 
   ProcessGroup& group_;
+  bool symmetric_;
   TpCommStats stats_;
 };
 

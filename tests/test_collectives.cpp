@@ -600,6 +600,55 @@ TEST(SymmetricMemory, BuffersAreReusableOnceTheOperationCompletes) {
   EXPECT_EQ(g->symmetric_ops(), before + (size > 1 ? 1 : 0));
 }
 
+TEST(SymmetricMemory, AllGatherIntoASymmetricOutputAndAllReduceReadPeersInPlace) {
+  auto g = own_group("symmetric-tp");
+  const int rank = g->rank(), size = g->size();
+  const int64_t n = 50003;  // odd: the all-reduce's owners' ranges differ in length
+  g->reserve_symmetric(size_t(n) * size_t(size) * 4 * 2 + 4096);
+  // TP's gathered residual gradient: the input in ordinary memory, the output symmetric.
+  Tensor rows = Tensor::empty("rows", {n}, DType::f32);
+  Tensor whole = g->symmetric_empty("whole", n * size, DType::f32);
+  fill_inexact(rows, rank, 3);
+  g->all_gather(rows, whole, Algorithm::shm)->wait();
+  for (int r = 0; r < size; ++r)
+    for (int64_t i = 0; i < n; i += 89) ASSERT_EQ(read(whole, r * n + i), inexact(r, i, 3));
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? 1u : 0u) << "the output's slot was not read in place";
+  // TP's row-parallel sums: every element the FP32 sum in rank order, the same on every rank.
+  Tensor sums = g->symmetric_empty("partial sums", n * size, DType::f32);
+  Tensor part = Tensor::empty("a rank's part", {n * size}, DType::f32);
+  Tensor want = Tensor::zeros("sum in rank order", {n * size}, DType::f32);
+  for (int r = 0; r < size; ++r) {
+    fill_inexact(part, r, 4);  // the very values rank r fills in (vectorized sin and all)
+    for (int64_t i = 0; i < n * size; ++i) want.data<float>()[i] += part.data<float>()[i];
+  }
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    fill_inexact(sums, rank, 4);
+    g->all_reduce(sums, {.op = op})->wait();
+    const float by = op == ReduceOp::avg ? float(size) : 1.0f;
+    for (int64_t i = 0; i < n * size; ++i)
+      ASSERT_EQ(read(sums, i), want.data<float>()[i] / by) << "element " << i << " op " << int(op);
+  }
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? 3u : 0u);
+  // One rank's buffer outside its heap: MPI sums it, the same values to rounding.
+  Tensor mixed = rank == 0 ? Tensor::empty("ordinary", {n}, DType::f32)
+                           : g->symmetric_empty("symmetric", n, DType::f32);
+  fill_inexact(mixed, rank, 5);
+  g->all_reduce(mixed)->wait();
+  for (int64_t i = 0; i < n; i += 13) {
+    double want = 0;
+    for (int r = 0; r < size; ++r) want += inexact(r, i, 5);
+    ASSERT_NEAR(read(mixed, i), want, 1e-5 * size) << "element " << i;
+  }
+  EXPECT_EQ(g->symmetric_ops(), size > 1 ? 3u : 0u);
+  // Room too small is replaced once nothing is in it, and kept while anything is.
+  const size_t before = g->symmetric_capacity();
+  g->reserve_symmetric(before * 2);
+  EXPECT_EQ(g->symmetric_capacity(), before) << "replaced while buffers live";
+  rows = whole = sums = mixed = Tensor();
+  g->reserve_symmetric(before * 2);
+  EXPECT_EQ(g->symmetric_capacity(), size > 1 ? before * 2 : 0u);
+}
+
 TEST(SymmetricMemory, AFullHeapOrAGroupAcrossNodesGivesOrdinaryMemory) {
   auto g = own_group("symmetric-full");
   const int size = g->size();

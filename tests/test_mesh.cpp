@@ -169,6 +169,12 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
     EXPECT_GT(shard->symmetric_capacity(), 0u) << mesh.name;
     EXPECT_GT(shard->symmetric_ops(), 0u) << mesh.name;
   }
+  // So do TP's activation collectives: the model's operands live in the TP group's.
+  if (auto* tp = dynamic_cast<MpiProcessGroup*>(sharded.mesh().tp_group());
+      tp && tp->single_node()) {
+    EXPECT_GT(tp->symmetric_capacity(), 0u) << mesh.name;
+    EXPECT_GT(tp->symmetric_ops(), 0u) << mesh.name;
+  }
   const double diff = max_weight_diff(sharded, local);
   EXPECT_LT(diff, tol.weight_abs) << mesh.name;
   // The validation loss: windows split over the shard groups, each counted once.

@@ -36,7 +36,7 @@ TEST(TensorParallel, CollectivesOverTheGroup) {
         scattered(static_cast<size_t>(n)), sums(static_cast<size_t>(n)),
         maxima(static_cast<size_t>(n));
     on_ranks(n, [&](ProcessGroup& group) {
-      GroupTensorParallel tp(group);
+      GroupTensorParallel tp(group, true);
       const int r = tp.rank();
       EXPECT_EQ(tp.size(), n);
       Tensor mine = Tensor::empty("mine", {2}, DType::f32);
@@ -91,7 +91,7 @@ TEST(TensorParallel, VocabParallelLossIsTheWholeRowsLoss) {
     std::atomic<int64_t> compared = 0;  // gradient elements, over the ranks
     for (int n : {1, 2, 4}) {
       on_ranks(n, [&](ProcessGroup& group) {
-        GroupTensorParallel tp(group);
+        GroupTensorParallel tp(group, true);
         const VocabSlice s = vocab_slice(V, Vp, tp.rank(), n);
         std::vector<float> mine(static_cast<size_t>(M * s.cols)), grad(mine.size());
         for (int64_t i = 0; i < M; ++i)
@@ -184,7 +184,7 @@ void expect_slices_train_as_the_whole_model(const MakeModel& make,
     RunTotals totals;
     totals.replicated.resize(whole_specs.size());
     on_ranks(run.ranks, [&](ProcessGroup& group) {
-      GroupTensorParallel tp(group);
+      GroupTensorParallel tp(group, true);
       const std::unique_ptr<Model> mine_model =
           make(run.dtype, TpSlice{tp.rank(), run.ranks, run.sequence_parallel});
       Model& mine = *mine_model;
@@ -418,7 +418,7 @@ TEST(TensorParallel, WorkListsTheCollectivesTheModelRuns) {
               fmt::format("{}{}, {}, {}", model_case.first, sp ? " (sequence parallel)" : "",
                           activation_checkpointing_name(mode), dtype_name(dtype));
           on_ranks(2, [&](ProcessGroup& group) {
-            GroupTensorParallel inner(group);
+            GroupTensorParallel inner(group, true);
             RecordingTensorParallel tp(inner);
             const std::unique_ptr<Model> model =
                 model_case.second(dtype, TpSlice{inner.rank(), 2, sp});
@@ -461,7 +461,7 @@ TEST(TensorParallel, WorkListsTheCollectivesTheModelRuns) {
 
 TEST(TensorParallel, AModelRefusesAGroupItWasNotBuiltFor) {
   on_ranks(2, [&](ProcessGroup& group) {
-    GroupTensorParallel tp(group);
+    GroupTensorParallel tp(group, true);
     GPT gpt(GPTConfig{1, 32, 4, 16, 256}, DType::f32, TpSlice{1 - tp.rank(), 2});
     EXPECT_THROW(gpt.set_tensor_parallel(&tp), Error);
     GPT built_whole(GPTConfig{1, 32, 4, 16, 256}, DType::f32);
@@ -490,7 +490,7 @@ TEST(TensorParallel, SequenceParallelismSplitsTheResidualStream) {
   EXPECT_GT(saved, stream / 3);
   // A sequence the group cannot split is refused by name (the config refuses it earlier).
   on_ranks(2, [&](ProcessGroup& group) {
-    GroupTensorParallel tp(group);
+    GroupTensorParallel tp(group, true);
     GPT gpt(config, DType::f32, TpSlice{tp.rank(), 2, true});
     gpt.set_tensor_parallel(&tp);
     LocalParams params(gpt, 1);

@@ -23,8 +23,10 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   row_shift = arena.f32("row_shift", {B * T});
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {rows, C});
-  d_small = arena.f32("d_small", {B, T, std::max(C, Q)});
-  tp_sum = arena.f32("tp.partial_sums", slice.ranks > 1 ? Shape{B, T, C} : Shape{0});
+  // The row-parallel partial sums and input gradients TP sums (or gathers) in shared memory.
+  const bool tp = slice.ranks > 1;
+  d_small = tp_operand(arena, tp, "d_small", {B, T, std::max(C, Q)}, DType::f32);
+  tp_sum = tp_operand(arena, tp, "tp.partial_sums", tp ? Shape{B, T, C} : Shape{0}, DType::f32);
   sp_rows = arena.f32("sp.reduced_rows", sp ? Shape{rows, C} : Shape{0});
   // The AVX512-BF16 attention keeps its tiles per thread: no scores, d_y or d_s scratch.
   const bool general = !attention_bf16_kernels_run(att, dt);

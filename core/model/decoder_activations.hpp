@@ -61,6 +61,12 @@ struct DecoderActivations {
   std::vector<Tensor> layers(BlockTensor kind, int64_t L, Make&& make) const {
     return BlockModel::per_block(mode, kind, L, std::forward<Make>(make));
   }
+  // A tensor peers read during a TP collective (`collective`: in the arena's shared memory).
+  static Tensor tp_operand(ActivationArena& arena, bool collective, const char* name, Shape shape,
+                           DType dtype) {
+    return collective ? arena.shared(name, std::move(shape), dtype)
+                      : arena.make(name, std::move(shape), dtype);
+  }
 };
 
 }  // namespace st

@@ -213,8 +213,14 @@ template <class Config, class Acts>
 Acts& DecoderModel<Config, Acts>::activations_for(int64_t B, int64_t T) {
   if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
     acts_.reset();  // free the old set before allocating the new one
+    // TP's collectives read peers' operands in place from the group's shared memory.
+    ActivationArena::SharedAllocator shared;
+    if (tensor_parallel())
+      shared = [this](std::string name, int64_t bytes) {
+        return tp().shared_buffer(std::move(name), bytes);
+      };
     acts_ = std::make_unique<Acts>(config_, dtype_, B, T, activation_checkpointing(), tp_slice_,
-                                   Device::cpu);
+                                   Device::cpu, shared);
   }
   return *acts_;
 }

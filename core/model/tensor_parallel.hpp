@@ -6,6 +6,8 @@
 // the vocabulary-parallel loss's maxima and sums. core/ states them, as UnitHooks states what
 // FSDP does around a unit; parallel/tensor_parallel implements them over the mesh's TP group.
 // Each call returns when its result is in place.
+#include <string>
+
 #include "core/tensor.hpp"
 
 namespace st {
@@ -23,6 +25,11 @@ class TensorParallel {
   // output [n] = the sum over ranks of their input [rank * n, (rank + 1) * n) (FP32 or BF16
   // input, summed in FP32; FP32 or BF16 output, rounded once).
   virtual void reduce_scatter_sum(const Tensor& input, const Tensor& output) = 0;
+  // Collective: `bytes` (u8) where peers can read them in place during the calls above, or
+  // ordinary memory. Every rank asks for the same bytes at the same point of its compute.
+  virtual Tensor shared_buffer(std::string name, int64_t bytes) {
+    return Tensor::empty(std::move(name), {bytes}, DType::u8);
+  }
 };
 
 }  // namespace st

@@ -39,9 +39,12 @@ struct GPTActivations : DecoderActivations {
   // parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one rank's slice
   // (widths 3C/tp, 4C/tp, Vp/tp below written as 3C, 4C, Vp).
   GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                 ActivationCheckpointing mode_, const TpSlice& slice, Device device)
+                 ActivationCheckpointing mode_, const TpSlice& slice, Device device,
+                 const ActivationArena::SharedAllocator& shared = {})
       : DecoderActivations(B_, T_, mode_),
-        arena("GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, slice, a); }) {}
+        arena(
+            "GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, slice, a); },
+            shared) {}
 
   void declare(const GPTConfig& cfg, DType dt, const TpSlice& slice, ActivationArena& arena) {
     const int64_t tp = slice.ranks, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
@@ -50,10 +53,14 @@ struct GPTActivations : DecoderActivations {
     declare_common(arena, dt, L, C, Vp, "attn", slice);
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
+    // The norms' outputs, gathered in place from every rank's rows under sequence parallelism.
+    auto gathered = [&](const char* name) {
+      return tp_operand(arena, slice.sequence_parallel && tp > 1, name, {B, T, C}, dt);
+    };
     // Each per-layer activation with the kind of step that produces it (BlockTensor).
     using enum BlockTensor;
-    ln1 = layers(cheap, L, [&] { return act("ln_1.out", {B, T, C}); });
-    ln2 = layers(cheap, L, [&] { return act("ln_2.out", {B, T, C}); });
+    ln1 = layers(cheap, L, [&] { return gathered("ln_1.out"); });
+    ln2 = layers(cheap, L, [&] { return gathered("ln_2.out"); });
     // The norms' statistics are of the residual stream's rows (this rank's under sequence
     // parallelism); their outputs of all B·T rows, the column-parallel matmuls' inputs.
     ln1_mean = layers(cheap, L, [&] { return f32("ln_1.mean", {rows}); });
@@ -63,7 +70,7 @@ struct GPTActivations : DecoderActivations {
     qkv = layers(kept, L, [&] { return act("attn.qkv", {B, T, 3 * Cl}); });
     fc = layers(kept, L, [&] { return act("mlp.fc", {B, T, 4 * Cl}); });
     fc_gelu = layers(cheap, L, [&] { return act("mlp.gelu", {B, T, 4 * Cl}); });
-    lnf = act("ln_f.out", {B, T, C});
+    lnf = gathered("ln_f.out");
     lnf_mean = f32("ln_f.mean", {rows});
     lnf_rstd = f32("ln_f.rstd", {rows});
     d_qkv = f32("d_qkv", {B, T, 3 * Cl});

@@ -49,12 +49,14 @@ struct LlamaActivations : DecoderActivations {
   // Under tensor parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one
   // rank's slice (H, KV, F, Vp below are its).
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                   ActivationCheckpointing mode_, const TpSlice& slice, Device device)
+                   ActivationCheckpointing mode_, const TpSlice& slice, Device device,
+                   const ActivationArena::SharedAllocator& shared = {})
       : DecoderActivations(B_, T_, mode_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
-        arena("Llama activations", device,
-              [&](ActivationArena& a) { declare(cfg, dt, slice, a); }) {}
+        arena(
+            "Llama activations", device, [&](ActivationArena& a) { declare(cfg, dt, slice, a); },
+            shared) {}
 
   void declare(const LlamaConfig& cfg, DType dt, const TpSlice& slice, ActivationArena& arena) {
     const int64_t tp = slice.ranks, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head / tp,
@@ -65,9 +67,13 @@ struct LlamaActivations : DecoderActivations {
     const int64_t W = att.qkv_width();
     auto f32 = [&](const char* name, Shape s) { return arena.f32(name, std::move(s)); };
     auto act = [&](const char* name, Shape s) { return arena.make(name, std::move(s), dt); };
+    // The norms' outputs, gathered in place from every rank's rows under sequence parallelism.
+    auto gathered = [&](const char* name) {
+      return tp_operand(arena, slice.sequence_parallel && tp > 1, name, {B, T, C}, dt);
+    };
     using enum BlockTensor;
-    ln1 = layers(cheap, L, [&] { return act("input_layernorm.out", {B, T, C}); });
-    ln2 = layers(cheap, L, [&] { return act("post_attention_layernorm.out", {B, T, C}); });
+    ln1 = layers(cheap, L, [&] { return gathered("input_layernorm.out"); });
+    ln2 = layers(cheap, L, [&] { return gathered("post_attention_layernorm.out"); });
     // The norms' statistics are of the residual stream's rows (this rank's under sequence
     // parallelism); their outputs of all B·T rows, the column-parallel matmuls' inputs.
     rstd1 = layers(cheap, L, [&] { return f32("input_layernorm.rstd", {rows}); });
@@ -82,7 +88,7 @@ struct LlamaActivations : DecoderActivations {
     }
     gate_up = layers(kept, L, [&] { return act("mlp.gate_up", {B, T, 2 * F}); });
     swiglu = layers(cheap, L, [&] { return act("mlp.swiglu", {B, T, F}); });
-    lnf = act("norm.out", {B, T, C});
+    lnf = gathered("norm.out");
     lnf_rstd = f32("norm.rstd", {rows});
     d_qkv = f32("d_qkv", {B, T, W});
     d_gate_up = act("d_gate_up", {B, T, 2 * F});
