@@ -39,6 +39,9 @@ char* map_segment(const std::string& name, size_t bytes, size_t room, std::strin
     return nullptr;
   }
   void* p = MAP_FAILED;
+  // Pages are taken at first touch, so room unused costs nothing; the filesystem must have it
+  // all now (another process filling it later would make a touch fail: posix_fallocate would
+  // rule that out, but would also take every reserved page up front).
   struct statvfs fs {};
   if (create && fstatvfs(fd, &fs) == 0 && uint64_t(fs.f_bavail) * fs.f_frsize < room)
     error = fmt::format("the shared-memory filesystem has {} MiB free, {} MiB needed",
@@ -95,6 +98,7 @@ SymmetricHeap::~SymmetricHeap() {
 }
 
 void* SymmetricHeap::allocate(size_t bytes) {
+  const std::lock_guard lock(allocation_);
   const size_t rounded = (bytes + 63) / 64 * 64, used = used_.load();
   if (rounded > capacity_ - used) return nullptr;
   used_.store(used + rounded);
@@ -103,6 +107,7 @@ void* SymmetricHeap::allocate(size_t bytes) {
 }
 
 void SymmetricHeap::release() {
+  const std::lock_guard lock(allocation_);
   if (--live_ == 0) used_.store(0);
 }
 

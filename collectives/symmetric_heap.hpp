@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,9 @@ class SymmetricHeap {
 
   Comm comm_;
   size_t capacity_ = 0;
-  // allocate() and release() run on the caller's thread, operations on the group's.
+  // allocate() and release() run on any thread (the last holder of a buffer releases it),
+  // under allocation_; operations run on the group's and read used_ alone.
+  std::mutex allocation_;
   std::atomic<size_t> used_{0};
   std::atomic<int64_t> live_{0};  // allocations not yet released
   std::vector<char*> bases_;      // every rank's segment, mapped here

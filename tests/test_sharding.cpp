@@ -1,6 +1,7 @@
 // The FSDP runtime under mpirun (1 to 4 ranks) against the unsharded single-process trainer
 // (LocalTrainer), which every rank also runs on its own as the reference.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,6 +139,35 @@ TEST(Sharding, ReshardAndPrefetchDoNotChangeTheNumbers) {
       EXPECT_TRUE(weights_bitwise_equal(variant, base))
           << "reshard " << reshard << " prefetch " << depth;
     }
+}
+
+// On one node every all-gather and reduce-scatter of FSDP's reads its peers' buffers in place:
+// the symmetric memory holds every buffer the schedule keeps at once, all units' parameters
+// without resharding after forward and all units' gradients when reduced once a step included.
+TEST(Sharding, EveryCollectiveOnANodeReadsSymmetricMemory) {
+  if (world().size() == 1) return;  // no peer to read
+  for (const std::vector<std::string>& keys :
+       {std::vector<std::string>{},
+        {"sharding.reshard_after_forward=false"},
+        {"sharding.accumulation=reduce_last", "training.micro_batches=3",
+         "training.global_batch=36"}}) {
+    // Six blocks: more units of one size than the few buffers a resharding schedule holds.
+    std::vector<std::string> with = keys;
+    with.push_back("model.n_layer=6");
+    const Config config = test_config(with);
+    ShardedTrainer trainer(config, data(), world(), make_model(config));
+    auto* group = dynamic_cast<MpiProcessGroup*>(&trainer.mesh().shard_group());
+    if (!group || !group->single_node()) return;  // across nodes: nothing shared
+    const uint64_t before = group->symmetric_ops();
+    int64_t collectives = 0;
+    for (int64_t s = 0; s < 2; ++s) {
+      const StepStats stats = trainer.step(s);
+      collectives += stats.comm.gathers + stats.comm.scatters;
+    }
+    EXPECT_GT(collectives, 0);
+    EXPECT_EQ(int64_t(group->symmetric_ops() - before), collectives)
+        << fmt::format("{}", fmt::join(keys, " "));
+  }
 }
 
 // Alone in its shard group a rank accumulates its gradients straight into its FP32 shards: no

@@ -167,15 +167,27 @@ void FsdpRuntime::reserve_symmetric_buffers() {
   // The unsharded parameters (all-gather outputs, gathered in place) and gradients
   // (reduce-scatter inputs) live where the shard group's peers read them in place. The pool
   // keeps one set of buffers per size: a few of each size are held at once (the one in use,
-  // the prefetched ones, reductions in flight). A buffer that does not fit is ordinary memory
-  // and its collectives stage through the window as before: only slower.
+  // the prefetched ones, reductions in flight), or every unit's where the schedule keeps them
+  // all (parameters without resharding after forward, gradients reduced once a step). Room
+  // costs no memory until a buffer touches it. A buffer that does not fit is ordinary memory
+  // and its collectives stage as before: only slower.
   if (group_.size() == 1 || !options_.symmetric_memory) return;
   std::map<int64_t, int> units_of_size;
   for (const UnitLayout& layout : layouts_) units_of_size[layout.padded_numel] += 1;
+  const ScheduleShape shape = schedule_.shape();
   const int held = options_.prefetch + 3;
   size_t bytes = 0;  // BF16 (param_dtype) parameters and FP32 gradients
-  for (const auto& [numel, units] : units_of_size)
-    bytes += size_t(std::min(units, held)) * size_t(numel) * (dtype_size(options_.param_dtype) + 4);
+  for (const auto& [numel, units] : units_of_size) {
+    // Without resharding, backward waits on no all-gather queued behind the reduce-scatters,
+    // so nothing bounds how many of those are in flight: room for every unit's.
+    const bool bounded = shape.reshard_after_forward;
+    const size_t params = size_t(bounded ? std::min(units, held) : units);
+    const size_t grads =
+        size_t(bounded && shape.reduce_each_micro_batch ? std::min(units, held) : units);
+    auto room = [](size_t b) { return (b + 63) / 64 * 64; };  // the heap's alignment
+    bytes += params * room(size_t(numel) * dtype_size(options_.param_dtype)) +
+             grads * room(size_t(numel) * 4);
+  }
   group_.reserve_symmetric(bytes);
   pool_.set_shared_allocator([this](std::string name, int64_t numel, DType dtype) {
     return group_.symmetric_empty(std::move(name), numel, dtype);
