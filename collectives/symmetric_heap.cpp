@@ -58,7 +58,12 @@ char* map_segment(const std::string& name, size_t bytes, size_t room, std::strin
 
 std::shared_ptr<SymmetricHeap> SymmetricHeap::create(const Comm& c, size_t bytes,
                                                      std::string* why) {
-  const size_t capacity = (bytes + 63) / 64 * 64;
+  // Every rank's segment the same size (the largest asked for), so that every rank later
+  // decides alike whether the room is enough.
+  unsigned long long largest = bytes;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, c.comm),
+            "MPI_Allreduce");
+  const size_t capacity = (size_t(largest) + 63) / 64 * 64;
   // A name unique on the node: the first rank's process id and how many heaps it has made.
   static std::atomic<uint64_t> made{0};
   char prefix[64] = {};
