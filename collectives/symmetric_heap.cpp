@@ -58,8 +58,8 @@ char* map_segment(const std::string& name, size_t bytes, size_t room, std::strin
 
 std::shared_ptr<SymmetricHeap> SymmetricHeap::create(const Comm& c, size_t bytes,
                                                      std::string* why) {
-  // Every rank's segment the same size (the largest asked for), so that every rank later
-  // decides alike whether the room is enough.
+  // Every rank asks for the same bytes (ProcessGroup::reserve_symmetric's contract: each rank
+  // decides alone whether the room it has is enough); the largest is taken as a safeguard.
   unsigned long long largest = bytes;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, c.comm),
             "MPI_Allreduce");
@@ -113,7 +113,16 @@ void* SymmetricHeap::allocate(size_t bytes) {
 
 void SymmetricHeap::release() {
   const std::lock_guard lock(allocation_);
-  if (--live_ == 0) used_.store(0);
+  if (--live_ > 0) return;
+  // Nothing of this rank's is in use (peers read a buffer only during an operation, which has
+  // completed): its pages go back to the system, so a smaller set of buffers later costs only
+  // what it touches.
+  const size_t used = used_.exchange(0);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  char* base = bases_[size_t(comm_.rank)];
+  const size_t first = (kHeaderBytes + page - 1) / page * page;  // the header's page stays
+  const size_t end = std::min((kHeaderBytes + used + page - 1) / page * page, segment_bytes());
+  if (end > first) madvise(base + first, end - first, MADV_REMOVE);
 }
 
 bool SymmetricHeap::in_segment(const void* p, size_t bytes) const {

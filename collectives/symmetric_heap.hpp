@@ -26,8 +26,8 @@ namespace st {
 
 class SymmetricHeap {
  public:
-  // Collective over `c` (every rank on one node): each rank maps a segment of `bytes` (the
-  // largest any rank asks for) of its own and every peer's. nullptr on every rank when any rank
+  // Collective over `c` (every rank on one node, each asking for the same `bytes`): each rank
+  // maps a segment of `bytes` of its own and every peer's. nullptr on every rank when any rank
   // cannot (the shared-memory filesystem lacks room for all of them, say): `why` names the reason.
   static std::shared_ptr<SymmetricHeap> create(const Comm& c, size_t bytes, std::string* why);
   ~SymmetricHeap();

@@ -603,8 +603,10 @@ TEST(SymmetricMemory, BuffersAreReusableOnceTheOperationCompletes) {
 TEST(SymmetricMemory, AllGatherIntoASymmetricOutputAndAllReduceReadPeersInPlace) {
   auto g = own_group("symmetric-tp");
   const int rank = g->rank(), size = g->size();
-  const int64_t n = 50003;  // odd: the all-reduce's owners' ranges differ in length
-  g->reserve_symmetric(size_t(n) * size_t(size) * 4 * 2 + 4096);
+  const int64_t n = 50003;
+  // Room for the gathered rows, the sums (one element more: the owners' ranges differ in
+  // length) and the mixed case's buffer.
+  g->reserve_symmetric(size_t(n) * size_t(size) * 4 * 2 + size_t(n) * 4 + 4096);
   // TP's gathered residual gradient: the input in ordinary memory, the output symmetric.
   Tensor rows = Tensor::empty("rows", {n}, DType::f32);
   Tensor whole = g->symmetric_empty("whole", n * size, DType::f32);
@@ -614,24 +616,29 @@ TEST(SymmetricMemory, AllGatherIntoASymmetricOutputAndAllReduceReadPeersInPlace)
     for (int64_t i = 0; i < n; i += 89) ASSERT_EQ(read(whole, r * n + i), inexact(r, i, 3));
   EXPECT_EQ(g->symmetric_ops(), size > 1 ? 1u : 0u) << "the output's slot was not read in place";
   // TP's row-parallel sums: every element the FP32 sum in rank order, the same on every rank.
-  Tensor sums = g->symmetric_empty("partial sums", n * size, DType::f32);
-  Tensor part = Tensor::empty("a rank's part", {n * size}, DType::f32);
-  Tensor want = Tensor::zeros("sum in rank order", {n * size}, DType::f32);
+  const int64_t total = n * size + 1;
+  Tensor sums = g->symmetric_empty("partial sums", total, DType::f32);
+  Tensor part = Tensor::empty("a rank's part", {total}, DType::f32);
+  Tensor want = Tensor::zeros("sum in rank order", {total}, DType::f32);
   for (int r = 0; r < size; ++r) {
     fill_inexact(part, r, 4);  // the very values rank r fills in (vectorized sin and all)
-    for (int64_t i = 0; i < n * size; ++i) want.data<float>()[i] += part.data<float>()[i];
+    for (int64_t i = 0; i < total; ++i) want.data<float>()[i] += part.data<float>()[i];
   }
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
     fill_inexact(sums, rank, 4);
     g->all_reduce(sums, {.op = op})->wait();
     const float by = op == ReduceOp::avg ? float(size) : 1.0f;
-    for (int64_t i = 0; i < n * size; ++i)
+    for (int64_t i = 0; i < total; ++i)
       ASSERT_EQ(read(sums, i), want.data<float>()[i] / by) << "element " << i << " op " << int(op);
   }
   EXPECT_EQ(g->symmetric_ops(), size > 1 ? 3u : 0u);
   // One rank's buffer outside its heap: MPI sums it, the same values to rounding.
+  const size_t used = g->symmetric_used();
   Tensor mixed = rank == 0 ? Tensor::empty("ordinary", {n}, DType::f32)
                            : g->symmetric_empty("symmetric", n, DType::f32);
+  if (rank > 0 && size > 1) {
+    ASSERT_GT(g->symmetric_used(), used) << "the heap lacks room for the mixed case";
+  }
   fill_inexact(mixed, rank, 5);
   g->all_reduce(mixed)->wait();
   for (int64_t i = 0; i < n; i += 13) {

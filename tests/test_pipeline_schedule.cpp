@@ -34,15 +34,44 @@ TEST(PipelineSchedule, OneFOneBByHand) {
   EXPECT_DOUBLE_EQ(t.bubble(), 0.25);
 }
 
+std::string with_stages(const std::vector<PipeAction>& actions) {
+  std::string s;
+  for (const PipeAction& a : actions)
+    s += std::string(s.empty() ? "" : " ") + pipe_op_name(a.op) + std::to_string(a.micro_batch) +
+         "s" + std::to_string(a.stage);
+  return s;
+}
+
 TEST(PipelineSchedule, InterleavedTakesMicroBatchesInGroupsThroughTheVirtualStages) {
-  // Megatron's order at P = 2, V = 2, M = 4: rank 0 holds stages 0 and 2.
+  // Megatron's order at P = 2, V = 2, M = 4, worked out by hand: rank 0 holds stages 0 and 2,
+  // rank 1 stages 1 and 3; forwards take micro-batches in pairs through the stages in turn,
+  // backwards through them in reverse; warm-up (P - 1 - r)·2 + (V - 1)·P = 4 and 2 forwards.
   const PipelineSchedule s(PipeSchedule::interleaved_1f1b,
                            {.ranks = 2, .virtual_stages = 2, .micro_batches = 4});
-  std::vector<int> stages;
-  for (const PipeAction& a : s.actions(0))
-    if (a.op == PipeOp::forward) stages.push_back(a.stage);
-  EXPECT_EQ(stages, (std::vector<int>{0, 0, 2, 2, 0, 0, 2, 2}));
-  for (const PipeAction& a : s.actions(1)) EXPECT_EQ(a.stage % 2, 1);
+  EXPECT_EQ(with_stages(s.actions(0)),
+            "F0s0 F1s0 F0s2 F1s2 F2s0 B0s2 F3s0 B1s2 F2s2 B0s0 F3s2 B1s0 B2s2 B3s2 B2s0 B3s0");
+  EXPECT_EQ(with_stages(s.actions(1)),
+            "F0s1 F1s1 F0s3 B0s3 F1s3 B1s3 F2s1 B0s1 F3s1 B1s1 F2s3 B2s3 F3s3 B3s3 B2s1 B3s1");
+  // In flight: the warm-up's forwards and the one before the first backward.
+  const PipeTimeline t = simulate_pipeline(s, {});
+  EXPECT_EQ(t.peak_inflight, (std::vector<int>{5, 3}));
+}
+
+TEST(PipelineSchedule, UnequalTimes) {
+  // 1F1B at P = 2, M = 3 with F = 1, Bi = 2, W = 1 (a backward of 3), worked out on paper:
+  // rank 1 computes from 1 to 13 without a gap, rank 0's last backward waits for it and ends
+  // at 16; each rank computes 12 of the 16, a quarter idle, (P-1)/(M+P-1) whatever the times.
+  const PipelineSchedule s(PipeSchedule::one_f_one_b, {.ranks = 2, .micro_batches = 3});
+  const PipeTimeline t =
+      simulate_pipeline(s, {.forward = 1, .backward_input = 2, .backward_weight = 1});
+  EXPECT_DOUBLE_EQ(t.makespan, 16);
+  EXPECT_DOUBLE_EQ(t.bubble(), 0.25);
+  EXPECT_DOUBLE_EQ(s.theoretical_bubble(1, 2, 1), 0.25);
+  // ZB-H1 at P = 2, M = 4 with the same times: the drain's one wait (F + Bi = 3) less one W,
+  // 2, against a rank's 16: 2/18. A transfer between ranks lengthens the step.
+  const PipelineSchedule zb(PipeSchedule::zero_bubble, {.ranks = 2, .micro_batches = 4});
+  EXPECT_DOUBLE_EQ(zb.theoretical_bubble(1, 2, 1), 2.0 / 18);
+  EXPECT_GT(simulate_pipeline(s, {.transfer = 0.5}).makespan, simulate_pipeline(s, {}).makespan);
 }
 
 struct Case {

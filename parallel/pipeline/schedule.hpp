@@ -15,11 +15,11 @@
 //                      (M a multiple of P); the bubble shrinks by V.
 //  - zero_bubble:      ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism"): 1F1B's forwards
 //                      and input-gradient halves in 1F1B's order, each weight-gradient half
-//                      deferred into the first place where its rank would otherwise wait, or
-//                      to just before a forward that would exceed 1F1B's P - r micro-batches
-//                      in flight (found by replaying the order with equal F, B and W times);
-//                      the rest at the end. Bubble (P-1)(F+B-W) against 1F1B's (P-1)(F+B+W)
-//                      once M >= P; rank r holds at most P micro-batches (1F1B's peak).
+//                      deferred into the first place where its rank would otherwise wait, rank
+//                      r deferring at most r of them (found by replaying the order with equal
+//                      F, B and W times); the rest at the end. Rank r then holds up to r more
+//                      micro-batches than under 1F1B, P at most, 1F1B's peak (rank 0's).
+//                      Bubble (P-1)(F+B-W) against 1F1B's (P-1)(F+B+W) once M >= P.
 #include <string>
 #include <vector>
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -53,8 +54,9 @@ std::vector<StageBlocks> balance_stages(const std::vector<double>& block_cost, d
         for (int j = s; j < i; ++j) {
           const double before = best[size_t(s) - 1][size_t(j)];
           if (before == inf) continue;
-          const double v = value(before, run(s, j, i));
-          if (v < best[size_t(s)][size_t(i)])
+          // Better by more than rounding (sums in another order), or the first found.
+          const double v = value(before, run(s, j, i)), held = best[size_t(s)][size_t(i)];
+          if (held == inf || v < held - 1e-12 * std::abs(held))
             best[size_t(s)][size_t(i)] = v, cut[size_t(s)][size_t(i)] = j;
         }
     return std::pair{best, cut};
