@@ -240,9 +240,9 @@ std::shared_ptr<Work> MpiProcessGroup::reduce_scatter(const Tensor& input, const
                   // A BF16 output is the FP32 result rounded once.
                   std::vector<float> sum(to_bf16 ? n : 0);
                   float* out = to_bf16 ? sum.data() : static_cast<float*>(result);
-                  if (heap_first && heap_->reduce_scatter(in, dtype, out, n))
-                    ;  // read in place
-                  else if (a == Algorithm::ring)
+                  if (heap_first && heap_->reduce_scatter(in, dtype, out, n)) {
+                    // read in place
+                  } else if (a == Algorithm::ring)
                     ring_reduce_scatter(comm_, in, dtype, out, n);
                   else if (a == Algorithm::shm)
                     shm_->reduce_scatter(in, dtype, out, n);

@@ -207,6 +207,43 @@ std::string tp_notes(bool sequence_parallel, const Model& model) {
   return notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", "));
 }
 
+// "group 'shard0' (2 ranks on 1 node)"
+std::string group_label(const char* kind, const ProcessGroup& g) {
+  const int nodes = node_count(g);
+  return fmt::format("{} group '{}' ({} rank{} on {} node{})", kind, g.name(), g.size(),
+                     g.size() == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
+}
+
+// Each of this rank's groups with how its collectives travel, for a unit of `unit_bytes`.
+std::string group_transports(const Config& c, ShardedTrainer& t, size_t unit_bytes,
+                             bool sequence_parallel) {
+  DeviceMesh& mesh = t.mesh();
+  ProcessGroup& shard = mesh.shard_group();
+  std::string groups =
+      fmt::format("{}: all-gather {}, reduce-scatter {}", group_label("shard", shard),
+                  transport_on(shard, OpType::all_gather, unit_bytes),
+                  transport_on(shard, OpType::reduce_scatter, unit_bytes));
+  if (ProcessGroup* replicas = mesh.replica_group())
+    groups += fmt::format("; {}: all-reduce {}", group_label("replica", *replicas),
+                          transport_on(*replicas, OpType::all_reduce, 0));
+  if (ProcessGroup* tp = mesh.tp_group()) {
+    const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
+    // The model's operands go to the group's symmetric memory at the first step (a warning
+    // then if the node has no room for it).
+    const bool in_place = c.sharding.symmetric_memory && tp->size() > 1 && node_count(*tp) == 1;
+    const OpType op = sequence_parallel ? OpType::reduce_scatter : OpType::all_reduce;
+    groups += fmt::format(
+        "; {}: {} of a {:.1f} MiB activation {}", group_label("TP", *tp),
+        sequence_parallel ? "all-gather and reduce-scatter" : "all-reduce",
+        double(activation_bytes) / kMiB,
+        in_place ? std::string("shm in place") : transport_on(*tp, op, activation_bytes));
+  }
+  if (ProcessGroup* reshard = t.fsdp().reshard_group())
+    groups += fmt::format("; {}: all-gather {}", group_label("reshard", *reshard),
+                          transport_on(*reshard, OpType::all_gather, unit_bytes));
+  return groups;
+}
+
 // The node map, the mesh, each group's algorithm and the bytes a step moves per link class.
 void print_mesh(Session& s) {
   const Config& c = s.config;
@@ -222,38 +259,9 @@ void print_mesh(Session& s) {
              mesh.replica_group()
                  ? fmt::format(" | replica_sync {}", replica_sync_name(c.sharding.replica_sync))
                  : "");
-  ProcessGroup& shard = mesh.shard_group();
-  std::string groups = fmt::format(
-      "shard group '{}' ({} rank{} on {} node{}): all-gather {}, reduce-scatter {}", shard.name(),
-      shard.size(), shard.size() == 1 ? "" : "s", node_count(shard),
-      node_count(shard) == 1 ? "" : "s", transport_on(shard, OpType::all_gather, unit_bytes),
-      transport_on(shard, OpType::reduce_scatter, unit_bytes));
-  if (ProcessGroup* replicas = mesh.replica_group())
-    groups +=
-        fmt::format("; replica group '{}' ({} ranks on {} node{}): all-reduce {}", replicas->name(),
-                    replicas->size(), node_count(*replicas), node_count(*replicas) == 1 ? "" : "s",
-                    transport_on(*replicas, OpType::all_reduce, 0));
-  if (ProcessGroup* tp = mesh.tp_group()) {
-    const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
-    groups += fmt::format("; TP group '{}' ({} ranks on {} node{}): ", tp->name(), tp->size(),
-                          node_count(*tp), node_count(*tp) == 1 ? "" : "s");
-    // The model's operands go to the group's symmetric memory at the first step (a warning
-    // then if the node has no room for it).
-    const bool in_place = c.sharding.symmetric_memory && tp->size() > 1 && node_count(*tp) == 1;
-    const OpType op = sequence_parallel ? OpType::reduce_scatter : OpType::all_reduce;
-    groups += fmt::format(
-        "{} of a {:.1f} MiB activation {}",
-        sequence_parallel ? "all-gather and reduce-scatter" : "all-reduce",
-        double(activation_bytes) / kMiB,
-        in_place ? std::string("shm in place") : transport_on(*tp, op, activation_bytes));
-  }
-  if (ProcessGroup* reshard = t.fsdp().reshard_group())
-    groups +=
-        fmt::format("; reshard group '{}' ({} ranks on {} node{}): all-gather {}", reshard->name(),
-                    reshard->size(), node_count(*reshard), node_count(*reshard) == 1 ? "" : "s",
-                    transport_on(*reshard, OpType::all_gather, unit_bytes));
   fmt::print("collectives (this rank's groups, for a {:.1f} MiB unit): {}\n",
-             double(unit_bytes) / kMiB, groups);
+             double(unit_bytes) / kMiB, group_transports(c, t, unit_bytes, sequence_parallel));
+  ProcessGroup& shard = mesh.shard_group();
   const QuantizedPlan& q = t.fsdp().quantized();
   std::vector<std::string> quantized;
   if (q.gather)
