@@ -46,7 +46,6 @@ class ActivationArena {
   Tensor shared(const char* name, Shape shape, DType dtype);
   // Bytes of the whole arena, both allocations, alignment padding included.
   int64_t bytes() const { return local_bytes_ + shared_bytes_; }
-  int64_t shared_bytes() const { return shared_bytes_; }
 
  private:
   Tensor carve(const Tensor& from, int64_t& bytes, const char* name, Shape shape, DType dtype);
