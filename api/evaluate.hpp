@@ -13,6 +13,12 @@ namespace st {
 // builds the windows [first, first + rows); chunks of `chunk` windows are split over the ranks.
 double sharded_loss_sum(Model& model, FsdpRuntime& fsdp, int64_t windows, int64_t chunk,
                         const std::function<Batch(int64_t, int64_t)>& batch);
+// The same with the forward given (`forward(batch)`: this rank's share of its loss sum), the
+// chunks split over `split_over`'s ranks, and the sums added up over `sum_over`.
+double sharded_loss_sum(const std::function<double(const Batch&)>& forward,
+                        ProcessGroup& split_over, int64_t windows, int64_t chunk,
+                        const std::function<Batch(int64_t, int64_t)>& batch, FsdpRuntime& fsdp,
+                        ProcessGroup& sum_over);
 
 // The end of every evaluation: the gathered parameters released, then this rank's loss sum
 // added up over `group`.

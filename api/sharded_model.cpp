@@ -34,7 +34,20 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
     tensor_parallel_ = std::make_unique<GroupTensorParallel>(*tp, policy.fsdp.symmetric_memory);
     model.set_tensor_parallel(tensor_parallel_.get());  // refuses a model not built of slices
   }
-  fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, policy.fsdp, policy.seed);
+  FsdpOptions fsdp = policy.fsdp;
+  if (ProcessGroup* pp = mesh_.pipeline_group()) {
+    PipelineOptions options = policy.pipeline;
+    options.wire_dtype = policy.fsdp.param_dtype;
+    options.timeout_s = policy.fsdp.timeout_s;
+    pipeline_ = std::make_unique<PipelineRuntime>(
+        model, *pp, options, pipeline_split(model, pp->size(), options, policy.seq_len));
+    fsdp.held_units = pipeline_->held_units();
+    fsdp.accumulation = Accumulation::reduce_last;  // each unit reduced once a step
+  }
+  fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, fsdp, policy.seed);
+  // The root unit lives on the first and the last stage alike: the norm counts the first's.
+  const bool root_counted_elsewhere =
+      pipeline_ && pipeline_->holds_last_stage() && !pipeline_->holds_first_stage();
   std::vector<OptimParam> params;
   for (ShardSpan& s : fsdp_->spans()) {
     params.push_back(make_optim_param(s.name, s.master, s.grad, s.weight_decay));
@@ -42,7 +55,8 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
     // norm counts the first holder's.
     const ParamSpec& spec = model.param_specs()[s.param];
     params.back().norm_counted_elsewhere =
-        spec.tp_ranks > 1 && spec.tp_rank % spec.tp_replicas != 0;
+        (spec.tp_ranks > 1 && spec.tp_rank % spec.tp_replicas != 0) ||
+        (s.unit == 0 && root_counted_elsewhere);
   }
   std::vector<std::pair<size_t, Tensor>> grads;
   for (ShardSpan& s : fsdp_->spans()) grads.emplace_back(s.param, s.grad);
@@ -75,13 +89,22 @@ double ShardedModel::accumulate_gradients(const std::vector<Batch>& micro_batche
   fsdp_->reset_memory_peak();
   fsdp_->begin_step(int(micro_batches.size()));
   double loss_sum = 0;
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
-    loss_sum += forward_backward(int(m), micro_batches[m], loss_terms,
-                                 watch.micro_batch_hooks(int(m), *fsdp_));
-    watch.after_micro_batch(int(m));
+  if (pipeline_) {
+    loss_sum = pipelined_gradients(micro_batches, loss_terms);
+    watch.before(StepPhase::finish_backward);
+  } else {
+    for (size_t m = 0; m < micro_batches.size(); ++m) {
+      loss_sum += forward_backward(int(m), micro_batches[m], loss_terms,
+                                   watch.micro_batch_hooks(int(m), *fsdp_));
+      watch.after_micro_batch(int(m));
+    }
+    watch.before(StepPhase::finish_backward);
   }
-  watch.before(StepPhase::finish_backward);
   fsdp_->finish_backward();
+  if (pipeline_) {
+    fsdp_->reshard_all();
+    sum_root_gradient();
+  }
   // The parts TP ranks computed of some gradients (shared KV heads, the norms under sequence
   // parallelism), summed now: the gradient shards are final when this returns.
   if (tensor_parallel_ && !tp_grad_sums_->empty()) {
@@ -115,6 +138,40 @@ double ShardedModel::forward_backward(int micro, const Batch& batch, int64_t los
   return model_.forward_backward(batch, 1.0f / float(loss_terms), hooks);
 }
 
+double ShardedModel::pipelined_gradients(const std::vector<Batch>& micro_batches,
+                                         int64_t loss_terms) {
+  fsdp_->hold_for_step(true);
+  const double loss = pipeline_->train(micro_batches, 1.0f / float(loss_terms));
+  fsdp_->reduce_held_units();
+  return loss;
+}
+
+void ShardedModel::sum_root_gradient() {
+  // The first stage's embedding gradient and the last stage's head and final norm gradients
+  // (both, with tied embeddings) are parts of one root unit's: each end sends its shard to the
+  // other and adds what it receives. a + b and b + a are the same floats, so both ends keep the
+  // same gradient, and the optimizer the same weights (Megatron's embedding all-reduce).
+  ProcessGroup& pp = *mesh_.pipeline_group();
+  const bool first = pipeline_->holds_first_stage(), last = pipeline_->holds_last_stage();
+  if (first == last) return;  // a middle stage, or one rank holding both ends
+  const Tensor& grad = fsdp_->grad_shard(0);
+  Tensor theirs = Tensor::empty("root_grad.peer", {grad.numel()}, DType::f32);
+  const int peer = first ? pp.size() - 1 : 0;
+  const P2POptions options{.tag = 0, .timeout_s = policy_.fsdp.timeout_s};
+  OpScope wait(OpKind::collective_wait);
+  auto got = pp.recv(theirs, peer, options);
+  pp.send(grad, peer, options)->wait();
+  got->wait();
+  float* mine = grad.data<float>();
+  const float* other = theirs.data<float>();
+  for (int64_t i = 0; i < grad.numel(); ++i) mine[i] += other[i];
+}
+
+double ShardedModel::pipelined_loss(const Batch& batch) {
+  fsdp_->hold_for_step(false);
+  return pipeline_->forward_only({batch});
+}
+
 double ShardedModel::loss_share(double loss_sum) const {
   return mesh_.tp_rank() == 0 ? loss_sum : 0.0;
 }
@@ -135,7 +192,7 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
     riders[0] = loss.data<double>()[0];
   }
   StepResult r;
-  r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.model_group(),
+  r.grad_norm = global_grad_norm(optimizer_->params(), mesh_.whole_model_group(),
                                  replicated ? std::span<double>() : std::span<double>(riders),
                                  fmt::format("step {}", step));
   r.loss = riders[0] / double(loss_terms);
@@ -146,16 +203,35 @@ StepResult ShardedModel::update(double loss_sum, int64_t loss_terms, float lr) {
 }
 
 double ShardedModel::evaluate(const Batch& batch, int64_t loss_terms) {
-  return sum_over_group(loss_share(model_.forward_loss(batch, *fsdp_)), *fsdp_, group_) /
-         double(loss_terms);
+  const double loss = pipeline_ ? pipelined_loss(batch) : model_.forward_loss(batch, *fsdp_);
+  return sum_over_group(loss_share(loss), *fsdp_, group_) / double(loss_terms);
 }
 
 double ShardedModel::loss_sum_over_windows(int64_t windows, int64_t chunk,
                                            const std::function<Batch(int64_t, int64_t)>& batch) {
-  return sharded_loss_sum(model_, *fsdp_, windows, chunk, batch);
+  if (!pipeline_) return sharded_loss_sum(model_, *fsdp_, windows, chunk, batch);
+  // Every stage's shard group splits the windows alike; the last stage's losses (each TP
+  // group's once) summed over the ranks holding one copy of the model.
+  const auto forward = [this](const Batch& b) { return loss_share(pipelined_loss(b)); };
+  return sharded_loss_sum(forward, fsdp_->group(), windows, chunk, batch, *fsdp_,
+                          mesh_.whole_model_group());
 }
 
 Tensor ShardedModel::whole_master(size_t index) {
+  const ParamSpec& spec = model_.param_specs()[index];
+  if (pipeline_) {
+    // Gathered on the stage that holds it, then sent to every stage.
+    const int owner = pipeline_->rank_of_unit(spec.unit);
+    ProcessGroup& pp = *mesh_.pipeline_group();
+    Tensor whole = pp.rank() == owner ? gathered_master(index)
+                                      : Tensor::empty(spec.name, spec.whole_shape(), DType::f32);
+    pp.broadcast(whole, owner)->wait();
+    return whole;
+  }
+  return gathered_master(index);
+}
+
+Tensor ShardedModel::gathered_master(size_t index) {
   Tensor slice = fsdp_->gather_master(index);
   const ParamSpec& spec = model_.param_specs()[index];
   ProcessGroup* tp = mesh_.tp_group();

@@ -17,6 +17,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/device_mesh.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/pipeline/pipeline_runtime.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "parallel/tp_gradient_sums.hpp"
 
@@ -27,6 +28,10 @@ struct ShardPolicy {
   uint64_t seed = 0;          // initial weights: a function of (seed, parameter, element)
   OptimizerConfig optimizer;  // AdamW by default
   double grad_clip = 1.0;     // by the global gradient norm; 0: off
+  // With a mesh of pp > 1: the schedule, virtual stages and split (wire_dtype is
+  // fsdp.param_dtype's); seq_len: the sequence length the blocks' FLOPs are balanced at.
+  PipelineOptions pipeline;
+  int64_t seq_len = 0;
 };
 
 struct StepResult {
@@ -106,11 +111,22 @@ class ShardedModel {
   // (TpGradientSums; 0 without TP).
   int64_t tp_gradient_sum_bytes() const { return tp_grad_sums_->bytes(); }
   DeviceMesh& mesh() { return mesh_; }
+  // The pipeline's executor (its stages, schedule and last step's time), nullptr for pp = 1.
+  const PipelineRuntime* pipeline() const { return pipeline_.get(); }
 
  private:
   ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, DeviceMesh* mesh,
                const ShardPolicy& policy);
   double forward_backward(int micro, const Batch& batch, int64_t loss_terms, UnitHooks& hooks);
+  // accumulate_gradients' loop under pipeline parallelism: the stages' units gathered once and
+  // kept, the schedule run, each unit's gradient reduced once; the root unit (on the first and
+  // the last stage) then gets the sum of both stages' gradients.
+  double pipelined_gradients(const std::vector<Batch>& micro_batches, int64_t loss_terms);
+  void sum_root_gradient();
+  // whole_master on a stage that holds the parameter (or without pipeline parallelism).
+  Tensor gathered_master(size_t index);
+  // A forward-only loss over the pipeline (the last stage's; 0 elsewhere).
+  double pipelined_loss(const Batch& batch);
   // The global loss and gradient norm (one all-reduce without replicas), clipping, the
   // optimizer step. `loss_sum` is this rank's, over its micro-batches.
   StepResult update(double loss_sum, int64_t loss_terms, float lr);
@@ -124,6 +140,7 @@ class ShardedModel {
   ProcessGroup& group_;  // the mesh's world: the loss, checkpoints' agreement
   ShardPolicy policy_;
   std::unique_ptr<GroupTensorParallel> tensor_parallel_;  // the model's TP collectives (tp > 1)
+  std::unique_ptr<PipelineRuntime> pipeline_;
   std::unique_ptr<FsdpRuntime> fsdp_;
   std::unique_ptr<TpGradientSums> tp_grad_sums_;  // summed over TP once a step
   std::unique_ptr<Optimizer> optimizer_;

@@ -16,6 +16,7 @@
 #include "optim/schedule.hpp"
 #include "parallel/device_mesh.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/pipeline/schedule.hpp"
 
 namespace st {
 
@@ -109,7 +110,10 @@ struct Config {
     int64_t dp_shard = -1;     // ranks sharing one copy of the parameters (FSDP)
     int64_t dp_replicate = 1;  // copies that all-reduce their gradient shards (HSDP, DDP)
     int64_t tp = 1;            // tensor-parallel ranks (consecutive: the innermost dimension)
-    int64_t pp = 1;            // pipeline stages: not yet (1)
+    int64_t pp = 1;            // pipeline ranks (the outermost dimension)
+    PipeSchedule pp_schedule = PipeSchedule::one_f_one_b;
+    int64_t pp_virtual_stages = 1;  // stages per pipeline rank
+    std::vector<int> pp_layers;     // blocks per stage; empty: balanced
     bool allow_cross_node_tp = false;
     // With tp > 1: norms and residual adds on this rank's rows of the micro-batch (Megatron's
     // sequence parallelism).
@@ -162,10 +166,11 @@ MeshShape mesh_shape(const Config& config, int world_size);
 // The rows of one micro-batch each data-parallel place of `mesh` reads (the ranks of a TP group
 // read the same rows): training.global_batch / micro_batches / (dp_replicate x dp_shard).
 int64_t rows_per_data_rank(const Config& config, const MeshShape& mesh);
-// Pipeline parallelism over `pp` > 1 stages refused by key (until its issue lands); tensor
-// parallelism over `tp` ranks checked against the model (its family's plan: what TP splits
-// divides by tp) and against what it does not compose with yet, each refused by key. `tp` and
-// `pp` are the config's (-1: checked again once the world resolves them) or the resolved mesh's.
+// Pipeline parallelism over `pp` > 1 ranks checked against the model's blocks and the
+// micro-batches (the schedule's needs, parallel.pp_layers) and against what it does not compose
+// with yet; tensor parallelism over `tp` ranks against the model (its family's plan: what TP
+// splits divides by tp); each refused by key. `tp` and `pp` are the config's (-1: checked again
+// once the world resolves them) or the resolved mesh's.
 void check_parallelism_supported(const Config& config, int64_t tp, int64_t pp);
 
 // Every key as `section.key = value`, for the start-up summary.

@@ -2,9 +2,12 @@
 // one of them -1 meaning the rest.
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include "core/error.hpp"
 #include "launch/config.hpp"
 #include "models/family.hpp"
+#include "parallel/pipeline/stage_partition.hpp"
 
 namespace st {
 
@@ -56,12 +59,43 @@ int64_t rows_per_data_rank(const Config& c, const MeshShape& mesh) {
   return c.training.global_batch / c.training.micro_batches / mesh.data_parallel();
 }
 
-void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
-  if (pp > 1)
+namespace {
+
+void check_pipeline(const Config& c, int64_t pp) {
+  const auto& p = c.parallel;
+  if (p.pp_virtual_stages < 1)
+    fail_input("parallel.pp_virtual_stages = {} must be >= 1", p.pp_virtual_stages);
+  if (pp == 1 && (p.pp_virtual_stages != 1 || !p.pp_layers.empty()))
     fail_input(
-        "parallel.pp = {}: pipeline parallelism is not implemented yet (it comes with its own "
-        "issue); set parallel.pp = 1",
-        pp);
+        "parallel.pp_virtual_stages = {} and parallel.pp_layers = \"{}\" split the model into "
+        "pipeline stages, but parallel.pp = 1: set parallel.pp > 1, or leave them at 1 and empty",
+        p.pp_virtual_stages, fmt::join(p.pp_layers, ","));
+  if (pp <= 1) return;  // 1, or -1 (the rest): checked once the world resolves it
+  const int64_t stages = pp * p.pp_virtual_stages;
+  if (c.model.n_layer < stages)
+    fail_input(
+        "parallel.pp = {} x parallel.pp_virtual_stages = {} makes {} stages, but model.n_layer = "
+        "{}: every stage needs at least one block",
+        pp, p.pp_virtual_stages, stages, c.model.n_layer);
+  if (!p.pp_layers.empty()) stages_from_layers(p.pp_layers, int(c.model.n_layer), int(stages));
+  // The schedule refuses (by key) what it cannot run: virtual stages, micro-batches.
+  PipelineSchedule(p.pp_schedule,
+                   {int(pp), int(p.pp_virtual_stages), int(c.training.micro_batches)});
+  if (p.pp_schedule == PipeSchedule::zero_bubble)
+    fail_input(
+        "parallel.pp_schedule = zero_bubble: the backward's split into input- and weight-gradient "
+        "halves is not built yet; use 1f1b, interleaved_1f1b or gpipe");
+  if (!c.checkpoint.dir.empty())
+    fail_input(
+        "checkpoint.dir = \"{}\" with parallel.pp = {}: checkpoints of pipeline stages are not "
+        "built yet; train without checkpoint.dir, or with parallel.pp = 1",
+        c.checkpoint.dir, pp);
+}
+
+}  // namespace
+
+void check_parallelism_supported(const Config& c, int64_t tp, int64_t pp) {
+  check_pipeline(c, pp);
   if (tp <= 1) return;  // 1, or -1 (the rest): checked once the world resolves it
   const ModelFamily& family = model_family(c.model.family);
   if (!family.check_tensor_parallel)

@@ -118,6 +118,45 @@ KeySpec reshard_key() {
           }};
 }
 
+PipeSchedule parse_pp_schedule(const std::string& word, const std::string& key) {
+  PipeSchedule s;
+  if (!parse_pipe_schedule(word, &s))
+    fail_input("'{}' = \"{}\": the schedules are gpipe, 1f1b, interleaved_1f1b, zero_bubble", key,
+               word);
+  return s;
+}
+
+std::vector<int> parse_pp_layers(const std::string& text, const std::string& key) {
+  std::vector<int> layers;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    int64_t n = 0;
+    const bool digits =
+        !item.empty() && item.size() <= 9 &&
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) n = std::stoll(item);
+    if (!digits || n < 1)
+      fail_input(
+          "'{}' = \"{}\": \"{}\" is not a positive block count (a comma-separated list "
+          "such as \"3,3,2\", one count per stage)",
+          key, text, item);
+    layers.push_back(int(n));
+    at = comma + 1;
+  }
+  return layers;
+}
+
+std::string pp_layers_name(const std::vector<int>& layers) {
+  std::string out;
+  for (int n : layers) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(n);
+  }
+  return out;
+}
+
 ResumeFrom parse_resume(const std::string& word, const std::string& key) {
   if (word.empty())
     fail_input("'{}' is empty: it must be auto, never, or a checkpoint directory", key);
@@ -437,8 +476,24 @@ KeyTable parallel_keys() {
         "tensor-parallel ranks (the innermost dimension: consecutive ranks, ideally one node) "
         "that split each block's matmuls, heads and vocabulary by Megatron's layout"}},
       {"parallel.pp",
-       {int_key(&Config::parallel, &Parallel::pp), "1 (pipeline parallelism is not there yet)",
-        "pipeline stages (the outermost dimension)"}},
+       {int_key(&Config::parallel, &Parallel::pp), "≥ 1, or -1 (the rest)",
+        "pipeline ranks (the outermost dimension): each holds a contiguous run of blocks per "
+        "virtual stage (the embedding on the first stage, the head on the last) and passes "
+        "activations and their gradients to its neighbours"}},
+      {"parallel.pp_schedule",
+       {enum_key(&Config::parallel, &Parallel::pp_schedule, parse_pp_schedule, pipe_schedule_name),
+        "gpipe, 1f1b, interleaved_1f1b, zero_bubble",
+        "the order of each pipeline rank's forwards and backwards (docs/parallelism.md has "
+        "each one's bubble); interleaved_1f1b needs pp_virtual_stages ≥ 2 and "
+        "training.micro_batches a multiple of pp"}},
+      {"parallel.pp_virtual_stages",
+       {int_key(&Config::parallel, &Parallel::pp_virtual_stages), "≥ 1",
+        "stages per pipeline rank (interleaved_1f1b: rank r holds stages r, r + pp, ...)"}},
+      {"parallel.pp_layers",
+       {enum_key(&Config::parallel, &Parallel::pp_layers, parse_pp_layers, pp_layers_name),
+        "blocks per stage, e.g. \"3,3,2\"; empty: balanced",
+        "pp × pp_virtual_stages counts summing to model.n_layer; empty: the blocks' FLOPs "
+        "balanced, the embedding's and head's counted on the end stages"}},
       {"parallel.sequence_parallel",
        {bool_key(&Config::parallel, &Parallel::sequence_parallel), "true, false",
         "with tp > 1: the residual stream, norms and residual adds hold each TP rank's 1/tp of the "

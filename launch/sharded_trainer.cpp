@@ -88,8 +88,15 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
         "the slow link four times a micro-batch. Make tp divide the ranks per node, or set "
         "parallel.allow_cross_node_tp = true",
         mesh_->shape().tp, mesh_->node_map());
-  const ShardPolicy policy{fsdp_options(config), uint64_t(config.training.seed), config.optimizer,
-                           config.training.grad_clip};
+  ShardPolicy policy;
+  policy.fsdp = fsdp_options(config);
+  policy.seed = uint64_t(config.training.seed);
+  policy.optimizer = config.optimizer;
+  policy.grad_clip = config.training.grad_clip;
+  policy.pipeline.schedule = config.parallel.pp_schedule;
+  policy.pipeline.virtual_stages = int(config.parallel.pp_virtual_stages);
+  policy.pipeline.layers = config.parallel.pp_layers;
+  policy.seq_len = config.training.seq_len;
   sharded_ = std::make_unique<ShardedModel>(*model_, *mesh_, policy);
   if (!config.training.init_from.empty())
     load_safetensors(config.training.init_from, sharded_->runtime());

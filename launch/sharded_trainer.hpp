@@ -84,6 +84,7 @@ class ShardedTrainer {
   FsdpRuntime& fsdp() { return sharded_->runtime(); }
   const FsdpRuntime& fsdp() const { return sharded_->runtime(); }
   DeviceMesh& mesh() { return *mesh_; }
+  const ShardedModel& sharded() const { return *sharded_; }
   // Collective: ShardedModel::whole_master.
   Tensor whole_master(size_t index) { return sharded_->whole_master(index); }
   // The analytical per-rank budget (computed once, at start-up).

@@ -9,8 +9,8 @@ namespace st {
 DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), shape_(shape) {
   ST_CHECK(shape.world() == world.size(), "mesh {} x {} x {} does not cover a world of {}",
            shape.dp_replicate, shape.dp_shard, shape.tp, world.size());
-  ST_CHECK(shape.pp == 1, "pp {}: not yet", shape.pp);
-  if (shape.dp_replicate == 1 && shape.tp == 1) return;  // FSDP: the world is the shard group
+  // FSDP alone: the world is the shard group.
+  if (shape.pp == 1 && shape.dp_replicate == 1 && shape.tp == 1) return;
   const int r = world.rank();
   // Every rank makes the same splits in the same order (each is collective over the world).
   const auto split = [&](const MeshDims& dims, const char* name) {
@@ -23,6 +23,14 @@ DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), sh
     tp_ = split({MeshDim::tp}, "tp");
     model_ = split({MeshDim::dp_shard, MeshDim::tp}, "model");
   }
+  if (shape.pp > 1) {
+    pipeline_ = split({MeshDim::pp}, "pipeline");
+    whole_model_ = split({MeshDim::pp, MeshDim::dp_shard, MeshDim::tp}, "whole-model");
+  }
+}
+
+int DeviceMesh::pp_rank() const {
+  return coord_of(shape_, world_.rank()).pp;
 }
 
 ProcessGroup& DeviceMesh::shard_block_group(int n) {

@@ -20,7 +20,7 @@ namespace st {
 
 class DeviceMesh {
  public:
-  // Collective over `world` (whose size must be the shape's product; pp = 1). With replicate =
+  // Collective over `world` (whose size must be the shape's product). With pp = replicate =
   // tp = 1 the shard group is the world itself; otherwise the groups are split from it.
   DeviceMesh(ProcessGroup& world, MeshShape shape);
 
@@ -33,9 +33,17 @@ class DeviceMesh {
   ProcessGroup* tp_group() { return tp_.get(); }
   // This rank's place in its TP group (0 for tp = 1).
   int tp_rank() const;
-  // The ranks that hold one copy of the model between them (dp_shard x tp): where a sum over
-  // every parameter once (the gradient norm) is taken. The shard group for tp = 1.
+  // The ranks that hold one copy of a pipeline stage's part of the model between them
+  // (dp_shard x tp; the whole model's without pipeline parallelism): where checkpoints are
+  // written and read. The shard group for tp = 1.
   ProcessGroup& model_group() { return model_ ? *model_ : shard_group(); }
+  // The ranks that hold one copy of the whole model (pp x dp_shard x tp): where a sum over every
+  // parameter once (the gradient norm) is taken. model_group() for pp = 1.
+  ProcessGroup& whole_model_group() { return whole_model_ ? *whole_model_ : model_group(); }
+  // This rank's pipeline group (its pp ranks, one per stage, the same place in each), nullptr for
+  // pp = 1; and its place in it (its pipeline rank).
+  ProcessGroup* pipeline_group() { return pipeline_.get(); }
+  int pp_rank() const;
   // hpZ's group: this rank's block of `n` consecutive ranks of its shard group (n divides it).
   // Made by the first call for n, a collective over the shard group, and kept.
   ProcessGroup& shard_block_group(int n);
@@ -67,7 +75,7 @@ class DeviceMesh {
  private:
   ProcessGroup& world_;
   MeshShape shape_;
-  std::unique_ptr<ProcessGroup> shard_, replica_, tp_, model_;
+  std::unique_ptr<ProcessGroup> shard_, replica_, tp_, model_, pipeline_, whole_model_;
   std::map<int, std::unique_ptr<ProcessGroup>> shard_blocks_;  // by block size
   int node_block_ = 0;
   std::unique_ptr<ProcessGroup> node_, across_nodes_;

@@ -176,6 +176,12 @@ int index_in_block(int r, int block) {
 }
 
 std::string describe_mesh(const MeshShape& shape) {
+  if (shape.pp > 1) {
+    if (shape.world() == shape.pp) return fmt::format("PP over {} ranks", shape.pp);
+    MeshShape stage = shape;
+    stage.pp = 1;
+    return fmt::format("PP {} x {}", shape.pp, describe_mesh(stage));
+  }
   if (shape.tp > 1) {
     if (shape.data_parallel() == 1) return fmt::format("TP over {} ranks", shape.tp);
     MeshShape data = shape;

@@ -73,7 +73,8 @@ int index_in_block(int r, int block);
 std::vector<int> pretend_node_map(int world, int per_node);
 
 // "FSDP over 4 ranks", "HSDP: 2 replicas x 2 shards", "DDP over 4 replicas (dp_shard 1)",
-// "FSDP over 2 ranks x TP 2", "TP over 2 ranks": for summaries (pp is added by its issue).
+// "FSDP over 2 ranks x TP 2", "TP over 2 ranks", "PP 2 x FSDP over 2 ranks", "PP over 4 ranks":
+// for summaries.
 std::string describe_mesh(const MeshShape& shape);
 
 }  // namespace st

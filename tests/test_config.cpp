@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -244,11 +245,40 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
                      "training.init_from=/tmp/m"},
                     2),
             "accepted");
-  EXPECT_NE(message({"parallel.pp=2", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
-            std::string::npos);
-  // -1 resolved to 2 by the world: refused as well, not an internal error later.
-  EXPECT_NE(message({"parallel.pp=-1", "parallel.dp_shard=1"}, 2).find("parallel.pp = 2: pipeline"),
-            std::string::npos);
+  // Pipeline parallelism: accepted where the schedule, the blocks and the micro-batches allow.
+  EXPECT_EQ(message({"parallel.pp=2", "parallel.dp_shard=1"}, 2), "accepted");
+  EXPECT_EQ(message({"parallel.pp=-1", "parallel.dp_shard=2"}, 4), "accepted");
+  EXPECT_EQ(message({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b",
+                     "parallel.pp_virtual_stages=2", "training.micro_batches=4"},
+                    4),
+            "accepted");
+  EXPECT_EQ(message({"parallel.pp=2", "parallel.pp_layers=3,1"}, 2), "accepted");
+  const auto refused = [&](std::vector<std::string> overrides, int world, const char* says) {
+    EXPECT_NE(message(overrides, world).find(says), std::string::npos)
+        << fmt::format("{}", fmt::join(overrides, " ")) << ": " << message(overrides, world);
+  };
+  refused({"parallel.pp=3"}, 4, "4 ranks are not a multiple of the others' product 3");
+  // -1 resolved to 8 stages by the world, for 4 blocks: refused by key, not later.
+  refused({"parallel.pp=-1", "parallel.dp_shard=1"}, 8, "every stage needs at least one block");
+  refused({"parallel.pp=2", "parallel.pp_virtual_stages=4", "training.micro_batches=2",
+           "parallel.pp_schedule=interleaved_1f1b"},
+          2, "8 stages, but model.n_layer = 4");
+  refused({"parallel.pp=2", "parallel.pp_layers=3,2"}, 2, "parallel.pp_layers = [3, 2] sums past");
+  refused({"parallel.pp=2", "parallel.pp_layers=2,1"}, 2, "sums to 3, not model.n_layer = 4");
+  refused({"parallel.pp=2", "parallel.pp_layers=4"}, 2, "parallel.pp_layers has 1 entries");
+  refused({"parallel.pp=2", "parallel.pp_layers=2,x"}, 2, "\"x\" is not a positive block count");
+  refused({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b",
+           "parallel.pp_virtual_stages=2", "training.micro_batches=3", "training.global_batch=6"},
+          2, "training.micro_batches = 3: interleaved_1f1b takes the micro-batches in groups");
+  refused({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b"}, 2,
+          "parallel.pp_virtual_stages = 1: interleaved_1f1b needs at least 2");
+  refused({"parallel.pp=2", "parallel.pp_virtual_stages=2"}, 2,
+          "the 1f1b schedule runs one stage per rank");
+  refused({"parallel.pp_schedule=pipedream"}, 2, "the schedules are gpipe, 1f1b");
+  refused({"parallel.pp=2", "parallel.pp_schedule=zero_bubble"}, 2, "not built yet");
+  refused({"parallel.pp_virtual_stages=2"}, 2, "but parallel.pp = 1");
+  refused({"parallel.pp=2", "checkpoint.dir=/tmp/c"}, 2,
+          "checkpoints of pipeline stages are not built yet");
   EXPECT_NE(message({"parallel.dp_shard=0"}, 4).find("parallel.dp_shard = 0 must be"),
             std::string::npos);
   EXPECT_EQ(message({"parallel.dp_shard=4", "parallel.tp=1"}, 4), "accepted");

@@ -21,7 +21,7 @@ TEST(StagePartition, ByHand) {
   // The head costs two blocks' worth: the last stage takes one block (1 + 2 = 3) and the first
   // three share seven, at most 3 each: 2, 2, 3 (not 3, 3, 1: less even; the earlier stages,
   // which hold more micro-batches in flight, the smaller).
-  const std::vector<StageBlocks> headed = balance_stages(equal, 0, 2, 4);
+  const std::vector<StageRange> headed = balance_stages(equal, 0, 2, 4);
   EXPECT_EQ(describe_stages(headed), "[0-2) [2-4) [4-7) [7-8)");
   EXPECT_DOUBLE_EQ(largest_stage_cost(headed, equal, 0, 2), 3);
   // One stage takes everything, its extras too.
@@ -29,7 +29,7 @@ TEST(StagePartition, ByHand) {
   EXPECT_DOUBLE_EQ(largest_stage_cost(balance_stages(equal, 5, 7, 1), equal, 5, 7), 20);
 }
 
-double sum_of_squares(const std::vector<StageBlocks>& split, const std::vector<double>& cost,
+double sum_of_squares(const std::vector<StageRange>& split, const std::vector<double>& cost,
                       double first, double last) {
   double sum = 0;
   for (size_t s = 0; s < split.size(); ++s) {
@@ -46,7 +46,7 @@ std::pair<double, double> brute_force(const std::vector<double>& cost, double fi
                                       int stages) {
   const int L = int(cost.size());
   std::pair<double, double> best{1e300, 1e300};
-  std::vector<StageBlocks> split;
+  std::vector<StageRange> split;
   std::function<void(int, int)> place = [&](int stage, int from) {
     if (stage == stages - 1) {
       split.push_back({from, L});
@@ -72,7 +72,7 @@ TEST(StagePartition, TheBalancedSplitIsTheBestOfAll) {
         std::vector<double> cost;
         for (int b = 0; b < L; ++b) cost.push_back(1 + (b * 7 + seed * 3) % 5);
         const double first = seed % 2 ? 3 : 0, last = seed >= 2 ? 4 : 0;
-        const std::vector<StageBlocks> split = balance_stages(cost, first, last, S);
+        const std::vector<StageRange> split = balance_stages(cost, first, last, S);
         ASSERT_EQ(int(split.size()), S);
         EXPECT_EQ(split.front().first, 0);
         EXPECT_EQ(split.back().end, L);

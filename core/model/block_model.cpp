@@ -30,16 +30,18 @@ void BlockModel::set_block_work(ModelWork& w, SegmentWork per_token, double toke
   }
 }
 
-void BlockModel::forward_blocks(UnitHooks& hooks) {
-  for (int64_t l = 0; l < num_blocks(); ++l) {
+void BlockModel::forward_blocks(UnitHooks& hooks, int64_t first, int64_t end) {
+  if (end < 0) end = num_blocks();
+  for (int64_t l = first; l < end; ++l) {
     hooks.before_forward(block_unit(l));
     block_forward(l, {mode_, false});
     hooks.after_forward(block_unit(l));
   }
 }
 
-void BlockModel::backward_blocks(UnitHooks& hooks) {
-  for (int64_t l = num_blocks() - 1; l >= 0; --l) {
+void BlockModel::backward_blocks(UnitHooks& hooks, int64_t first, int64_t end) {
+  if (end < 0) end = num_blocks();
+  for (int64_t l = end - 1; l >= first; --l) {
     hooks.before_backward(block_unit(l));
     if (mode_ != ActivationCheckpointing::none) {
       // Its own phase in the step's breakdown (OpKind::recompute) and in traces.

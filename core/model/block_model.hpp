@@ -61,16 +61,17 @@ class BlockModel : public Model {
   // over `tokens`, the backward twice the forward plus what this mode recomputes: the whole
   // forward (full), or its cheap elementwise half of the bytes (selective).
   void set_block_work(ModelWork& w, SegmentWork per_token, double tokens) const;
-  // The unit block l belongs to (unit 0 is the root).
-  virtual int block_unit(int64_t l) const { return int(l) + 1; }
+  // The unit block l belongs to (unit 0 is the root): Model::unit_of_block.
+  int block_unit(int64_t l) const { return unit_of_block(l); }
   virtual void block_forward(int64_t l, const BlockPass& pass) = 0;
   virtual void block_backward(int64_t l) = 0;
 
-  // Every block's forward in order, each between its unit's hooks.
-  void forward_blocks(UnitHooks& hooks);
-  // Every block's backward in reverse order, each between its unit's hooks (so its parameters
-  // are gathered), recomputing what the mode did not keep first.
-  void backward_blocks(UnitHooks& hooks);
+  // Blocks [first, end)'s forward in order (every block's by default), each between its unit's
+  // hooks.
+  void forward_blocks(UnitHooks& hooks, int64_t first = 0, int64_t end = -1);
+  // Their backward in reverse order, each between its unit's hooks (so its parameters are
+  // gathered), recomputing what the mode did not keep first.
+  void backward_blocks(UnitHooks& hooks, int64_t first = 0, int64_t end = -1);
 
  private:
   ActivationCheckpointing mode_ = ActivationCheckpointing::none;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/error.hpp"
+
 #include "core/ops/attention_bf16.hpp"
 
 namespace st {
@@ -13,14 +15,19 @@ void DecoderActivations::declare_common(ActivationArena& arena, DType dt, int64_
   const bool sp = slice.sequence_parallel && slice.ranks > 1;
   rows = sp ? B * T / slice.ranks : B * T;
   x.clear();
-  for (int64_t l = 0; l <= L; ++l) x.push_back(arena.f32("x", {rows, C}));
+  ST_CHECK(blocks.first >= 0 && blocks.first < blocks.end && blocks.end <= L,
+           "activations of blocks [{}, {}) of {}", blocks.first, blocks.end, L);
+  for (int64_t l = 0; l <= L; ++l)
+    x.push_back(l >= blocks.first && l <= blocks.end ? arena.f32("x", {rows, C}) : Tensor());
   using enum BlockTensor;
   x_mid = layers(kept, L, [&] { return arena.f32("x_mid", {rows, C}); });
   probs = layers(cheap, L, [&] { return arena.make(probs_name.c_str(), {B, H, T, T}, dt); });
   att_y = layers(kept, L, [&] { return arena.make(y_name.c_str(), {B, T, Q}, dt); });
-  logits = arena.f32("logits", {B * T, Vp});
-  losses = arena.f32("losses", {B * T});
-  row_shift = arena.f32("row_shift", {B * T});
+  if (blocks.last_stage) {
+    logits = arena.f32("logits", {B * T, Vp});
+    losses = arena.f32("losses", {B * T});
+    row_shift = arena.f32("row_shift", {B * T});
+  }
   proj_out = arena.make("proj_out", {B, T, C}, dt);
   dx = arena.f32("d_x", {rows, C});
   // The row-parallel partial sums and input gradients TP sums (or gathers) in shared memory.

@@ -18,11 +18,15 @@ namespace st {
 struct DecoderActivations {
   int64_t B, T;
   ActivationCheckpointing mode;
+  // The blocks this set serves (all of them, or a pipeline stage's): per-block tensors exist for
+  // them alone (the others are undefined), the head's (logits, losses) on the last stage only.
+  StageBlocks blocks;
   AttentionShape att;
   // The residual stream's rows on this rank: B·T, or under sequence parallelism this rank's
   // run of B·T / tp of them (`rows` below).
   int64_t rows = 0;
   std::vector<Tensor> x;      // L+1 residual streams (block inputs and outputs), FP32 [rows,C]
+                              // (those of blocks.first..blocks.end)
   std::vector<Tensor> x_mid;  // L, after attention, FP32 [rows,C]
   std::vector<Tensor> probs;  // L, dtype [B,H,T,T]
   std::vector<Tensor> att_y;  // L, dtype [B,T,Q] (Q = H·head size, C unless heads are wider)
@@ -48,18 +52,25 @@ struct DecoderActivations {
   }
 
  protected:
-  DecoderActivations(int64_t B_, int64_t T_, ActivationCheckpointing mode_)
-      : B(B_), T(T_), mode(mode_) {}
+  DecoderActivations(int64_t B_, int64_t T_, ActivationCheckpointing mode_,
+                     const StageBlocks& blocks_)
+      : B(B_), T(T_), mode(mode_), blocks(blocks_) {}
 
   // Declares the tensors above for L blocks of width C and a head of Vp columns (att set: this
   // rank's heads; Vp: its vocabulary slice) for the tensor-parallel `slice`; the attention's
   // per-layer tensors are named "<attn>.probs" and "<attn>.y".
   void declare_common(ActivationArena& arena, DType dt, int64_t L, int64_t C, int64_t Vp,
                       const char* attn, const TpSlice& slice);
-  // L per-layer tensors of `kind` (BlockModel::per_block under this set's mode).
+  // L per-layer tensors of `kind`, made by `make()` for this set's blocks (one per block when
+  // the mode keeps the kind per block, else one shared by them: BlockModel::per_block),
+  // undefined for the others.
   template <class Make>
   std::vector<Tensor> layers(BlockTensor kind, int64_t L, Make&& make) const {
-    return BlockModel::per_block(mode, kind, L, std::forward<Make>(make));
+    std::vector<Tensor> views(static_cast<size_t>(L));
+    const auto first = size_t(blocks.first);
+    for (size_t l = first; l < size_t(blocks.end); ++l)
+      views[l] = l == first || kept_per_block(mode, kind) ? make() : views[first];
+    return views;
   }
   // A tensor peers read during a TP collective (`collective`: in the arena's shared memory).
   static Tensor tp_operand(ActivationArena& arena, bool collective, const char* name, Shape shape,

@@ -14,7 +14,9 @@
 // the family's .cpp includes and instantiates (`template class DecoderModel<...>`) once its
 // activations are complete.
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/model/block_model.hpp"
@@ -45,6 +47,16 @@ class DecoderModel : public BlockModel {
   void set_tensor_parallel(TensorParallel* tp) override;
   std::vector<size_t> tp_partial_grads() const override;
   const TpSlice& tp_slice() const { return tp_slice_; }
+
+  // Pipeline stages (Model's stage API): each in-flight micro-batch's activations are a set of
+  // the stage's blocks alone, reused by later micro-batches of the same shape.
+  int64_t stage_boundary_numel(int64_t B, int64_t T) const override;
+  double stage_forward(int stage, const StageBlocks& blocks, int micro, const Batch& batch,
+                       const Tensor& input, const Tensor& output) override;
+  void stage_backward(int stage, const StageBlocks& blocks, int micro, const Batch& batch,
+                      float grad_scale, const Tensor& d_output, const Tensor& d_input) override;
+  void stage_discard(int stage, int micro) override;
+  int64_t pipeline_blocks() const override { return config_.n_layer; }
 
  protected:
   // `name` ("GPT", "Llama") in messages; `slice`: the tensor-parallel slices it is built of.
@@ -106,6 +118,11 @@ class DecoderModel : public BlockModel {
 
   // The activation set for a [B, T] batch (the current one when the shape and mode match).
   Acts& activations_for(int64_t B, int64_t T);
+  // A new activation set for `blocks` (the current checkpointing mode).
+  std::unique_ptr<Acts> make_activations(int64_t B, int64_t T, const StageBlocks& blocks);
+  StageBlocks whole_model() const { return {0, config_.n_layer, true, true}; }
+  // A token batch this model can run (context, and sequence parallelism's split).
+  void check_batch(const Batch& batch) const;
   // The compute-dtype value and the FP32 gradient of parameter `index`.
   const void* w(size_t index) const { return param(index).value.raw(); }
   float* g(size_t index) const { return param(index).grad.template data<float>(); }
@@ -130,12 +147,19 @@ class DecoderModel : public BlockModel {
   Config config_;
   DType dtype_;
   std::vector<ParamSpec> specs_;
-  std::unique_ptr<Acts> acts_;
+  Acts* acts_ = nullptr;  // the set the running forward or backward uses
   TpSlice tp_slice_;
 
  private:
   const char* name_;
   TensorParallel* tp_ = nullptr;
+  std::unique_ptr<Acts> whole_;  // forward_loss's and forward_backward's set
+  // Pipeline stages': in flight by (stage, micro-batch), and finished ones kept for reuse.
+  std::map<std::pair<int, int>, std::unique_ptr<Acts>> in_flight_;
+  std::vector<std::unique_ptr<Acts>> spare_;
+  Acts& stage_activations(int stage, int micro, const StageBlocks& blocks, int64_t B, int64_t T);
+  Acts& in_flight(int stage, int micro);
+  void retire(int stage, int micro);
 };
 
 }  // namespace st

@@ -3,6 +3,8 @@
 // its activations type is complete, then instantiated there.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/model/decoder_model.hpp"
 #include "core/model/tensor_parallel.hpp"
@@ -210,32 +212,125 @@ template <class Config, class Acts>
 DecoderModel<Config, Acts>::~DecoderModel() = default;
 
 template <class Config, class Acts>
+std::unique_ptr<Acts> DecoderModel<Config, Acts>::make_activations(int64_t B, int64_t T,
+                                                                   const StageBlocks& blocks) {
+  // TP's collectives read peers' operands in place from the group's shared memory.
+  ActivationArena::SharedAllocator shared;
+  if (tensor_parallel())
+    shared = [this](std::string name, int64_t bytes) {
+      return tp().shared_buffer(std::move(name), bytes);
+    };
+  return std::make_unique<Acts>(config_, dtype_, B, T, activation_checkpointing(), tp_slice_,
+                                blocks, Device::cpu, shared);
+}
+
+template <class Config, class Acts>
 Acts& DecoderModel<Config, Acts>::activations_for(int64_t B, int64_t T) {
-  if (!acts_ || acts_->B != B || acts_->T != T || acts_->mode != activation_checkpointing()) {
-    acts_.reset();  // free the old set before allocating the new one
-    // TP's collectives read peers' operands in place from the group's shared memory.
-    ActivationArena::SharedAllocator shared;
-    if (tensor_parallel())
-      shared = [this](std::string name, int64_t bytes) {
-        return tp().shared_buffer(std::move(name), bytes);
-      };
-    acts_ = std::make_unique<Acts>(config_, dtype_, B, T, activation_checkpointing(), tp_slice_,
-                                   Device::cpu, shared);
+  if (!whole_ || whole_->B != B || whole_->T != T || whole_->mode != activation_checkpointing()) {
+    whole_.reset();  // free the old set before allocating the new one
+    whole_ = make_activations(B, T, whole_model());
   }
+  acts_ = whole_.get();
   return *acts_;
 }
 
 template <class Config, class Acts>
 int64_t DecoderModel<Config, Acts>::activation_bytes_for(int64_t B, int64_t T,
                                                          ActivationCheckpointing mode) const {
-  return Acts(config_, dtype_, B, T, mode, tp_slice_, Device::meta).arena.bytes();
+  return Acts(config_, dtype_, B, T, mode, tp_slice_, whole_model(), Device::meta).arena.bytes();
 }
 
 template <class Config, class Acts>
 LogitsView DecoderModel<Config, Acts>::last_logits() const {
-  if (!acts_) fail("{}::last_logits called before any forward", name_);
+  if (!whole_) fail("{}::last_logits called before any forward", name_);
   if (tensor_parallel()) fail("{}: each tensor-parallel rank holds a slice of the logits", name_);
-  return {acts_->logits.template data<float>(), config_.padded_vocab(), config_.vocab_size};
+  return {whole_->logits.template data<float>(), config_.padded_vocab(), config_.vocab_size};
+}
+
+template <class Config, class Acts>
+int64_t DecoderModel<Config, Acts>::stage_boundary_numel(int64_t B, int64_t T) const {
+  return (sequence_parallel() ? B * T / tp_slice_.ranks : B * T) * config_.n_embd;
+}
+
+template <class Config, class Acts>
+Acts& DecoderModel<Config, Acts>::stage_activations(int stage, int micro, const StageBlocks& blocks,
+                                                    int64_t B, int64_t T) {
+  std::unique_ptr<Acts>& slot = in_flight_[{stage, micro}];
+  if (slot) fail("{}: stage {} ran micro-batch {}'s forward twice", name_, stage, micro);
+  auto fits = [&](const std::unique_ptr<Acts>& a) {
+    return a->B == B && a->T == T && a->mode == activation_checkpointing() &&
+           a->blocks.first == blocks.first && a->blocks.end == blocks.end &&
+           a->blocks.first_stage == blocks.first_stage && a->blocks.last_stage == blocks.last_stage;
+  };
+  const auto spare = std::find_if(spare_.begin(), spare_.end(), fits);
+  if (spare != spare_.end()) {
+    slot = std::move(*spare);
+    spare_.erase(spare);
+  } else {
+    slot = make_activations(B, T, blocks);
+  }
+  acts_ = slot.get();
+  return *slot;
+}
+
+template <class Config, class Acts>
+Acts& DecoderModel<Config, Acts>::in_flight(int stage, int micro) {
+  const auto it = in_flight_.find({stage, micro});
+  if (it == in_flight_.end())
+    fail("{}: stage {} ran micro-batch {}'s backward before its forward", name_, stage, micro);
+  acts_ = it->second.get();
+  return *acts_;
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::retire(int stage, int micro) {
+  const auto it = in_flight_.find({stage, micro});
+  if (it == in_flight_.end()) return;
+  spare_.push_back(std::move(it->second));
+  in_flight_.erase(it);
+  acts_ = nullptr;
+}
+
+template <class Config, class Acts>
+double DecoderModel<Config, Acts>::stage_forward(int stage, const StageBlocks& blocks, int micro,
+                                                 const Batch& batch, const Tensor& input,
+                                                 const Tensor& output) {
+  check_batch(batch);
+  Acts& a = stage_activations(stage, micro, blocks, batch.B(), batch.T());
+  const size_t n = size_t(a.rows * config_.n_embd);
+  if (blocks.first_stage)
+    embed_forward(a, batch);
+  else
+    cast(input.raw(), input.dtype(), a.x[size_t(blocks.first)].raw(), DType::f32, n);
+  UnitHooks none;  // the stage's parameters are bound for the whole step
+  forward_blocks(none, blocks.first, blocks.end);
+  if (blocks.last_stage) return head_forward(a, batch);
+  cast(a.x[size_t(blocks.end)].raw(), DType::f32, output.raw(), output.dtype(), n);
+  return 0;
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::stage_backward(int stage, const StageBlocks& blocks, int micro,
+                                                const Batch& batch, float grad_scale,
+                                                const Tensor& d_output, const Tensor& d_input) {
+  Acts& a = in_flight(stage, micro);
+  const size_t n = size_t(a.rows * config_.n_embd);
+  if (blocks.last_stage)
+    head_backward(a, batch, grad_scale);
+  else
+    cast(d_output.raw(), d_output.dtype(), a.dx.raw(), DType::f32, n);
+  UnitHooks none;
+  backward_blocks(none, blocks.first, blocks.end);
+  if (blocks.first_stage)
+    embed_backward(a, batch);
+  else
+    cast(a.dx.raw(), DType::f32, d_input.raw(), d_input.dtype(), n);
+  retire(stage, micro);
+}
+
+template <class Config, class Acts>
+void DecoderModel<Config, Acts>::stage_discard(int stage, int micro) {
+  retire(stage, micro);
 }
 
 template <class Config, class Acts>
@@ -244,13 +339,18 @@ LmHeadShape DecoderModel<Config, Acts>::head_shape(const Acts& a) const {
 }
 
 template <class Config, class Acts>
-double DecoderModel<Config, Acts>::forward_loss(const Batch& batch, UnitHooks& hooks) {
+void DecoderModel<Config, Acts>::check_batch(const Batch& batch) const {
   check_token_batch(batch, config_.block_size, name_);
   if (sequence_parallel() && batch.T() % tp_slice_.ranks != 0)
     fail_input(
         "{}: sequence parallelism splits each sequence over {} tensor-parallel ranks, but the "
         "batch's sequences are {} tokens long (not divisible by {})",
         name_, tp_slice_.ranks, batch.T(), tp_slice_.ranks);
+}
+
+template <class Config, class Acts>
+double DecoderModel<Config, Acts>::forward_loss(const Batch& batch, UnitHooks& hooks) {
+  check_batch(batch);
   Acts& a = activations_for(batch.B(), batch.T());
   hooks.before_forward(0);
   embed_forward(a, batch);
@@ -264,7 +364,8 @@ template <class Config, class Acts>
 double DecoderModel<Config, Acts>::forward_backward(const Batch& batch, float grad_scale,
                                                     UnitHooks& hooks) {
   const double loss = forward_loss(batch, hooks);
-  Acts& a = *acts_;
+  Acts& a = *whole_;
+  acts_ = whole_.get();
   hooks.before_backward(0);
   head_backward(a, batch, grad_scale);
   backward_blocks(hooks);

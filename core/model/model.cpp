@@ -55,6 +55,26 @@ LogitsView Model::last_logits() const {
   fail("{} keeps no logits to sample from", describe());
 }
 
+int64_t Model::stage_boundary_numel(int64_t, int64_t) const {
+  fail_input("{} is not made of blocks: it cannot be split into pipeline stages (parallel.pp)",
+             describe());
+}
+
+double Model::stage_forward(int, const StageBlocks&, int, const Batch&, const Tensor&,
+                            const Tensor&) {
+  stage_boundary_numel(0, 0);
+  return 0;
+}
+
+void Model::stage_backward(int, const StageBlocks&, int, const Batch&, float, const Tensor&,
+                           const Tensor&) {
+  stage_boundary_numel(0, 0);
+}
+
+void Model::stage_discard(int, int) {
+  stage_boundary_numel(0, 0);
+}
+
 void Model::bind(size_t index, Tensor value, Tensor grad) {
   const auto& specs = param_specs();
   ST_CHECK(index < specs.size(), "parameter index {} out of range", index);

@@ -89,6 +89,13 @@ constexpr int64_t padded_vocab(int64_t vocab, int64_t padded) {
 // inputs and targets both [B, T], T within the context.
 void check_token_batch(const Batch& batch, int64_t block_size, const char* model);
 
+// A pipeline stage's part of a model (parallel/pipeline): blocks [first, end), the embedding
+// on the first stage, the final norm, head and loss on the last.
+struct StageBlocks {
+  int64_t first = 0, end = 0;
+  bool first_stage = false, last_stage = false;
+};
+
 // The interface every trainable model offers to trainers and sharders.
 class Model {
  public:
@@ -132,6 +139,31 @@ class Model {
   // their gradients over the TP group once a step, after FSDP's reductions (TpGradientSums:
   // Megatron's sum of sequence-parallel gradients); none without TP.
   virtual std::vector<size_t> tp_partial_grads() const { return {}; }
+
+  // Pipeline parallelism, for models made of blocks (DecoderModel; the defaults fail naming the
+  // model). Parameters are bound before and stay bound; no unit hooks run. Each micro-batch
+  // `micro` of stage `stage` keeps its own activations from its forward to its backward (or
+  // stage_discard), so several are in flight at once.
+  // The residual stream one stage hands the next for a [B, T] micro-batch: rows x width
+  // elements (this TP rank's rows under sequence parallelism).
+  virtual int64_t stage_boundary_numel(int64_t B, int64_t T) const;
+  // Forward of `batch` through `blocks`: the first stage embeds its tokens, the others read
+  // `input` (the previous stage's output, FP32 or BF16); a last stage returns the sum of the
+  // token losses, the others write their output into `output` (in its dtype) and return 0.
+  virtual double stage_forward(int stage, const StageBlocks& blocks, int micro, const Batch& batch,
+                               const Tensor& input, const Tensor& output);
+  // Its backward: the last stage starts from the loss (gradients scaled by `grad_scale`), the
+  // others from `d_output` (the next stage's input gradient); the first stage ends in the
+  // embedding's gradients, the others write their input gradient into `d_input`. Frees the
+  // micro-batch's activations.
+  virtual void stage_backward(int stage, const StageBlocks& blocks, int micro, const Batch& batch,
+                              float grad_scale, const Tensor& d_output, const Tensor& d_input);
+  // Frees a forward-only micro-batch's activations (evaluation).
+  virtual void stage_discard(int stage, int micro);
+  // The FSDP unit of block `l` (unit 0 is the root: embedding, final norm, head).
+  virtual int unit_of_block(int64_t l) const { return int(l) + 1; }
+  // Blocks between the root's two halves (0: not made of blocks, no pipeline).
+  virtual int64_t pipeline_blocks() const { return 0; }
 
   // `grad` may be left undefined for forward-only use (touching it is then an error).
   void bind(size_t index, Tensor value, Tensor grad);

@@ -147,9 +147,13 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   const auto& specs = model.param_specs();
   layouts_ = layout_units(specs, model.num_units(), group.size());
   units_.resize(layouts_.size());
+  for (int u : options_.held_units)
+    ST_CHECK(u >= 0 && u < int(layouts_.size()), "held unit {} of {}", u, layouts_.size());
   for (size_t u = 0; u < layouts_.size(); ++u) {
     const UnitLayout& layout = layouts_[u];
     Unit& unit = units_[u];
+    const auto& held = options_.held_units;
+    if (!held.empty() && std::find(held.begin(), held.end(), int(u)) == held.end()) continue;
     // Zeros first: the padding at the end of the last shard must stay zero.
     unit.master = Tensor::zeros(layout.name + ".master_shard", {layout.shard_numel}, DType::f32);
     unit.grad = Tensor::zeros(layout.name + ".grad_shard", {layout.shard_numel}, DType::f32);
@@ -173,8 +177,11 @@ void FsdpRuntime::reserve_symmetric_buffers() {
   // and its collectives stage as before: only slower.
   if (group_.size() == 1 || !options_.symmetric_memory) return;
   std::map<int64_t, int> units_of_size;
-  for (const UnitLayout& layout : layouts_) units_of_size[layout.padded_numel] += 1;
-  const ScheduleShape shape = schedule_.shape();
+  for (size_t u = 0; u < layouts_.size(); ++u)
+    if (holds(int(u))) units_of_size[layouts_[u].padded_numel] += 1;
+  ScheduleShape shape = schedule_.shape();
+  if (!options_.held_units.empty())  // hold_for_step keeps every held unit's
+    shape.reshard_after_forward = shape.reduce_each_micro_batch = false;
   const int held = options_.prefetch + 3;
   size_t bytes = 0;  // BF16 (param_dtype) parameters and FP32 gradients
   for (const auto& [numel, units] : units_of_size) {
@@ -631,16 +638,36 @@ void FsdpRuntime::reshard_all() {
   drop_kept_slices();
 }
 
+void FsdpRuntime::hold_for_step(bool with_grad) {
+  // Every all-gather issued first, then each waited for in turn: they queue on the
+  // communication thread while the earlier ones land.
+  for (int u = 0; u < int(units_.size()); ++u)
+    if (holds(u)) issue_gather(u);
+  for (int u = 0; u < int(units_.size()); ++u) {
+    if (!holds(u)) continue;
+    if (with_grad) allocate_full_grad(u);
+    wait_and_bind(u, with_grad);
+  }
+}
+
+void FsdpRuntime::reduce_held_units() {
+  micro_ = micro_batches_ - 1;  // the step's one reduction: replicas sync with it
+  for (int u = int(units_.size()) - 1; u >= 0; --u)
+    if (units_[size_t(u)].full_grad.defined()) issue_reduce(u);
+}
+
 std::vector<ShardSpan> FsdpRuntime::spans() const {
   std::vector<ShardSpan> out;
   const auto& specs = model_.param_specs();
-  for (size_t u = 0; u < units_.size(); ++u)
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!holds(int(u))) continue;
     for (const ShardSegment& s : layouts_[u].segments(specs, group_.rank())) {
       const ParamSpec& spec = specs[s.param];
       const int64_t a = s.shard_offset, b = a + s.numel;
       out.push_back({spec.name, units_[u].master.slice(a, b), units_[u].grad.slice(a, b),
                      spec.weight_decay, int(u), a, s.param, s.param_offset});
     }
+  }
   return out;
 }
 
@@ -649,6 +676,8 @@ Tensor FsdpRuntime::gather_master(size_t index) {
   ST_CHECK(index < specs.size(), "parameter index {} out of range", index);
   const ParamSpec& spec = specs[index];
   const UnitLayout& layout = layouts_[size_t(spec.unit)];
+  if (!holds(spec.unit))
+    fail("parameter '{}' lives on another pipeline stage than this rank's", spec.name);
   Tensor full = Tensor::empty(layout.name + ".master_gathered", {layout.padded_numel}, DType::f32);
   group_.all_gather(units_[size_t(spec.unit)].master, full, gather_options())->wait();
   const size_t k =

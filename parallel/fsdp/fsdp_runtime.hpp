@@ -63,6 +63,10 @@ struct FsdpOptions {
   // Unsharded parameters and gradients in the shard group's symmetric memory, so its
   // shared-memory collectives read peers in place (one copy a byte; false: staged, two).
   bool symmetric_memory = true;
+  // Pipeline parallelism: the units this rank's stages hold (empty: every unit). The others
+  // are laid out (checkpoints' coordinates) but have no memory here. A runtime holding a subset
+  // runs steps as hold_for_step says, not through the unit hooks.
+  std::vector<int> held_units = {};
 };
 
 // One parameter's part of this rank's shard: what an optimizer updates.
@@ -164,6 +168,17 @@ class FsdpRuntime final : public UnitHooks {
   void finish_backward();
   // After forward-only passes (evaluation): frees every unsharded buffer still held.
   void reshard_all();
+
+  // Pipeline parallelism (torchtitan's choice): the stages' micro-batches interleave forwards
+  // and backwards, so each held unit is gathered once a step, kept, and bound with an FP32
+  // unsharded gradient (`with_grad`) that every micro-batch adds into; reduce_held_units then
+  // reduce-scatters each once (then finish_backward, then release with reshard_all). Costs
+  // the stages' unsharded parameters and gradients for the whole step.
+  void hold_for_step(bool with_grad);
+  void reduce_held_units();
+  bool holds(int unit) const { return units_[size_t(unit)].master.defined(); }
+  // This rank's FP32 gradient shard of a held unit (padding included).
+  const Tensor& grad_shard(int unit) const { return units_[size_t(unit)].grad; }
 
   // This rank's (master, grad) spans, one per parameter it owns a part of, padding excluded.
   std::vector<ShardSpan> spans() const;

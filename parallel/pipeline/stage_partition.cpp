@@ -12,7 +12,7 @@
 
 namespace st {
 
-double largest_stage_cost(const std::vector<StageBlocks>& split,
+double largest_stage_cost(const std::vector<StageRange>& split,
                           const std::vector<double>& block_cost, double first_extra,
                           double last_extra) {
   double largest = 0;
@@ -24,8 +24,8 @@ double largest_stage_cost(const std::vector<StageBlocks>& split,
   return largest;
 }
 
-std::vector<StageBlocks> balance_stages(const std::vector<double>& block_cost, double first_extra,
-                                        double last_extra, int stages) {
+std::vector<StageRange> balance_stages(const std::vector<double>& block_cost, double first_extra,
+                                       double last_extra, int stages) {
   const int L = int(block_cost.size());
   if (stages < 1) fail_input("parallel.pp = {} stages: must be >= 1", stages);
   if (L < stages)
@@ -68,7 +68,7 @@ std::vector<StageBlocks> balance_stages(const std::vector<double>& block_cost, d
   const auto cut = table([&](double before, double cost) {
                      return cost <= limit ? before + cost * cost : inf;
                    }).second;
-  std::vector<StageBlocks> split(static_cast<size_t>(stages));
+  std::vector<StageRange> split(static_cast<size_t>(stages));
   for (int s = stages - 1, end = L; s >= 0; --s) {
     const int first = cut[size_t(s)][size_t(end)];
     split[size_t(s)] = {first, end};
@@ -77,14 +77,14 @@ std::vector<StageBlocks> balance_stages(const std::vector<double>& block_cost, d
   return split;
 }
 
-std::vector<StageBlocks> stages_from_layers(const std::vector<int>& pp_layers, int n_layer,
-                                            int stages) {
+std::vector<StageRange> stages_from_layers(const std::vector<int>& pp_layers, int n_layer,
+                                           int stages) {
   if (int(pp_layers.size()) != stages)
     fail_input(
         "parallel.pp_layers has {} entries: it needs one per stage, {} (parallel.pp x "
         "parallel.pp_virtual_stages)",
         pp_layers.size(), stages);
-  std::vector<StageBlocks> split;
+  std::vector<StageRange> split;
   int first = 0;
   for (size_t s = 0; s < pp_layers.size(); ++s) {
     if (pp_layers[s] < 1)
@@ -102,9 +102,9 @@ std::vector<StageBlocks> stages_from_layers(const std::vector<int>& pp_layers, i
   return split;
 }
 
-std::string describe_stages(const std::vector<StageBlocks>& split) {
+std::string describe_stages(const std::vector<StageRange>& split) {
   std::string s;
-  for (const StageBlocks& b : split)
+  for (const StageRange& b : split)
     s += fmt::format("{}[{}-{})", s.empty() ? "" : " ", b.first, b.end);
   return s;
 }

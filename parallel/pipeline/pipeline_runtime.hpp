@@ -1,0 +1,102 @@
+#pragma once
+// Pipeline parallelism's executor: runs this pipeline rank's list of a PipelineSchedule
+// (parallel/pipeline/schedule.hpp) on the model's stages (Model's stage API), moving each
+// micro-batch's residual stream forward and its gradient back between the stages' ranks over the
+// pipeline group's send/recv. Every receive of a step is posted before its first action, so a
+// message lands while the rank computes; sends return at once. What FSDP does around it (the
+// stages' units gathered once a step and kept) is the caller's (ShardedModel).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "collectives/process_group.hpp"
+#include "core/data/batch.hpp"
+#include "core/model/model.hpp"
+#include "parallel/pipeline/schedule.hpp"
+#include "parallel/pipeline/stage_partition.hpp"
+
+namespace st {
+
+struct PipelineOptions {
+  PipeSchedule schedule = PipeSchedule::one_f_one_b;
+  int virtual_stages = 1;  // V: stages per pipeline rank
+  // Blocks per stage (P·V numbers summing to the model's blocks), or empty: balanced by the
+  // blocks' FLOPs, the embedding's and the head's counted on the end stages (balance_stages).
+  std::vector<int> layers = {};
+  // What the residual stream and its gradient cross between stages in (param_dtype).
+  DType wire_dtype = DType::bf16;
+  double timeout_s = kDefaultTimeoutS;
+};
+
+// One step's time on this rank: its stages' compute, and the time it waited for a
+// neighbour's activation or gradient (the bubble, as this rank lived it).
+struct PipelineStats {
+  double compute_ms = 0, wait_ms = 0, step_ms = 0;
+  int64_t sent_bytes = 0, received_bytes = 0;
+  double bubble() const { return step_ms > 0 ? 1.0 - compute_ms / step_ms : 0.0; }
+};
+
+// The stages' split of `model`'s blocks for P pipeline ranks: options.layers, or balanced by
+// FLOPs (the model's work at one sequence of `seq_len`). Exit 2 naming the key when it cannot.
+std::vector<StageRange> pipeline_split(const Model& model, int ranks,
+                                       const PipelineOptions& options, int64_t seq_len);
+
+class PipelineRuntime {
+ public:
+  // `pipeline`: the ranks holding the same place in every stage (DeviceMesh::pipeline_group).
+  PipelineRuntime(Model& model, ProcessGroup& pipeline, PipelineOptions options,
+                  std::vector<StageRange> split);
+
+  int ranks() const { return ranks_; }
+  int stages() const { return int(split_.size()); }
+  const std::vector<StageRange>& split() const { return split_; }
+  const PipelineOptions& options() const { return options_; }
+  // This rank's stages (rank r holds r, r + P, ...), and the FSDP units they hold: their
+  // blocks', and the root unit (embedding, head) on the first and the last rank.
+  std::vector<int> my_stages() const;
+  std::vector<int> held_units() const;
+  bool holds_first_stage() const { return rank_ == 0; }
+  bool holds_last_stage() const { return rank_ == ranks_ - 1; }
+  StageBlocks blocks(int stage) const;
+  // The pipeline rank whose stage holds FSDP unit `unit` (the root: the first).
+  int rank_of_unit(int unit) const;
+  // The schedule of a step of `micro_batches` (refused by key when it cannot run them).
+  const PipelineSchedule& schedule(int micro_batches);
+
+  // Collective over the pipeline group. One step: forward and backward of every micro-batch
+  // through this rank's stages in the schedule's order, gradients added into the bound FP32
+  // gradients scaled by `grad_scale`. Returns the sum of the token losses on the last stage's
+  // rank, 0 elsewhere.
+  double train(const std::vector<Batch>& micro_batches, float grad_scale);
+  // Collective. Forwards only (GPipe's order); the loss sum on the last stage's rank.
+  double forward_only(const std::vector<Batch>& micro_batches);
+  const PipelineStats& stats() const { return stats_; }
+
+ private:
+  enum Direction { activation = 0, gradient = 1 };
+  using Key = std::tuple<int, int, int>;  // direction, receiving stage, micro-batch
+  double run(const std::vector<PipeAction>& actions, const std::vector<Batch>& micro_batches,
+             float grad_scale, bool backward);
+  void post_receives(const std::vector<PipeAction>& actions,
+                     const std::vector<Batch>& micro_batches);
+  Tensor wire(const Batch& batch, const char* what) const;
+  int tag(Direction d, int stage, int micro, int micro_batches) const;
+  // Waits for the message of `key` (posted by post_receives) and returns its buffer.
+  Tensor received(const Key& key);
+  void send(Direction d, int to_stage, int micro, int micro_batches, Tensor buffer);
+
+  Model& model_;
+  ProcessGroup& group_;
+  PipelineOptions options_;
+  std::vector<StageRange> split_;
+  int ranks_, rank_;
+  std::optional<PipelineSchedule> schedule_;
+  std::map<Key, std::pair<Tensor, std::shared_ptr<Work>>> receives_;
+  std::vector<std::pair<Tensor, std::shared_ptr<Work>>> sends_;
+  PipelineStats stats_;
+};
+
+}  // namespace st
