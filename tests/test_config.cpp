@@ -267,8 +267,8 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
   refused({"parallel.pp=2", "parallel.pp_layers=2,1"}, 2, "sums to 3, not model.n_layer = 4");
   refused({"parallel.pp=2", "parallel.pp_layers=4"}, 2, "parallel.pp_layers has 1 entries");
   refused({"parallel.pp=2", "parallel.pp_layers=2,x"}, 2, "\"x\" is not a positive block count");
-  refused({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b",
-           "parallel.pp_virtual_stages=2", "training.micro_batches=3", "training.global_batch=6"},
+  refused({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b", "parallel.pp_virtual_stages=2",
+           "training.micro_batches=3", "training.global_batch=6"},
           2, "training.micro_batches = 3: interleaved_1f1b takes the micro-batches in groups");
   refused({"parallel.pp=2", "parallel.pp_schedule=interleaved_1f1b"}, 2,
           "parallel.pp_virtual_stages = 1: interleaved_1f1b needs at least 2");

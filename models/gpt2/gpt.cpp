@@ -39,9 +39,8 @@ struct GPTActivations : DecoderActivations {
   // parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one rank's slice
   // (widths 3C/tp, 4C/tp, Vp/tp below written as 3C, 4C, Vp).
   GPTActivations(const GPTConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                 ActivationCheckpointing mode_, const TpSlice& slice,
-                 const StageBlocks& blocks_, Device device,
-                 const ActivationArena::SharedAllocator& shared = {})
+                 ActivationCheckpointing mode_, const TpSlice& slice, const StageBlocks& blocks_,
+                 Device device, const ActivationArena::SharedAllocator& shared = {})
       : DecoderActivations(B_, T_, mode_, blocks_),
         arena(
             "GPT activations", device, [&](ActivationArena& a) { declare(cfg, dt, slice, a); },

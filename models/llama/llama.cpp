@@ -49,9 +49,8 @@ struct LlamaActivations : DecoderActivations {
   // Under tensor parallelism (tp > 1) the heads, the MLP's width and the vocabulary are one
   // rank's slice (H, KV, F, Vp below are its).
   LlamaActivations(const LlamaConfig& cfg, DType dt, int64_t B_, int64_t T_,
-                   ActivationCheckpointing mode_, const TpSlice& slice,
-                 const StageBlocks& blocks_, Device device,
-                   const ActivationArena::SharedAllocator& shared = {})
+                   ActivationCheckpointing mode_, const TpSlice& slice, const StageBlocks& blocks_,
+                   Device device, const ActivationArena::SharedAllocator& shared = {})
       : DecoderActivations(B_, T_, mode_, blocks_),
         rope(device == Device::meta ? RopeTable{}
                                     : rope_table(T_, cfg.head_size(), cfg.rope_theta)),
