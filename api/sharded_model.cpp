@@ -129,6 +129,7 @@ StepResult ShardedModel::apply_update(double loss_sum, int64_t loss_terms, float
     r.comm.tp_exposed_ms = tp.ms, r.comm.tp_bytes = tp.bytes, r.comm.tp_collectives = tp.calls;
   }
   r.memory = fsdp_->memory();
+  if (pipeline_) r.pipeline = pipeline_->stats();
   return r;
 }
 

@@ -35,10 +35,11 @@ struct ShardPolicy {
 };
 
 struct StepResult {
-  double loss = 0;       // the global batch's mean loss (every rank gets the same)
-  double grad_norm = 0;  // before clipping
-  CommStats comm;        // this rank's collectives in this step
-  FsdpMemory memory;     // this rank's shards, and its unsharded buffers' peak in this step
+  double loss = 0;         // the global batch's mean loss (every rank gets the same)
+  double grad_norm = 0;    // before clipping
+  CommStats comm;          // this rank's collectives in this step
+  FsdpMemory memory;       // this rank's shards, and its unsharded buffers' peak in this step
+  PipelineStats pipeline;  // this rank's part of the pipeline's step (pp > 1)
 };
 
 // The training step lives here once: the library's users and the program's trainer

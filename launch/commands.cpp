@@ -44,6 +44,11 @@ nlohmann::json step_json(Session& s, const StepStats& st) {
           // Tensor parallelism's collectives (0 without TP): all exposed, beside FSDP's.
           {"exposed_tp_ms", st.comm.tp_exposed_ms},
           {"tp_reduced_mib", double(st.comm.tp_bytes) / kMiB},
+          // Pipeline parallelism (0 without): the measured bubble, rank 0's waits for its
+          // neighbours and its bytes sent to them.
+          {"pp_bubble", st.pp_bubble},
+          {"pp_wait_ms", st.pipeline.wait_ms},
+          {"pp_sent_mib", double(st.pipeline.sent_bytes) / kMiB},
           {"peak_rss_mib", st.max_peak_rss_mib},
           {"budget_mib", double(s.trainer->budget().total()) / kMiB + s.baseline_rss_mib},
           {"tracked_mib", double(tensor_memory().peak_bytes) / kMiB},
@@ -200,11 +205,12 @@ void print_step_line(const StepStats& st, const nlohmann::json& line, int64_t ma
                      double eta_s, const std::optional<ValidationResult>& val) {
   fmt::print(
       "step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:>7.0f} tok/s | mfu {} "
-      "| {:.1f} ms (comm exposed {:.1f}{}) | rss {:.0f} MiB | eta {}{}\n",
+      "| {:.1f} ms (comm exposed {:.1f}{}{}) | rss {:.0f} MiB | eta {}{}\n",
       st.step + 1, max_steps, st.loss, st.lr, st.grad_norm, line["tokens_per_s"].get<double>(),
       mfu_text(line["mfu"].get<double>()), st.slowest_step_ms, st.comm.exposed_ms,
       st.comm.tp_collectives > 0 ? fmt::format(", tp exposed {:.1f}", st.comm.tp_exposed_ms)
                                  : std::string(),
+      st.pipeline.step_ms > 0 ? fmt::format(", bubble {:.0f}%", 100 * st.pp_bubble) : std::string(),
       st.max_peak_rss_mib, format_duration(eta_s),
       val ? fmt::format(" | val {:.4f}", val->loss) : std::string());
 }

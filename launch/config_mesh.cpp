@@ -81,10 +81,6 @@ void check_pipeline(const Config& c, int64_t pp) {
   // The schedule refuses (by key) what it cannot run: virtual stages, micro-batches.
   PipelineSchedule(p.pp_schedule,
                    {int(pp), int(p.pp_virtual_stages), int(c.training.micro_batches)});
-  if (p.pp_schedule == PipeSchedule::zero_bubble)
-    fail_input(
-        "parallel.pp_schedule = zero_bubble: the backward's split into input- and weight-gradient "
-        "halves is not built yet; use 1f1b, interleaved_1f1b or gpipe");
   if (!c.checkpoint.dir.empty())
     fail_input(
         "checkpoint.dir = \"{}\" with parallel.pp = {}: checkpoints of pipeline stages are not "

@@ -1,4 +1,5 @@
 #include "launch/session.hpp"
+#include "launch/pipeline_summary.hpp"
 
 #include "collectives/agreement.hpp"
 #include "collectives/startup_deadline.hpp"
@@ -280,6 +281,12 @@ void print_mesh(Session& s) {
     quantized.push_back(
         fmt::format("the replica all-reduce {} (an all-to-all and an all-gather)", rq));
   if (!quantized.empty()) fmt::print("quantized collectives: {}\n", fmt::join(quantized, "; "));
+  if (mesh.pipeline_group()) {
+    fmt::print(
+        "traffic per step: not predicted under parallel.pp yet (pp_sent_mib in the metrics "
+        "counts what each rank sends its neighbours)\n");
+    return;
+  }
   const Traffic tr = t.traffic();
   fmt::print(
       "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}{}; "
@@ -377,6 +384,7 @@ void print_model_summary(Session& s) {
       c.sharding.prefetch, algorithm_name(c.sharding.collective_algorithm));
   const int64_t m = c.training.micro_batches;
   const double scatter_mib = 4.0 * double(padded) / kMiB;
+  if (t.sharded().pipeline()) return print_pipeline_summary(s);
   if (c.sharding.accumulation == Accumulation::reduce_each)
     fmt::print(
         "accumulation reduce_each: reduce-scatters {:.1f} MiB per micro-batch ({:.1f} MiB per "

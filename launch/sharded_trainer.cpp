@@ -93,9 +93,7 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
   policy.seed = uint64_t(config.training.seed);
   policy.optimizer = config.optimizer;
   policy.grad_clip = config.training.grad_clip;
-  policy.pipeline.schedule = config.parallel.pp_schedule;
-  policy.pipeline.virtual_stages = int(config.parallel.pp_virtual_stages);
-  policy.pipeline.layers = config.parallel.pp_layers;
+  policy.pipeline = pipeline_options(config);
   policy.seq_len = config.training.seq_len;
   sharded_ = std::make_unique<ShardedModel>(*model_, *mesh_, policy);
   if (!config.training.init_from.empty())
@@ -198,17 +196,26 @@ Batch ShardedTrainer::rows_of(int64_t step, int64_t micro) const {
 void ShardedTrainer::agree_on_stats(const StepResult& r, StepStats& s) {
   s.comm = r.comm;
   s.memory = r.memory;
-  // Every rank's step time and peak RSS, each in its own slot: one sum all-reduce.
-  const int W = group_.size();
-  Tensor per_rank = Tensor::zeros("step_per_rank", {2 * W}, DType::f64);
-  per_rank.data<double>()[group_.rank()] = s.step_ms;
-  per_rank.data<double>()[W + group_.rank()] = peak_rss_mib();
+  s.pipeline = r.pipeline;
+  // Every rank's step time, peak RSS, pipeline compute and pipeline run time, each in its own
+  // slot: one sum all-reduce.
+  const int W = group_.size(), me = group_.rank();
+  Tensor per_rank = Tensor::zeros("step_per_rank", {4 * W}, DType::f64);
+  double* slot = per_rank.data<double>();
+  slot[me] = s.step_ms;
+  slot[W + me] = peak_rss_mib();
+  slot[2 * W + me] = r.pipeline.compute_ms;
+  slot[3 * W + me] = r.pipeline.step_ms;
   group_.all_reduce(per_rank)->wait();
   const double* v = per_rank.data<double>();
   s.rank_step_ms.assign(v, v + W);
   s.rank_peak_rss_mib.assign(v + W, v + 2 * W);
   s.slowest_step_ms = *std::max_element(v, v + W);
   s.max_peak_rss_mib = *std::max_element(v + W, v + 2 * W);
+  const double longest = *std::max_element(v + 3 * W, v + 4 * W);
+  double computed = 0;
+  for (int k = 0; k < W; ++k) computed += v[2 * W + k] / W;
+  s.pp_bubble = longest > 0 ? 1.0 - computed / longest : 0.0;
 }
 
 int64_t ShardedTrainer::validation_windows(int64_t max_windows) const {
@@ -233,6 +240,58 @@ MemoryBudget ShardedTrainer::budget_for(const std::vector<UnitLayout>& units,
                                         int states_per_element) const {
   return config_memory_budget(config_, *model_, units, states_per_element, group_.size());
 }
+
+PipelineOptions pipeline_options(const Config& config) {
+  PipelineOptions o;
+  o.schedule = config.parallel.pp_schedule;
+  o.virtual_stages = int(config.parallel.pp_virtual_stages);
+  o.layers = config.parallel.pp_layers;
+  o.wire_dtype = config.precision.param_dtype;
+  return o;
+}
+
+namespace {
+
+// Under pipeline parallelism, the budget of the pipeline rank that needs the most: its stages'
+// units alone (the others count nothing), each gathered and with its FP32 gradient for the
+// whole step (FsdpRuntime::hold_for_step), and its largest stage's activations times the
+// micro-batches its schedule holds at once (the schedule's replay with equal times).
+MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
+                                    const BudgetInputs& base, const MeshShape& mesh, int64_t rows) {
+  const PipelineOptions options = pipeline_options(config);
+  const std::vector<StageRange> split =
+      pipeline_split(model, mesh.pp, options, config.training.seq_len);
+  const PipelineSchedule schedule(
+      options.schedule, {mesh.pp, options.virtual_stages, int(config.training.micro_batches)});
+  const PipeTimeline timeline = simulate_pipeline(schedule, {});
+  MemoryBudget most;
+  for (int r = 0; r < mesh.pp; ++r) {
+    std::vector<UnitLayout> held = *base.units;
+    const std::vector<int> mine = pipeline_held_units(model, split, mesh.pp, r);
+    for (UnitLayout& u : held)
+      if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
+        u.shard_numel = u.padded_numel = 0;
+    int64_t stage_bytes = 0;
+    for (size_t s = size_t(r); s < split.size(); s += size_t(mesh.pp))
+      stage_bytes = std::max(
+          stage_bytes,
+          model.stage_activation_bytes(rows, config.training.seq_len, stage_blocks(split, int(s))));
+    BudgetInputs in = base;
+    in.units = &held;
+    in.reduce_last = true;
+    in.grads_in_place =
+        gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, base.quantized.reduce_per_node > 0,
+                           Accumulation::reduce_last, 2);
+    in.reshard_after_forward = false;
+    in.reshard_to = 0;
+    in.activation_bytes = stage_bytes * timeline.peak_inflight[size_t(r)];
+    const MemoryBudget b = memory_budget(in);
+    if (b.total() > most.total()) most = b;
+  }
+  return most;
+}
+
+}  // namespace
 
 MemoryBudget config_memory_budget(const Config& config, const Model& model,
                                   const std::vector<UnitLayout>& units, int states_per_element,
@@ -260,13 +319,24 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
     quantized.reduce_per_node = per_node < mesh.dp_shard ? per_node : 0;
     quantized.replicas = mesh.dp_replicate > 1;
   }
-  MemoryBudget budget = memory_budget(
-      {&units, config.precision.param_dtype, int(s.prefetch), states_per_element,
-       s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-       gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, quantized.reduce_per_node > 0,
-                          s.accumulation, int(t.micro_batches)),
-       s.reshard_after_forward, int(s.reshard_to), activations, quantized, s.gather_quantization,
-       s.reduce_quantization, mesh.dp_shard, mesh.dp_replicate});
+  const BudgetInputs inputs{
+      &units,
+      config.precision.param_dtype,
+      int(s.prefetch),
+      states_per_element,
+      s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+      gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, quantized.reduce_per_node > 0,
+                         s.accumulation, int(t.micro_batches)),
+      s.reshard_after_forward,
+      int(s.reshard_to),
+      activations,
+      quantized,
+      s.gather_quantization,
+      s.reduce_quantization,
+      mesh.dp_shard,
+      mesh.dp_replicate};
+  MemoryBudget budget = mesh.pp > 1 ? pipeline_memory_budget(config, model, inputs, mesh, rows)
+                                    : memory_budget(inputs);
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))

@@ -38,9 +38,16 @@ struct StepStats {
   double max_peak_rss_mib = 0;                          // the largest peak RSS of any rank
   double checkpoint_stage_wait_ms = 0;  // the update waited for a background save's copy
   FsdpMemory memory;                    // this rank's shards and unsharded peak in this step
+  // Pipeline parallelism (pp > 1): this rank's part, and the pipeline's bubble (the share of
+  // the ranks' pipeline time they did not compute: 1 - mean compute / the longest run).
+  PipelineStats pipeline;
+  double pp_bubble = 0;
 };
 
 FsdpOptions fsdp_options(const Config& config);
+// [parallel]'s pipeline keys (the schedule, virtual stages and split; BF16 boundaries under
+// param_dtype = bf16).
+PipelineOptions pipeline_options(const Config& config);
 // One micro-batch's residual-stream activation of a data-parallel place, FP32 [rows, seq_len,
 // n_embd]: what a TP all-reduce carries (a row-parallel block's partial sums).
 double tp_activation_bytes(const Config& config, const MeshShape& mesh);

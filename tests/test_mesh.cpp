@@ -126,30 +126,37 @@ void expect_replicated_parameters_agree(ShardedTrainer& t, const std::string& wh
 // Pipeline meshes at 2-4 ranks, each schedule with and without FSDP and TP inside the stages
 // (models of 4 blocks where a mesh has more stages than the test model's 2).
 std::vector<Mesh> pipeline_meshes(int world_size) {
-  const auto pp_mesh = [](std::string name, int pp, int dp_shard, int tp, const char* schedule,
-                          int virtual_stages, int micro_batches, int n_layer) {
-    return Mesh{
-        std::move(name),
-        {fmt::format("parallel.pp={}", pp), fmt::format("parallel.dp_shard={}", dp_shard),
-         fmt::format("parallel.tp={}", tp), fmt::format("parallel.pp_schedule={}", schedule),
-         fmt::format("parallel.pp_virtual_stages={}", virtual_stages),
-         fmt::format("training.micro_batches={}", micro_batches),
-         fmt::format("model.n_layer={}", n_layer)},
-        1,
-        tp,
-        pp};
+  // dp_replicate: the rest of the world.
+  const auto pp_mesh = [world_size](std::string name, int pp, int dp_shard, int tp,
+                                    const char* schedule, int virtual_stages, int micro_batches,
+                                    int n_layer) {
+    return Mesh{std::move(name),
+                {fmt::format("parallel.pp={}", pp), fmt::format("parallel.dp_shard={}", dp_shard),
+                 fmt::format("parallel.tp={}", tp), "parallel.dp_replicate=-1",
+                 fmt::format("parallel.pp_schedule={}", schedule),
+                 fmt::format("parallel.pp_virtual_stages={}", virtual_stages),
+                 fmt::format("training.micro_batches={}", micro_batches),
+                 fmt::format("model.n_layer={}", n_layer)},
+                world_size / (pp * dp_shard * tp),
+                tp,
+                pp};
   };
   std::vector<Mesh> m;
   if (world_size == 2) {
     m.push_back(pp_mesh("PP 2 1f1b", 2, 1, 1, "1f1b", 1, 3, 2));
     m.push_back(pp_mesh("PP 2 gpipe", 2, 1, 1, "gpipe", 1, 2, 2));
+    m.push_back(pp_mesh("PP 2 zero bubble", 2, 1, 1, "zero_bubble", 1, 4, 2));
     m.push_back(pp_mesh("PP 2 interleaved", 2, 1, 1, "interleaved_1f1b", 2, 4, 4));
   }
-  if (world_size == 3) m.push_back(pp_mesh("PP 3 1f1b", 3, 1, 1, "1f1b", 1, 4, 3));
+  if (world_size == 3) {
+    m.push_back(pp_mesh("PP 3 1f1b", 3, 1, 1, "1f1b", 1, 4, 3));
+    m.push_back(pp_mesh("PP 3 zero bubble", 3, 1, 1, "zero_bubble", 1, 4, 3));
+  }
   if (world_size == 4) {
     m.push_back(pp_mesh("PP 4 1f1b", 4, 1, 1, "1f1b", 1, 4, 4));
     m.push_back(pp_mesh("PP 2 x FSDP 2 interleaved", 2, 2, 1, "interleaved_1f1b", 2, 2, 4));
     if (family_has_tp_plan()) m.push_back(pp_mesh("PP 2 x TP 2 1f1b", 2, 1, 2, "1f1b", 1, 3, 2));
+    m.push_back(pp_mesh("PP 2 x DDP 2 zero bubble", 2, 1, 1, "zero_bubble", 1, 2, 2));
   }
   return m;
 }
@@ -212,6 +219,14 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
       tp && tp->single_node() && mesh.pp == 1) {
     EXPECT_GT(tp->symmetric_capacity(), 0u) << mesh.name;
     EXPECT_GE(tp->symmetric_ops(), uint64_t(2 * config.model.n_layer * config.training.max_steps))
+        << mesh.name;
+  }
+  if (mesh.pp > 1) {
+    // Activations and their gradients crossed between stages; zero bubble's weight halves were
+    // deferred (their operands held), no other schedule's.
+    const PipelineStats& pipe = sharded.sharded().pipeline()->stats();
+    EXPECT_GT(pipe.sent_bytes + pipe.received_bytes, 0) << mesh.name;
+    EXPECT_EQ(pipe.deferred_bytes > 0, config.parallel.pp_schedule == PipeSchedule::zero_bubble)
         << mesh.name;
   }
   const double diff = max_weight_diff(sharded, local);

@@ -17,6 +17,7 @@
 #include "core/ops/linear.hpp"
 #include "core/ops/matmul.hpp"
 #include "core/ops/matmul_path.hpp"
+#include "core/ops/weight_grad.hpp"
 #include "tests/grad_check.hpp"
 
 namespace st {
@@ -163,6 +164,47 @@ void check_bf16_activation_gradients() {
   EXPECT_THROW(linear_backward(nullptr, nullptr, nullptr, d.data(), nullptr, x.data(), w.data(), M,
                                K, N, DType::f32, nullptr, {.d_out = bf}),
                Error);
+}
+
+// Zero bubble's split: inside a DeferWeightGrads scope the input and bias gradients come at
+// once and the weight gradients not at all, even when the activations and the output gradient
+// they read are overwritten before the deferred half runs; then run() adds exactly the weight
+// gradients of the undeferred backward, for a two-part fused projection and a plain one.
+TEST(Linear, DeferredWeightGradientsAreTheImmediateOnes) {
+  const int64_t M = 19, K = 12, N1 = 8, N2 = 6, N = N1 + N2;
+  const std::vector<float> x = randn(size_t(M * K), 5), w = randn(size_t(N * K), 6),
+                           d = randn(size_t(M * N), 7);
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "linear_backward");
+    auto backward = [&](std::vector<float>& dx, std::vector<float>& dw, std::vector<float>& db,
+                        const std::vector<float>& in, const std::vector<float>& grad) {
+      if (!fused)
+        return linear_backward(dx.data(), dw.data(), db.data(), grad.data(), nullptr, in.data(),
+                               w.data(), M, K, N, DType::f32, nullptr);
+      const LinearPart parts[] = {
+          {w.data(), dw.data(), N1, nullptr, db.data()},
+          {w.data() + N1 * K, dw.data() + N1 * K, N2, nullptr, db.data() + N1}};
+      fused_linear_backward_from(dx.data(), grad.data(), in.data(), parts, M, K, DType::f32);
+    };
+    std::vector<float> dx(size_t(M * K)), dw(size_t(N * K), 0.5f), db(size_t(N), 0.f);
+    backward(dx, dw, db, x, d);
+    std::vector<float> dx2(dx.size()), dw2(dw.size(), 0.5f), db2(db.size(), 0.f);
+    std::vector<float> x2 = x, d2 = d;
+    DeferredWeightGrads later;
+    {
+      DeferWeightGrads defer(later);
+      backward(dx2, dw2, db2, x2, d2);
+    }
+    EXPECT_EQ(dx2, dx);
+    EXPECT_EQ(db2, db);
+    EXPECT_EQ(dw2, std::vector<float>(dw.size(), 0.5f)) << "a weight gradient ran at once";
+    EXPECT_GT(later.bytes(), 0);
+    std::fill(x2.begin(), x2.end(), 9.f);  // the scratch the backward read, reused
+    std::fill(d2.begin(), d2.end(), 9.f);
+    later.run();
+    EXPECT_TRUE(later.empty());
+    for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw2[i], dw[i], 1e-6f) << "element " << i;
+  }
 }
 
 TEST(Grad, LayerNorm) {

@@ -56,6 +56,7 @@ class DecoderModel : public BlockModel {
   void stage_backward(int stage, const StageBlocks& blocks, int micro, const Batch& batch,
                       float grad_scale, const Tensor& d_output, const Tensor& d_input) override;
   void stage_discard(int stage, int micro) override;
+  int64_t stage_activation_bytes(int64_t B, int64_t T, const StageBlocks& blocks) const override;
   int64_t pipeline_blocks() const override { return config_.n_layer; }
 
  protected:

@@ -241,6 +241,13 @@ int64_t DecoderModel<Config, Acts>::activation_bytes_for(int64_t B, int64_t T,
 }
 
 template <class Config, class Acts>
+int64_t DecoderModel<Config, Acts>::stage_activation_bytes(int64_t B, int64_t T,
+                                                           const StageBlocks& blocks) const {
+  return Acts(config_, dtype_, B, T, activation_checkpointing(), tp_slice_, blocks, Device::meta)
+      .arena.bytes();
+}
+
+template <class Config, class Acts>
 LogitsView DecoderModel<Config, Acts>::last_logits() const {
   if (!whole_) fail("{}::last_logits called before any forward", name_);
   if (tensor_parallel()) fail("{}: each tensor-parallel rank holds a slice of the logits", name_);

@@ -160,6 +160,10 @@ class Model {
                               float grad_scale, const Tensor& d_output, const Tensor& d_input);
   // Frees a forward-only micro-batch's activations (evaluation).
   virtual void stage_discard(int stage, int micro);
+  // Bytes one micro-batch of [B, T] keeps through `blocks` (activation_bytes by default).
+  virtual int64_t stage_activation_bytes(int64_t B, int64_t T, const StageBlocks&) const {
+    return activation_bytes(B, T);
+  }
   // The FSDP unit of block `l` (unit 0 is the root: embedding, final norm, head).
   virtual int unit_of_block(int64_t l) const { return int(l) + 1; }
   // Blocks between the root's two halves (0: not made of blocks, no pipeline).

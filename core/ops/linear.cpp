@@ -11,6 +11,7 @@
 #include "core/ops/elementwise.hpp"
 #include "core/ops/gelu.hpp"
 #include "core/ops/matmul.hpp"
+#include "core/ops/weight_grad.hpp"
 
 namespace st {
 
@@ -131,10 +132,8 @@ void linear_backward(void* d_in, float* d_weight, float* d_bias, const void* d_o
   if (d_in)
     gemm(1, grad, MatView::row_major(weight, dtype, K, N).t(),
          MatView::row_major(d_in, grads.d_in, M, K));
-  GemmOptions accumulate;
-  accumulate.accumulate = true;
-  gemm(1, MatView::row_major(in, dtype, M, K).t(), grad,
-       MatView::row_major(d_weight, DType::f32, K, N), accumulate);
+  weight_grad_gemm(MatView::row_major(in, dtype, M, K).t(), grad,
+                   MatView::row_major(d_weight, DType::f32, K, N));
 }
 
 namespace {
@@ -266,8 +265,9 @@ void fused_linear_backward_from(void* d_in, const void* g, const void* in,
   }
   column = 0;
   for (const LinearPart& p : coalesced(parts, K, dtype)) {
-    gemm(1, columns(g, dtype, M, width, column, p.N).t(), MatView::row_major(in, dtype, M, K),
-         MatView::row_major(p.d_weight, DType::f32, p.N, K), accumulate);
+    weight_grad_gemm(columns(g, dtype, M, width, column, p.N).t(),
+                     MatView::row_major(in, dtype, M, K),
+                     MatView::row_major(p.d_weight, DType::f32, p.N, K));
     if (p.d_bias) add_column_sums(p.d_bias, g, M, width, column, p.N, dtype);
     column += p.N;
   }

@@ -48,15 +48,24 @@ std::vector<int> PipelineRuntime::my_stages() const {
   return mine;
 }
 
-std::vector<int> PipelineRuntime::held_units() const {
+std::vector<int> pipeline_held_units(const Model& model, const std::vector<StageRange>& split,
+                                     int ranks, int rank) {
   std::vector<int> units;
-  if (holds_first_stage() || holds_last_stage()) units.push_back(0);
-  for (int s : my_stages())
-    for (int l = split_[size_t(s)].first; l < split_[size_t(s)].end; ++l)
-      units.push_back(model_.unit_of_block(l));
+  if (rank == 0 || rank == ranks - 1) units.push_back(0);
+  for (size_t s = size_t(rank); s < split.size(); s += size_t(ranks))
+    for (int l = split[s].first; l < split[s].end; ++l) units.push_back(model.unit_of_block(l));
   std::sort(units.begin(), units.end());
   units.erase(std::unique(units.begin(), units.end()), units.end());
   return units;
+}
+
+StageBlocks stage_blocks(const std::vector<StageRange>& split, int stage) {
+  const StageRange& r = split[size_t(stage)];
+  return {r.first, r.end, stage == 0, stage == int(split.size()) - 1};
+}
+
+std::vector<int> PipelineRuntime::held_units() const {
+  return pipeline_held_units(model_, split_, ranks_, rank_);
 }
 
 int PipelineRuntime::rank_of_unit(int unit) const {
@@ -67,8 +76,7 @@ int PipelineRuntime::rank_of_unit(int unit) const {
 }
 
 StageBlocks PipelineRuntime::blocks(int stage) const {
-  const StageRange& r = split_[size_t(stage)];
-  return {r.first, r.end, stage == 0, stage == stages() - 1};
+  return stage_blocks(split_, stage);
 }
 
 const PipelineSchedule& PipelineRuntime::schedule(int micro_batches) {
@@ -135,10 +143,6 @@ void PipelineRuntime::send(Direction d, int to_stage, int micro, int micro_batch
 }
 
 double PipelineRuntime::train(const std::vector<Batch>& micro_batches, float grad_scale) {
-  if (options_.schedule == PipeSchedule::zero_bubble)
-    fail_input(
-        "parallel.pp_schedule = zero_bubble: the backward's split into input- and "
-        "weight-gradient halves is not built yet; use 1f1b, interleaved_1f1b or gpipe");
   return run(schedule(int(micro_batches.size())).actions(rank_), micro_batches, grad_scale, true);
 }
 
@@ -161,23 +165,19 @@ double PipelineRuntime::run(const std::vector<PipeAction>& actions,
   TraceRecorder* trace = TraceRecorder::active();
   for (const PipeAction& a : actions) {
     const Batch& batch = micro_batches[size_t(a.micro_batch)];
-    const StageBlocks b = blocks(a.stage);
-    const bool forward = a.op == PipeOp::forward;
-    Tensor in = (forward ? a.stage > 0 : a.stage < last)
+    const bool forward = a.op == PipeOp::forward, weight = a.op == PipeOp::backward_weight;
+    // A forward reads the previous stage's output, a backward (or its input half) the next
+    // stage's input gradient; a weight half reads nothing and sends nothing.
+    Tensor in = !weight && (forward ? a.stage > 0 : a.stage < last)
                     ? received({forward ? activation : gradient, a.stage, a.micro_batch})
                     : Tensor();
-    Timer compute;
+    Timer clock;
     const double begin = trace ? trace_now_us() : 0;
-    Tensor out = (forward ? a.stage < last : a.stage > 0)
+    Tensor out = !weight && (forward ? a.stage < last : a.stage > 0)
                      ? wire(batch, forward ? "pipeline.activation_out" : "pipeline.gradient_out")
                      : Tensor();
-    if (forward) {
-      loss += model_.stage_forward(a.stage, b, a.micro_batch, batch, in, out);
-      if (!backward) model_.stage_discard(a.stage, a.micro_batch);
-    } else {
-      model_.stage_backward(a.stage, b, a.micro_batch, batch, grad_scale, in, out);
-    }
-    stats_.compute_ms += compute.ms();
+    loss += compute(a, batch, grad_scale, backward, in, out);
+    stats_.compute_ms += clock.ms();
     if (trace)
       trace->add(
           fmt::format("{} stage {} micro-batch {}", pipe_op_name(a.op), a.stage, a.micro_batch),
@@ -188,8 +188,45 @@ double PipelineRuntime::run(const std::vector<PipeAction>& actions,
   }
   for (auto& [buffer, work] : sends_) work->wait();
   sends_.clear();
+  ST_CHECK(deferred_.empty(), "pipeline: a weight gradient was deferred and never computed");
   stats_.step_ms = step.ms();
   return loss;
+}
+
+double PipelineRuntime::compute(const PipeAction& a, const Batch& batch, float grad_scale,
+                                bool backward, const Tensor& in, const Tensor& out) {
+  const StageBlocks b = blocks(a.stage);
+  switch (a.op) {
+    case PipeOp::forward: {
+      const double loss = model_.stage_forward(a.stage, b, a.micro_batch, batch, in, out);
+      if (!backward) model_.stage_discard(a.stage, a.micro_batch);
+      return loss;
+    }
+    case PipeOp::backward:
+      model_.stage_backward(a.stage, b, a.micro_batch, batch, grad_scale, in, out);
+      return 0;
+    case PipeOp::backward_input: {
+      DeferWeightGrads defer(deferred_[{a.stage, a.micro_batch}]);
+      model_.stage_backward(a.stage, b, a.micro_batch, batch, grad_scale, in, out);
+      stats_.deferred_bytes = std::max(stats_.deferred_bytes, deferred_bytes());
+      return 0;
+    }
+    case PipeOp::backward_weight: {
+      const auto it = deferred_.find({a.stage, a.micro_batch});
+      ST_CHECK(it != deferred_.end(), "pipeline: stage {} micro-batch {}'s weight half first",
+               a.stage, a.micro_batch);
+      it->second.run();
+      deferred_.erase(it);
+      return 0;
+    }
+  }
+  return 0;
+}
+
+int64_t PipelineRuntime::deferred_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [key, d] : deferred_) bytes += d.bytes();
+  return bytes;
 }
 
 }  // namespace st

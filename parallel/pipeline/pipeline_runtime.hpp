@@ -15,6 +15,7 @@
 #include "collectives/process_group.hpp"
 #include "core/data/batch.hpp"
 #include "core/model/model.hpp"
+#include "core/ops/weight_grad.hpp"
 #include "parallel/pipeline/schedule.hpp"
 #include "parallel/pipeline/stage_partition.hpp"
 
@@ -36,6 +37,7 @@ struct PipelineOptions {
 struct PipelineStats {
   double compute_ms = 0, wait_ms = 0, step_ms = 0;
   int64_t sent_bytes = 0, received_bytes = 0;
+  int64_t deferred_bytes = 0;  // zero bubble: the most the deferred weight halves held at once
   double bubble() const { return step_ms > 0 ? 1.0 - compute_ms / step_ms : 0.0; }
 };
 
@@ -43,6 +45,13 @@ struct PipelineStats {
 // FLOPs (the model's work at one sequence of `seq_len`). Exit 2 naming the key when it cannot.
 std::vector<StageRange> pipeline_split(const Model& model, int ranks,
                                        const PipelineOptions& options, int64_t seq_len);
+
+// The FSDP units pipeline rank `rank` of `ranks` holds under `split` (its stages rank, rank + P,
+// ...): their blocks', and the root unit (embedding, head) on the first and the last rank.
+std::vector<int> pipeline_held_units(const Model& model, const std::vector<StageRange>& split,
+                                     int ranks, int rank);
+// Stage `stage` of `split` as the model runs it.
+StageBlocks stage_blocks(const std::vector<StageRange>& split, int stage);
 
 class PipelineRuntime {
  public:
@@ -80,9 +89,14 @@ class PipelineRuntime {
   using Key = std::tuple<int, int, int>;  // direction, receiving stage, micro-batch
   double run(const std::vector<PipeAction>& actions, const std::vector<Batch>& micro_batches,
              float grad_scale, bool backward);
+  // One action's compute (its input received, its output to send: undefined where none);
+  // returns its loss (a last stage's forward).
+  double compute(const PipeAction& a, const Batch& batch, float grad_scale, bool backward,
+                 const Tensor& in, const Tensor& out);
   void post_receives(const std::vector<PipeAction>& actions,
                      const std::vector<Batch>& micro_batches);
   Tensor wire(const Batch& batch, const char* what) const;
+  int64_t deferred_bytes() const;
   int tag(Direction d, int stage, int micro, int micro_batches) const;
   // Waits for the message of `key` (posted by post_receives) and returns its buffer.
   Tensor received(const Key& key);
@@ -96,6 +110,8 @@ class PipelineRuntime {
   std::optional<PipelineSchedule> schedule_;
   std::map<Key, std::pair<Tensor, std::shared_ptr<Work>>> receives_;
   std::vector<std::pair<Tensor, std::shared_ptr<Work>>> sends_;
+  // Zero bubble: each backward's weight-gradient matmuls, from its input half to its weight half.
+  std::map<std::pair<int, int>, DeferredWeightGrads> deferred_;  // by (stage, micro-batch)
   PipelineStats stats_;
 };
 
