@@ -42,6 +42,8 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
     pipeline_ = std::make_unique<PipelineRuntime>(
         model, *pp, options, pipeline_split(model, pp->size(), options, policy.seq_len));
     fsdp.held_units = pipeline_->held_units();
+    for (int u = 0; u < model.num_units(); ++u)
+      fsdp.unit_owner.push_back(pipeline_->rank_of_unit(u));
     fsdp.accumulation = Accumulation::reduce_last;  // each unit reduced once a step
   }
   fsdp_ = std::make_unique<FsdpRuntime>(model, mesh_, fsdp, policy.seed);

@@ -58,12 +58,61 @@ void check_states(const std::vector<ShardedState>& states, const std::vector<Sha
 
 namespace {
 
+// Pipeline parallelism: the files are those of one pipeline stage's model group without stages
+// (each holds its shard of every unit), written by pipeline rank 0's ranks; the other pipeline
+// ranks send them the shards of the units they hold, state by state and unit by unit in file
+// order. So a checkpoint is the same whatever pp it was written at, and loads at any.
+class StageShards {
+ public:
+  StageShards(const FsdpRuntime& fsdp, const std::vector<ShardSpan>& spans,
+              const std::vector<ShardedState>& states)
+      : fsdp_(fsdp), spans_(spans), states_(states), pipeline_(fsdp.pipeline_group()) {}
+
+  // Whether unit `u` comes from another pipeline rank (on pipeline rank 0).
+  bool foreign(size_t u) const { return pipeline_ && !fsdp_.holds(int(u)); }
+  // Unit u's shard of state s, received from its owner.
+  const float* receive(size_t s, size_t u) {
+    buffer_ = Tensor::empty("checkpoint.stage_shard", {fsdp_.units()[u].shard_numel}, DType::f32);
+    pipeline_->recv(buffer_, fsdp_.unit_owner(int(u)), {.tag = tag(s, u)})->wait();
+    return buffer_.data<float>();
+  }
+  // On a pipeline rank other than 0: sends every unit it owns, in file order.
+  void send_all() {
+    for (size_t s = 0; s < states_.size(); ++s)
+      for (size_t u = 0; u < fsdp_.units().size(); ++u) {
+        if (!fsdp_.holds(int(u)) || fsdp_.unit_owner(int(u)) != pipeline_->rank()) continue;
+        Tensor shard =
+            Tensor::zeros("checkpoint.stage_shard", {fsdp_.units()[u].shard_numel}, DType::f32);
+        for (size_t k = 0; k < spans_.size(); ++k)
+          if (spans_[k].unit == int(u))
+            std::memcpy(shard.data<float>() + spans_[k].shard_offset, states_[s].spans[k].raw(),
+                        states_[s].spans[k].nbytes());
+        pipeline_->send(shard, 0, {.tag = tag(s, u)})->wait();
+      }
+  }
+
+ private:
+  int tag(size_t s, size_t u) const {
+    const size_t t = s * fsdp_.units().size() + u;
+    ST_CHECK(t <= size_t(kMaxTag), "checkpoint: {} states x {} units exceed the message tags",
+             states_.size(), fsdp_.units().size());
+    return int(t);
+  }
+  const FsdpRuntime& fsdp_;
+  const std::vector<ShardSpan>& spans_;
+  const std::vector<ShardedState>& states_;
+  ProcessGroup* pipeline_;
+  Tensor buffer_;
+};
+
 // Writes this rank's file of each state into `dir`: per state, each unit's shard in unit
-// order, spans where they lie (no copy), the shard's tail padding as zeros. Returns per state
-// {bytes, xxh64} as u64 [2 * states].
+// order, spans where they lie (no copy), the shard's tail padding as zeros (units of other
+// pipeline stages as `stages` receives them). Returns per state {bytes, xxh64} as u64
+// [2 * states].
 Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLayout>& units,
                         const std::vector<ShardSpan>& spans,
-                        const std::vector<ShardedState>& states, const SaveOptions& options) {
+                        const std::vector<ShardedState>& states, const SaveOptions& options,
+                        StageShards& stages) {
   const size_t n = states.size();
   Tensor sums = Tensor::zeros("checkpoint.sums", {int64_t(2 * n)}, DType::u64);
   static const std::vector<float> zeros(4096, 0.f);
@@ -79,6 +128,10 @@ Tensor write_rank_files(const fs::path& dir, int rank, const std::vector<UnitLay
     };
     size_t k = 0;
     for (size_t u = 0; u < units.size(); ++u) {
+      if (stages.foreign(u)) {
+        put(stages.receive(s, u), size_t(units[u].shard_numel) * sizeof(float));
+        continue;
+      }
       int64_t filled = 0;
       for (; k < spans.size() && spans[k].unit == int(u); ++k) {
         ST_CHECK(spans[k].shard_offset == filled, "span '{}' leaves a gap in its shard",
@@ -181,6 +234,13 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
   const std::vector<ShardSpan> spans = fsdp.spans();
   check_states(states, spans);
   const fs::path final_dir = fs::path(root) / step_dir_name(step);
+  StageShards stages(fsdp, spans, states);
+  ProcessGroup* pipeline = fsdp.pipeline_group();
+  if (pipeline && pipeline->rank() != 0) {
+    stages.send_all();
+    pipeline->barrier()->wait();  // pipeline rank 0 has published it
+    return final_dir.string();
+  }
   const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
   if (rank == 0) {
     fs::create_directories(root);
@@ -189,7 +249,8 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
   }
   group.barrier()->wait();
   try {
-    const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
+    const Tensor sums =
+        write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options, stages);
     Tensor all = Tensor::empty("checkpoint.all_sums", {sums.numel() * world}, DType::u64);
     group.all_gather(sums, all)->wait();
     if (rank == 0)
@@ -216,6 +277,7 @@ std::string save_checkpoint(const std::string& root, int64_t step, const nlohman
     throw;
   }
   group.barrier()->wait();
+  if (pipeline) pipeline->barrier()->wait();
   return final_dir.string();
 }
 
@@ -291,7 +353,10 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
     std::error_code ec;
     fs::create_directories(tmp_dir, ec);  // every rank: whichever comes first makes it
     if (ec) fail("creating '{}': {}", tmp_dir.string(), ec.message());
-    const Tensor sums = write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options);
+    ST_CHECK(!fsdp.pipeline_group(), "a background save of pipeline stages");
+    StageShards stages(fsdp, spans, states);
+    const Tensor sums =
+        write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options, stages);
     std::memcpy(mine + 1, sums.raw(), sums.nbytes());
     mine[0] = 1;
   } catch (const std::exception& e) {
@@ -516,8 +581,9 @@ class PieceReader {
 // and shards. Any mesh loads any other's checkpoint; with the same TP degree the reads are
 // whole shard ranges.
 void read_state(const CheckpointInfo& info, const ShardedState& state, int shard_index,
-                const std::vector<UnitLayout>& units, const std::vector<ParamSpec>& specs,
-                const std::vector<ShardSpan>& spans) {
+                const FsdpRuntime& fsdp, const std::vector<ShardSpan>& spans) {
+  const std::vector<UnitLayout>& units = fsdp.units();
+  const std::vector<ParamSpec>& specs = fsdp.model().param_specs();
   const std::vector<int64_t> old_shard = [&] {
     std::vector<int64_t> v;
     for (const ManifestUnit& u : info.units) v.push_back(u.shard_numel);
@@ -527,6 +593,10 @@ void read_state(const CheckpointInfo& info, const ShardedState& state, int shard
   PieceReader reader(info, state.name);
   size_t k = 0, saved_param = 0;
   for (size_t u = 0; u < units.size(); ++u) {
+    if (!fsdp.holds(int(u))) {  // another pipeline stage's
+      saved_param += units[u].params.size();
+      continue;
+    }
     const int64_t S = units[u].shard_numel, So = old_shard[u];
     const int64_t lo = int64_t(shard_index) * S, hi = std::min(units[u].numel, lo + S);
     std::vector<float> shard(size_t(S), 0.f);
@@ -579,7 +649,7 @@ void load_checkpoint(const CheckpointInfo& info, FsdpRuntime& fsdp,
   // A non-finite value or a failed read is found by one rank; every rank reports it.
   run_agreed(group, [&] {
     for (const ShardedState& state : states)
-      read_state(info, state, fsdp.group().rank(), fsdp.units(), fsdp.model().param_specs(), spans);
+      read_state(info, state, fsdp.group().rank(), fsdp, spans);
   });
 }
 

@@ -448,7 +448,8 @@ nlohmann::json ShardedTrainer::checkpoint_meta(int64_t steps_done) const {
        {"mesh",
         {{"shard_degree", mesh_->shape().dp_shard},
          {"replicate_degree", mesh_->shape().dp_replicate},
-         {"tp", mesh_->shape().tp}}},
+         {"tp", mesh_->shape().tp},
+         {"pp", mesh_->shape().pp}}},
        // The data order is a function of (seed, global sample index), the schedule of the
        // step and the initial weights of the seed: these positions are the whole RNG state.
        {"data", data_meta(c, steps_done)}});

@@ -662,7 +662,15 @@ TEST(Mesh, CheckpointsCarryAcrossMeshesAndWorldSizes) {
     chain.push_back(
         {4,
          {"sharding.shard_degree=2", "sharding.replicate_degree=2", "sharding.ranks_per_node=2"}});
+  // Pipeline stages: pipeline rank 0 writes every stage's shards, each loads its own.
+  const auto pp_link = [](int ranks, int dp_shard) {
+    return Link{ranks,
+                {"parallel.pp=2", fmt::format("parallel.dp_shard={}", dp_shard),
+                 "parallel.dp_replicate=1", "parallel.tp=1"}};
+  };
+  if (W >= 4) chain.push_back(pp_link(4, 2));
   if (W >= 4 && tp_fits(2)) chain.push_back(tp_link(4, 2));
+  if (W >= 2) chain.push_back(pp_link(2, 1));
   if (W >= 2 && tp_fits(2)) chain.push_back(tp_link(2, 2));
   if (W >= 2) chain.push_back({2, {"sharding.shard_degree=1", "sharding.replicate_degree=2"}});
   if (W >= 3) chain.push_back({3, {"sharding.shard_degree=3"}});

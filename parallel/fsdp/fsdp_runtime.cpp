@@ -121,6 +121,7 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
       model_group_(mesh.model_group()),
       tp_(mesh.shape().tp),
       options_(options) {
+  if (!options_.held_units.empty()) pipeline_ = mesh.pipeline_group();
   ProcessGroup& group = group_;
   ST_CHECK(model_group_.size() == group.size() * tp_ &&
                model_group_.rank() == group.rank() * tp_ + mesh.tp_rank(),

@@ -67,6 +67,9 @@ struct FsdpOptions {
   // are laid out (checkpoints' coordinates) but have no memory here. A runtime holding a subset
   // runs steps as hold_for_step says, not through the unit hooks.
   std::vector<int> held_units = {};
+  // With held_units: the pipeline rank holding each unit (the first one, for the root unit
+  // the first and the last hold). Checkpoints gather every unit's shards on pipeline rank 0.
+  std::vector<int> unit_owner = {};
 };
 
 // One parameter's part of this rank's shard: what an optimizer updates.
@@ -177,6 +180,12 @@ class FsdpRuntime final : public UnitHooks {
   void hold_for_step(bool with_grad);
   void reduce_held_units();
   bool holds(int unit) const { return units_[size_t(unit)].master.defined(); }
+  // Pipeline parallelism: this rank's pipeline group (nullptr without), and which of its ranks
+  // holds unit `unit`.
+  ProcessGroup* pipeline_group() const { return pipeline_; }
+  int unit_owner(int unit) const {
+    return options_.unit_owner.empty() ? 0 : options_.unit_owner[size_t(unit)];
+  }
   // This rank's FP32 gradient shard of a held unit (padding included).
   const Tensor& grad_shard(int unit) const { return units_[size_t(unit)].grad; }
 
@@ -261,6 +270,7 @@ class FsdpRuntime final : public UnitHooks {
   int tp_ = 1;
   FsdpOptions options_;
   ProcessGroup* reshard_group_ = nullptr;
+  ProcessGroup* pipeline_ = nullptr;
   QuantizedPlan quantized_;
   // Hierarchical quantized reductions: the ranks of this rank's node within the shard group, and
   // the ranks at this rank's position on every node (one per node).
