@@ -281,13 +281,18 @@ void print_mesh(Session& s) {
     quantized.push_back(
         fmt::format("the replica all-reduce {} (an all-to-all and an all-gather)", rq));
   if (!quantized.empty()) fmt::print("quantized collectives: {}\n", fmt::join(quantized, "; "));
-  if (mesh.pipeline_group()) {
-    fmt::print(
-        "traffic per step: not predicted under parallel.pp yet (pp_sent_mib in the metrics "
-        "counts what each rank sends its neighbours)\n");
-    return;
-  }
   const Traffic tr = t.traffic();
+  if (mesh.pipeline_group())
+    fmt::print(
+        "traffic per step: each rank sends {:.1f} MiB to its neighbouring stages; within its "
+        "stage all-gathers {:.1f} MiB, reduce-scatters {:.1f} MiB{}; over the links, whole job: "
+        "intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",
+        double(tr.pipeline_sent) / kMiB, double(tr.gathered) / kMiB, double(tr.scattered) / kMiB,
+        mesh.replica_group()
+            ? fmt::format(", all-reduces {:.1f} MiB across replicas", double(tr.replicated) / kMiB)
+            : "",
+        double(tr.intra_node) / kMiB, double(tr.inter_node) / kMiB);
+  if (mesh.pipeline_group()) return;
   fmt::print(
       "traffic per step: each rank all-gathers {:.1f} MiB{}, reduce-scatters {:.1f} MiB{}{}; "
       "over the links, whole job: intra-node {:.1f} MiB, inter-node {:.1f} MiB\n",

@@ -385,7 +385,60 @@ double tp_collective_bytes(const Model& model, const Config& c, const MeshShape&
           blocks * (bytes(w.block_forward) + bytes(w.block_backward)));
 }
 
+// Under pipeline parallelism: each stage's FSDP (its units gathered and reduced once a step,
+// over the stage's own groups and nodes), the stages' boundaries (every data place's
+// micro-batches forward and their gradients back, in param_dtype), and the root unit's gradient
+// shards exchanged between the end stages. Bytes per rank are this rank's.
+Traffic ShardedTrainer::pipeline_traffic() const {
+  const MeshShape mesh = mesh_->shape();
+  MeshShape stage_mesh = mesh;
+  stage_mesh.pp = 1;
+  const int per_stage = int(stage_mesh.world()), me = group_.rank() / per_stage;
+  const std::vector<int>& nodes = mesh_->world().nodes();
+  const PipelineRuntime& pipe = *sharded_->pipeline();
+  Traffic total;
+  for (int r = 0; r < mesh.pp; ++r) {
+    std::vector<UnitLayout> held = fsdp().units();
+    const std::vector<int> mine = pipeline_held_units(*model_, pipe.split(), mesh.pp, r);
+    for (UnitLayout& u : held)
+      if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
+        u.shard_numel = u.padded_numel = 0;
+    const std::vector<int> stage_nodes(nodes.begin() + r * per_stage,
+                                       nodes.begin() + (r + 1) * per_stage);
+    const Traffic t = predict_traffic(
+        {&held, stage_mesh, stage_nodes, config_.precision.param_dtype, 1, false, 0,
+         Accumulation::reduce_last, config_.sharding.replica_sync,
+         config_.sharding.gather_quantization, config_.sharding.reduce_quantization, 0, false});
+    total.intra_node += t.intra_node;
+    total.inter_node += t.inter_node;
+    if (r == me)
+      total.gathered = t.gathered, total.scattered = t.scattered, total.replicated = t.replicated;
+  }
+  const int64_t boundary =
+      model_->stage_boundary_numel(rows_per_data_rank(config_, mesh), config_.training.seq_len) *
+      int64_t(dtype_size(config_.precision.param_dtype)) * config_.training.micro_batches;
+  const auto link = [&](int from, int to, int64_t bytes) {
+    (nodes[size_t(from)] == nodes[size_t(to)] ? total.intra_node : total.inter_node) += bytes;
+  };
+  for (int s = 0; s + 1 < pipe.stages(); ++s)
+    for (int k = 0; k < per_stage; ++k) {
+      const int a = (s % mesh.pp) * per_stage + k, b = ((s + 1) % mesh.pp) * per_stage + k;
+      link(a, b, boundary);  // the activations
+      link(b, a, boundary);  // their gradients
+      if (a / per_stage == me) total.pipeline_sent += boundary;
+      if (b / per_stage == me) total.pipeline_sent += boundary;
+    }
+  const int64_t root = 4 * fsdp().units()[0].shard_numel;
+  for (int k = 0; k < per_stage; ++k) {
+    link(k, (mesh.pp - 1) * per_stage + k, root);
+    link((mesh.pp - 1) * per_stage + k, k, root);
+  }
+  if (me == 0 || me == mesh.pp - 1) total.pipeline_sent += root;
+  return total;
+}
+
 Traffic ShardedTrainer::traffic() const {
+  if (sharded_->pipeline()) return pipeline_traffic();
   const auto& s = config_.sharding;
   return predict_traffic({&fsdp().units(), mesh_->shape(), mesh_->world().nodes(),
                           config_.precision.param_dtype, int(config_.training.micro_batches),

@@ -98,6 +98,7 @@ class ShardedTrainer {
   MemoryBudget budget() const;
   // The bytes a step moves, per rank and over each link class (parallel/fsdp/traffic.hpp).
   Traffic traffic() const;
+  Traffic pipeline_traffic() const;
   nlohmann::json checkpoint_meta(int64_t steps_done) const;
   std::vector<ShardedState> checkpoint_states() {
     return optimizer_checkpoint_states(sharded_->optimizer());

@@ -36,6 +36,9 @@ struct Traffic {
   int64_t gathered = 0, scattered = 0, replicated = 0;
   int64_t regathered = 0;  // of `gathered`, what reshard_to's groups gather (CommStats too)
   int64_t tp_reduced = 0;  // through the TP group's collectives (TrafficInputs::tp_bytes)
+  // Pipeline parallelism: activations and their gradients this rank sends its neighbouring
+  // stages (and the root unit's gradient shard between the end stages).
+  int64_t pipeline_sent = 0;
   // Bytes sent over links per step, whole job: between ranks of one node, between nodes.
   int64_t intra_node = 0, inter_node = 0;
 };
