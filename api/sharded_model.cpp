@@ -37,7 +37,6 @@ ShardedModel::ShardedModel(Model& model, std::unique_ptr<DeviceMesh> own_mesh, D
   FsdpOptions fsdp = policy.fsdp;
   if (ProcessGroup* pp = mesh_.pipeline_group()) {
     PipelineOptions options = policy.pipeline;
-    options.wire_dtype = policy.fsdp.param_dtype;
     options.timeout_s = policy.fsdp.timeout_s;
     pipeline_ = std::make_unique<PipelineRuntime>(
         model, *pp, options, pipeline_split(model, pp->size(), options, policy.seq_len));

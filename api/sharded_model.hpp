@@ -28,8 +28,8 @@ struct ShardPolicy {
   uint64_t seed = 0;          // initial weights: a function of (seed, parameter, element)
   OptimizerConfig optimizer;  // AdamW by default
   double grad_clip = 1.0;     // by the global gradient norm; 0: off
-  // With a mesh of pp > 1: the schedule, virtual stages and split (wire_dtype is
-  // fsdp.param_dtype's); seq_len: the sequence length the blocks' FLOPs are balanced at.
+  // With a mesh of pp > 1: the schedule, virtual stages, split and boundary dtype; seq_len: the
+  // sequence length the blocks' FLOPs are balanced at.
   PipelineOptions pipeline;
   int64_t seq_len = 0;
 };

@@ -55,6 +55,7 @@ namespace {
 // Every timed step's numbers, kept for their medians.
 struct StepSamples {
   std::vector<double> fwd, bwd, opt, total, exposed, tp_exposed, rank0_total, attributed;
+  std::vector<double> pp_bubble;
   std::vector<std::vector<double>> by_kind = std::vector<std::vector<double>>(kOpKinds);
   double rss = 0;
 
@@ -65,6 +66,7 @@ struct StepSamples {
     total.push_back(st.slowest_step_ms);
     exposed.push_back(st.comm.exposed_ms);
     tp_exposed.push_back(st.comm.tp_exposed_ms);
+    pp_bubble.push_back(st.pp_bubble);
     rank0_total.push_back(st.step_ms);
     double sum = 0;
     for (int k = 0; k < kOpKinds; ++k) {
@@ -174,6 +176,7 @@ int run_bench_step(const CommonOptions& options, const BenchStepOptions& bench) 
         {"step_ms", step_ms},
         {"exposed_comm_ms", median(m.exposed)},
         {"exposed_tp_ms", median(m.tp_exposed)},  // 0 without parallel.tp
+        {"pp_bubble", median(m.pp_bubble)},       // 0 without parallel.pp
         {"peak_rss_mib", m.rss},
         // Between hosts: sent over the network per step (TCP/IP headers
         // included), beside the summary's prediction of the payload.

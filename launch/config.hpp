@@ -112,8 +112,9 @@ struct Config {
     int64_t tp = 1;            // tensor-parallel ranks (consecutive: the innermost dimension)
     int64_t pp = 1;            // pipeline ranks (the outermost dimension)
     PipeSchedule pp_schedule = PipeSchedule::one_f_one_b;
-    int64_t pp_virtual_stages = 1;  // stages per pipeline rank
-    std::vector<int> pp_layers;     // blocks per stage; empty: balanced
+    int64_t pp_virtual_stages = 1;         // stages per pipeline rank
+    std::vector<int> pp_layers;            // blocks per stage; empty: balanced
+    DType pp_boundary_dtype = DType::f32;  // what the residual stream crosses stages in
     bool allow_cross_node_tp = false;
     // With tp > 1: norms and residual adds on this rank's rows of the micro-batch (Megatron's
     // sequence parallelism).

@@ -95,10 +95,12 @@ std::string fit_mesh(Config& c, int world_size) {
   } catch (const InputError&) {
   }
   const int64_t shard = c.parallel.dp_shard, replicate = c.parallel.dp_replicate;
-  // The TP degree stays (it fixes each rank's slices); the data-parallel ranks are the rest.
+  // The TP and pipeline degrees stay (they fix each rank's slices and the stages, and the
+  // schedule's micro-batches were checked against them); the data-parallel ranks are the rest.
   const int64_t tp = c.parallel.tp > 1 ? c.parallel.tp : 1;
-  if (world_size % tp != 0) return "";  // no mesh keeps tp: the world is not runnable
-  const int64_t data = world_size / tp;
+  const int64_t pp = c.parallel.pp > 1 ? c.parallel.pp : 1;
+  if (world_size % (tp * pp) != 0) return "";  // no mesh keeps them: the world is not runnable
+  const int64_t data = world_size / (tp * pp);
   if (shard > 0 && data % shard == 0) {
     c.parallel.dp_replicate = data / shard;
   } else if (replicate > 0 && data % replicate == 0) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "api/phase_clock.hpp"
 #include "api/rank_context.hpp"
@@ -246,7 +247,7 @@ PipelineOptions pipeline_options(const Config& config) {
   o.schedule = config.parallel.pp_schedule;
   o.virtual_stages = int(config.parallel.pp_virtual_stages);
   o.layers = config.parallel.pp_layers;
-  o.wire_dtype = config.precision.param_dtype;
+  o.wire_dtype = config.parallel.pp_boundary_dtype;
   return o;
 }
 
@@ -254,8 +255,9 @@ namespace {
 
 // Under pipeline parallelism, the budget of the pipeline rank that needs the most: its stages'
 // units alone (the others count nothing), each gathered and with its FP32 gradient for the
-// whole step (FsdpRuntime::hold_for_step), and its largest stage's activations times the
-// micro-batches its schedule holds at once (the schedule's replay with equal times).
+// whole step (FsdpRuntime::hold_for_step), and each of its stages' activations times the
+// micro-batches its schedule holds in flight there at once. Not counted: zero bubble's copies
+// of the deferred weight gradients' operands, and the boundary buffers (a few per rank).
 MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
                                     const BudgetInputs& base, const MeshShape& mesh, int64_t rows) {
   const PipelineOptions options = pipeline_options(config);
@@ -263,7 +265,6 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
       pipeline_split(model, mesh.pp, options, config.training.seq_len);
   const PipelineSchedule schedule(
       options.schedule, {mesh.pp, options.virtual_stages, int(config.training.micro_batches)});
-  const PipeTimeline timeline = simulate_pipeline(schedule, {});
   MemoryBudget most;
   for (int r = 0; r < mesh.pp; ++r) {
     std::vector<UnitLayout> held = *base.units;
@@ -271,11 +272,17 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
     for (UnitLayout& u : held)
       if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
         u.shard_numel = u.padded_numel = 0;
-    int64_t stage_bytes = 0;
-    for (size_t s = size_t(r); s < split.size(); s += size_t(mesh.pp))
-      stage_bytes = std::max(
-          stage_bytes,
-          model.stage_activation_bytes(rows, config.training.seq_len, stage_blocks(split, int(s))));
+    // Each stage keeps a set of activations per micro-batch between its forward and its
+    // backward (or input half): the most its rank's list has in flight at once, per stage.
+    std::map<int, int> in_flight, peak;
+    for (const PipeAction& a : schedule.actions(r)) {
+      if (a.op == PipeOp::forward) peak[a.stage] = std::max(peak[a.stage], ++in_flight[a.stage]);
+      if (a.op == PipeOp::backward || a.op == PipeOp::backward_input) --in_flight[a.stage];
+    }
+    int64_t activation_bytes = 0;
+    for (const auto& [stage, sets] : peak)
+      activation_bytes += sets * model.stage_activation_bytes(rows, config.training.seq_len,
+                                                              stage_blocks(split, stage));
     BudgetInputs in = base;
     in.units = &held;
     in.reduce_last = true;
@@ -284,7 +291,7 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
                            Accumulation::reduce_last, 2);
     in.reshard_after_forward = false;
     in.reshard_to = 0;
-    in.activation_bytes = stage_bytes * timeline.peak_inflight[size_t(r)];
+    in.activation_bytes = activation_bytes;
     const MemoryBudget b = memory_budget(in);
     if (b.total() > most.total()) most = b;
   }
@@ -416,17 +423,19 @@ Traffic ShardedTrainer::pipeline_traffic() const {
   }
   const int64_t boundary =
       model_->stage_boundary_numel(rows_per_data_rank(config_, mesh), config_.training.seq_len) *
-      int64_t(dtype_size(config_.precision.param_dtype)) * config_.training.micro_batches;
+      int64_t(dtype_size(config_.parallel.pp_boundary_dtype)) * config_.training.micro_batches;
   const auto link = [&](int from, int to, int64_t bytes) {
     (nodes[size_t(from)] == nodes[size_t(to)] ? total.intra_node : total.inter_node) += bytes;
   };
   for (int s = 0; s + 1 < pipe.stages(); ++s)
     for (int k = 0; k < per_stage; ++k) {
       const int a = (s % mesh.pp) * per_stage + k, b = ((s + 1) % mesh.pp) * per_stage + k;
-      link(a, b, boundary);  // the activations
-      link(b, a, boundary);  // their gradients
-      if (a / per_stage == me) total.pipeline_sent += boundary;
-      if (b / per_stage == me) total.pipeline_sent += boundary;
+      link(a, b, boundary);                  // the activations
+      link(b, a, boundary);                  // their gradients
+      if (k == group_.rank() % per_stage) {  // this rank's own place in its stage
+        if (a / per_stage == me) total.pipeline_sent += boundary;
+        if (b / per_stage == me) total.pipeline_sent += boundary;
+      }
     }
   const int64_t root = 4 * fsdp().units()[0].shard_numel;
   for (int k = 0; k < per_stage; ++k) {

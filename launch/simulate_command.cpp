@@ -277,6 +277,11 @@ namespace {
 std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
                                                           const std::vector<std::string>& names,
                                                           int ranks, int ranks_per_node) {
+  if (config.parallel.pp != 1)
+    fail_input(
+        "simulate: parallel.pp = {}: the simulator does not replay pipeline schedules yet; "
+        "simulate one stage's mesh (parallel.pp = 1), or measure with bench/pipeline-parallel",
+        config.parallel.pp);
   // The named meshes keep the config's parallel.tp (TP groups inside a node) and split the
   // other ranks their way.
   const int tp = config.parallel.tp > 1 ? int(config.parallel.tp) : 1;

@@ -119,6 +119,16 @@ TEST(Elastic, AMeshThatNoLongerFitsFallsBackToTheNearestValidOne) {
   c.parallel.dp_replicate = 1;
   EXPECT_EQ(adapt_config_to_restart(c, 3), "");
   EXPECT_EQ(c.parallel.dp_shard, -1);
+  // A pipeline keeps its stages: PP 2 x FSDP 4 losing 2 of 8 ranks is PP 2 x FSDP 3; an odd
+  // world fits no mesh with 2 stages.
+  c.parallel.pp = 2;
+  c.parallel.dp_shard = 4;
+  adapt_config_to_restart(c, 6);
+  EXPECT_EQ(c.parallel.pp, 2);
+  EXPECT_EQ(c.parallel.dp_shard, 3);
+  EXPECT_EQ(mesh_shape(c, 6), (MeshShape{.dp_shard = 3, .dp_replicate = 1, .tp = 1, .pp = 2}));
+  c.parallel.dp_shard = 4;
+  EXPECT_THROW(adapt_config_to_restart(c, 5), InputError);
 }
 
 // Every option that constrains the mesh: a restart on a mesh where it cannot apply drops it

@@ -174,36 +174,52 @@ TEST(Linear, DeferredWeightGradientsAreTheImmediateOnes) {
   const int64_t M = 19, K = 12, N1 = 8, N2 = 6, N = N1 + N2;
   const std::vector<float> x = randn(size_t(M * K), 5), w = randn(size_t(N * K), 6),
                            d = randn(size_t(M * N), 7);
+  // Weight gradients: [N, K] for linear_backward's one matmul ([K, N] there); for the fused
+  // projection each part's apart (its own buffer), so each is a matmul of its own reading its
+  // columns of the output gradient (a strided view) rather than one merged matmul.
+  struct Grads {
+    std::vector<float> dx, dw_first, dw_second, db;
+  };
+  const auto fresh = [&] {
+    return Grads{std::vector<float>(size_t(M * K)), std::vector<float>(size_t(N * K), 0.5f),
+                 std::vector<float>(size_t(N2 * K), 0.25f), std::vector<float>(size_t(N), 0.f)};
+  };
   for (const bool fused : {true, false}) {
     SCOPED_TRACE(fused ? "fused" : "linear_backward");
-    auto backward = [&](std::vector<float>& dx, std::vector<float>& dw, std::vector<float>& db,
-                        const std::vector<float>& in, const std::vector<float>& grad) {
+    auto backward = [&](Grads& g, const std::vector<float>& in, const std::vector<float>& grad) {
       if (!fused)
-        return linear_backward(dx.data(), dw.data(), db.data(), grad.data(), nullptr, in.data(),
-                               w.data(), M, K, N, DType::f32, nullptr);
+        return linear_backward(g.dx.data(), g.dw_first.data(), g.db.data(), grad.data(), nullptr,
+                               in.data(), w.data(), M, K, N, DType::f32, nullptr);
       const LinearPart parts[] = {
-          {w.data(), dw.data(), N1, nullptr, db.data()},
-          {w.data() + N1 * K, dw.data() + N1 * K, N2, nullptr, db.data() + N1}};
-      fused_linear_backward_from(dx.data(), grad.data(), in.data(), parts, M, K, DType::f32);
+          {w.data(), g.dw_first.data(), N1, nullptr, g.db.data()},
+          {w.data() + N1 * K, g.dw_second.data(), N2, nullptr, g.db.data() + N1}};
+      fused_linear_backward_from(g.dx.data(), grad.data(), in.data(), parts, M, K, DType::f32);
     };
-    std::vector<float> dx(size_t(M * K)), dw(size_t(N * K), 0.5f), db(size_t(N), 0.f);
-    backward(dx, dw, db, x, d);
-    std::vector<float> dx2(dx.size()), dw2(dw.size(), 0.5f), db2(db.size(), 0.f);
+    Grads now = fresh();
+    backward(now, x, d);
+    Grads later = fresh();
     std::vector<float> x2 = x, d2 = d;
-    DeferredWeightGrads later;
+    DeferredWeightGrads deferred;
     {
-      DeferWeightGrads defer(later);
-      backward(dx2, dw2, db2, x2, d2);
+      DeferWeightGrads defer(deferred);
+      backward(later, x2, d2);
     }
-    EXPECT_EQ(dx2, dx);
-    EXPECT_EQ(db2, db);
-    EXPECT_EQ(dw2, std::vector<float>(dw.size(), 0.5f)) << "a weight gradient ran at once";
-    EXPECT_GT(later.bytes(), 0);
+    EXPECT_EQ(later.dx, now.dx);
+    EXPECT_EQ(later.db, now.db);
+    EXPECT_EQ(later.dw_first, fresh().dw_first) << "a weight gradient ran at once";
+    EXPECT_EQ(later.dw_second, fresh().dw_second) << "a weight gradient ran at once";
+    EXPECT_GT(deferred.bytes(), 0);
     std::fill(x2.begin(), x2.end(), 9.f);  // the scratch the backward read, reused
     std::fill(d2.begin(), d2.end(), 9.f);
-    later.run();
-    EXPECT_TRUE(later.empty());
-    for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw2[i], dw[i], 1e-6f) << "element " << i;
+    deferred.run();
+    EXPECT_TRUE(deferred.empty());
+    for (size_t i = 0; i < now.dw_first.size(); ++i)
+      ASSERT_NEAR(later.dw_first[i], now.dw_first[i], 1e-6f) << "element " << i;
+    for (size_t i = 0; i < now.dw_second.size(); ++i)
+      ASSERT_NEAR(later.dw_second[i], now.dw_second[i], 1e-6f) << "element " << i;
+    if (fused) {
+      EXPECT_NE(now.dw_second, fresh().dw_second);  // the second part's matmul ran
+    }
   }
 }
 

@@ -274,6 +274,10 @@ Acts& DecoderModel<Config, Acts>::stage_activations(int stage, int micro, const 
     slot = std::move(*spare);
     spare_.erase(spare);
   } else {
+    // A new shape (an evaluation's, a last partial batch): sets of other shapes go first.
+    std::erase_if(spare_, [&](const std::unique_ptr<Acts>& a) {
+      return a->B != B || a->T != T || a->mode != activation_checkpointing();
+    });
     slot = make_activations(B, T, blocks);
   }
   acts_ = slot.get();
@@ -337,7 +341,8 @@ void DecoderModel<Config, Acts>::stage_backward(int stage, const StageBlocks& bl
 
 template <class Config, class Acts>
 void DecoderModel<Config, Acts>::stage_discard(int stage, int micro) {
-  retire(stage, micro);
+  in_flight_.erase({stage, micro});  // evaluation's shapes are not training's: not kept
+  acts_ = nullptr;
 }
 
 template <class Config, class Acts>

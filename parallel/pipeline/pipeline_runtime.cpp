@@ -100,13 +100,12 @@ Tensor PipelineRuntime::wire(const Batch& batch, const char* what) const {
                        options_.wire_dtype);
 }
 
-void PipelineRuntime::post_receives(const std::vector<PipeAction>& actions,
-                                    const std::vector<Batch>& micro_batches) {
+void PipelineRuntime::post_receive(const PipeAction& a, const std::vector<Batch>& micro_batches) {
   const int M = int(micro_batches.size());
-  for (const PipeAction& a : actions) {
+  {
     const bool forward = a.op == PipeOp::forward;
-    if (a.op == PipeOp::backward_weight) continue;
-    if (forward ? a.stage == 0 : a.stage == stages() - 1) continue;  // nothing comes in
+    if (a.op == PipeOp::backward_weight) return;
+    if (forward ? a.stage == 0 : a.stage == stages() - 1) return;  // nothing comes in
     const Direction d = forward ? activation : gradient;
     const int from = forward ? a.stage - 1 : a.stage + 1;
     Tensor buffer = wire(micro_batches[size_t(a.micro_batch)],
@@ -140,6 +139,12 @@ void PipelineRuntime::send(Direction d, int to_stage, int micro, int micro_batch
                           {tag(d, to_stage, micro, micro_batches), options_.timeout_s});
   stats_.sent_bytes += int64_t(buffer.nbytes());
   sends_.emplace_back(std::move(buffer), std::move(work));
+  // Sends that are done free their buffers (a failed one reports here).
+  std::erase_if(sends_, [](auto& s) {
+    if (!s.second->is_completed()) return false;
+    s.second->wait();
+    return true;
+  });
 }
 
 double PipelineRuntime::train(const std::vector<Batch>& micro_batches, float grad_scale) {
@@ -160,10 +165,16 @@ double PipelineRuntime::run(const std::vector<PipeAction>& actions,
   stats_ = {};
   Timer step;
   const int M = int(micro_batches.size()), last = stages() - 1;
-  post_receives(actions, micro_batches);
   double loss = 0;
   TraceRecorder* trace = TraceRecorder::active();
-  for (const PipeAction& a : actions) {
+  size_t posted = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    // Receives are posted kReceivesAhead actions ahead of the one that reads them: they land
+    // while this rank computes, their buffers exist for a few actions only, and each one's
+    // timeout (the stall detector's) counts from shortly before it is needed.
+    for (; posted < actions.size() && posted <= i + kReceivesAhead; ++posted)
+      post_receive(actions[posted], micro_batches);
+    const PipeAction& a = actions[i];
     const Batch& batch = micro_batches[size_t(a.micro_batch)];
     const bool forward = a.op == PipeOp::forward, weight = a.op == PipeOp::backward_weight;
     // A forward reads the previous stage's output, a backward (or its input half) the next

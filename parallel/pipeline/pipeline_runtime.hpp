@@ -2,8 +2,8 @@
 // Pipeline parallelism's executor: runs this pipeline rank's list of a PipelineSchedule
 // (parallel/pipeline/schedule.hpp) on the model's stages (Model's stage API), moving each
 // micro-batch's residual stream forward and its gradient back between the stages' ranks over the
-// pipeline group's send/recv. Every receive of a step is posted before its first action, so a
-// message lands while the rank computes; sends return at once. What FSDP does around it (the
+// pipeline group's send/recv. Each receive is posted a few actions before the one that reads it,
+// so a message lands while the rank computes; sends return at once. What FSDP does around it (the
 // stages' units gathered once a step and kept) is the caller's (ShardedModel).
 #include <cstdint>
 #include <map>
@@ -27,8 +27,10 @@ struct PipelineOptions {
   // Blocks per stage (P·V numbers summing to the model's blocks), or empty: balanced by the
   // blocks' FLOPs, the embedding's and the head's counted on the end stages (balance_stages).
   std::vector<int> layers = {};
-  // What the residual stream and its gradient cross between stages in (param_dtype).
-  DType wire_dtype = DType::bf16;
+  // What the residual stream and its gradient cross between stages in: the stream's own FP32
+  // (Megatron's rule: its p2p carries the residual's dtype, FP32 under
+  // --fp32-residual-connection), or BF16 for half the bytes and one more rounding a boundary.
+  DType wire_dtype = DType::f32;
   double timeout_s = kDefaultTimeoutS;
 };
 
@@ -93,12 +95,13 @@ class PipelineRuntime {
   // returns its loss (a last stage's forward).
   double compute(const PipeAction& a, const Batch& batch, float grad_scale, bool backward,
                  const Tensor& in, const Tensor& out);
-  void post_receives(const std::vector<PipeAction>& actions,
-                     const std::vector<Batch>& micro_batches);
+  // Posts the receive action `a` reads (if any).
+  void post_receive(const PipeAction& a, const std::vector<Batch>& micro_batches);
+  static constexpr size_t kReceivesAhead = 2;
   Tensor wire(const Batch& batch, const char* what) const;
   int64_t deferred_bytes() const;
   int tag(Direction d, int stage, int micro, int micro_batches) const;
-  // Waits for the message of `key` (posted by post_receives) and returns its buffer.
+  // Waits for the message of `key` (posted by post_receive) and returns its buffer.
   Tensor received(const Key& key);
   void send(Direction d, int to_stage, int micro, int micro_batches, Tensor buffer);
 
