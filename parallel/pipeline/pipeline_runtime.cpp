@@ -101,20 +101,18 @@ Tensor PipelineRuntime::wire(const Batch& batch, const char* what) const {
 }
 
 void PipelineRuntime::post_receive(const PipeAction& a, const std::vector<Batch>& micro_batches) {
+  const bool forward = a.op == PipeOp::forward;
+  if (a.op == PipeOp::backward_weight) return;
+  if (forward ? a.stage == 0 : a.stage == stages() - 1) return;  // nothing comes in
+  const Direction d = forward ? activation : gradient;
+  const int from = forward ? a.stage - 1 : a.stage + 1;
+  Tensor buffer = wire(micro_batches[size_t(a.micro_batch)],
+                       forward ? "pipeline.activation_in" : "pipeline.gradient_in");
   const int M = int(micro_batches.size());
-  {
-    const bool forward = a.op == PipeOp::forward;
-    if (a.op == PipeOp::backward_weight) return;
-    if (forward ? a.stage == 0 : a.stage == stages() - 1) return;  // nothing comes in
-    const Direction d = forward ? activation : gradient;
-    const int from = forward ? a.stage - 1 : a.stage + 1;
-    Tensor buffer = wire(micro_batches[size_t(a.micro_batch)],
-                         forward ? "pipeline.activation_in" : "pipeline.gradient_in");
-    auto work =
-        group_.recv(buffer, from % ranks_, {tag(d, a.stage, a.micro_batch, M), options_.timeout_s});
-    stats_.received_bytes += int64_t(buffer.nbytes());
-    receives_[{d, a.stage, a.micro_batch}] = {std::move(buffer), std::move(work)};
-  }
+  auto work =
+      group_.recv(buffer, from % ranks_, {tag(d, a.stage, a.micro_batch, M), options_.timeout_s});
+  stats_.received_bytes += int64_t(buffer.nbytes());
+  receives_[{d, a.stage, a.micro_batch}] = {std::move(buffer), std::move(work)};
 }
 
 Tensor PipelineRuntime::received(const Key& key) {
