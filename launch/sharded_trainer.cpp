@@ -256,8 +256,8 @@ namespace {
 // Under pipeline parallelism, the budget of the pipeline rank that needs the most: its stages'
 // units alone (the others count nothing), each gathered and with its FP32 gradient for the
 // whole step (FsdpRuntime::hold_for_step), and each of its stages' activations times the
-// micro-batches its schedule holds in flight there at once. Not counted: zero bubble's copies
-// of the deferred weight gradients' operands, and the boundary buffers (a few per rank).
+// micro-batches its schedule holds in flight there at once (and zero bubble's deferred weight
+// halves). Not counted: the boundary buffers (a few per rank).
 MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
                                     const BudgetInputs& base, const MeshShape& mesh, int64_t rows) {
   const PipelineOptions options = pipeline_options(config);
@@ -274,15 +274,22 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
         u.shard_numel = u.padded_numel = 0;
     // Each stage keeps a set of activations per micro-batch between its forward and its
     // backward (or input half): the most its rank's list has in flight at once, per stage.
-    std::map<int, int> in_flight, peak;
+    // Zero bubble's deferred weight halves hold copies of their matmuls' operands, counted as
+    // a set each (the inputs and output gradients of the stage's linears: about its kept
+    // activations), as many as the list defers at once.
+    std::map<int, int> in_flight, peak, deferred, deferred_peak;
     for (const PipeAction& a : schedule.actions(r)) {
       if (a.op == PipeOp::forward) peak[a.stage] = std::max(peak[a.stage], ++in_flight[a.stage]);
       if (a.op == PipeOp::backward || a.op == PipeOp::backward_input) --in_flight[a.stage];
+      if (a.op == PipeOp::backward_input)
+        deferred_peak[a.stage] = std::max(deferred_peak[a.stage], ++deferred[a.stage]);
+      if (a.op == PipeOp::backward_weight) --deferred[a.stage];
     }
     int64_t activation_bytes = 0;
     for (const auto& [stage, sets] : peak)
-      activation_bytes += sets * model.stage_activation_bytes(rows, config.training.seq_len,
-                                                              stage_blocks(split, stage));
+      activation_bytes +=
+          (sets + deferred_peak[stage]) *
+          model.stage_activation_bytes(rows, config.training.seq_len, stage_blocks(split, stage));
     BudgetInputs in = base;
     in.units = &held;
     in.reduce_last = true;

@@ -5,7 +5,9 @@
 #include <fstream>
 
 #include "launch/config.hpp"
+#include "launch/model_factory.hpp"
 #include "launch/session.hpp"
+#include "launch/sharded_trainer.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -331,6 +333,35 @@ TEST(Threads, OversubscriptionWarningGivesAdviceThatHelps) {
   EXPECT_EQ(oversubscription_warning(2, 2, 2, false),
             "warning: 2 threads x 2 ranks on this node = 4 threads for 2 cores: they will "
             "compete (set training.threads = 0 to split the cores)");
+}
+
+// The pipeline's memory budget is the most loaded pipeline rank's: its units alone, held for
+// the step, and its stages' activations times the micro-batches in flight there (1F1B: P on
+// rank 0; GPipe: all M; zero bubble: its deferred weight halves' copies on top).
+TEST(Config, PipelineBudgetCountsTheMicroBatchesInFlight) {
+  const auto budget = [](std::vector<std::string> keys, int world) {
+    keys.insert(keys.end(), {"model.n_layer=4", "training.global_batch=8",
+                             "training.micro_batches=8", "training.seq_len=64"});
+    const Config c = load_config("tiny", keys);
+    const auto model = make_model(c);
+    const MeshShape mesh = mesh_shape(c, world);
+    return config_memory_budget(
+        c, *model, layout_units(model->param_specs(), model->num_units(), mesh.dp_shard), 2, world);
+  };
+  const MemoryBudget one_rank = budget({}, 1), one_f_one_b = budget({"parallel.pp=2"}, 2),
+                     gpipe = budget({"parallel.pp=2", "parallel.pp_schedule=gpipe"}, 2),
+                     zero_bubble = budget({"parallel.pp=2", "parallel.pp_schedule=zero_bubble"}, 2);
+  // Half the blocks' shards and the root: less than the whole model, more than half of it.
+  EXPECT_LT(one_f_one_b.master_and_grad, one_rank.master_and_grad);
+  EXPECT_GT(one_f_one_b.master_and_grad, one_rank.master_and_grad / 2);
+  // Every unit of the stage gathered, with its FP32 gradient, for the whole step.
+  EXPECT_EQ(one_f_one_b.unsharded_grads, 0);  // one rank a stage: in place
+  EXPECT_GT(one_f_one_b.unsharded_params, 0);
+  // 1F1B holds at most P = 2 micro-batches on a rank, GPipe all M = 8: 4x on rank 0, 8x on
+  // rank 1; zero bubble more than 1F1B (its later ranks hold more in flight, and its deferred
+  // weight halves hold copies of their operands).
+  EXPECT_GE(gpipe.activations, 4 * one_f_one_b.activations);
+  EXPECT_GT(zero_bubble.activations, one_f_one_b.activations);
 }
 
 }  // namespace
