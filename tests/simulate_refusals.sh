@@ -35,6 +35,10 @@ refused "simulate: 8000000 ranks as [a-z]+ [0-9]+x[0-9]+ would take an estimated
 refused "^shardtrain: error: --max-memory -1 must be in \[0, 1048576\] GiB" \
   --config tiny --cluster ib-200g-64x8 --max-memory -1
 
+# Pipeline parallelism: not replayed yet, refused by key rather than predicted as something else.
+refused "^shardtrain: error: simulate: parallel.pp = 2: the simulator does not replay pipeline schedules yet" \
+  --config tiny --cluster ib-200g-64x8 --ranks 4 parallel.pp=2
+
 # --plot, checked before the simulation (the table is not printed first) and named as --plot.
 mkdir -p "$dir/plots" "$dir/taken.png"
 refused "^shardtrain: error: --plot '$dir/plots' must be a file name ending in \.png or \.svg$" \
