@@ -251,6 +251,18 @@ PipelineOptions pipeline_options(const Config& config) {
   return o;
 }
 
+// `units` as pipeline rank `rank` holds them: the others' sizes zero (their layouts stay, so a
+// unit's index is still its place).
+std::vector<UnitLayout> held_layouts(const std::vector<UnitLayout>& units, const Model& model,
+                                     const std::vector<StageRange>& split, int ranks, int rank) {
+  std::vector<UnitLayout> held = units;
+  const std::vector<int> mine = pipeline_held_units(model, split, ranks, rank);
+  for (UnitLayout& u : held)
+    if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
+      u.shard_numel = u.padded_numel = 0;
+  return held;
+}
+
 namespace {
 
 // Under pipeline parallelism, the budget of the pipeline rank that needs the most: its stages'
@@ -267,11 +279,7 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
       options.schedule, {mesh.pp, options.virtual_stages, int(config.training.micro_batches)});
   MemoryBudget most;
   for (int r = 0; r < mesh.pp; ++r) {
-    std::vector<UnitLayout> held = *base.units;
-    const std::vector<int> mine = pipeline_held_units(model, split, mesh.pp, r);
-    for (UnitLayout& u : held)
-      if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
-        u.shard_numel = u.padded_numel = 0;
+    const std::vector<UnitLayout> held = held_layouts(*base.units, model, split, mesh.pp, r);
     // Each stage keeps a set of activations per micro-batch between its forward and its
     // backward (or input half): the most its rank's list has in flight at once, per stage.
     // Zero bubble's deferred weight halves hold copies of their matmuls' operands, counted as
@@ -412,11 +420,8 @@ Traffic ShardedTrainer::pipeline_traffic() const {
   const PipelineRuntime& pipe = *sharded_->pipeline();
   Traffic total;
   for (int r = 0; r < mesh.pp; ++r) {
-    std::vector<UnitLayout> held = fsdp().units();
-    const std::vector<int> mine = pipeline_held_units(*model_, pipe.split(), mesh.pp, r);
-    for (UnitLayout& u : held)
-      if (std::find(mine.begin(), mine.end(), u.unit) == mine.end())
-        u.shard_numel = u.padded_numel = 0;
+    const std::vector<UnitLayout> held =
+        held_layouts(fsdp().units(), *model_, pipe.split(), mesh.pp, r);
     const std::vector<int> stage_nodes(nodes.begin() + r * per_stage,
                                        nodes.begin() + (r + 1) * per_stage);
     const Traffic t = predict_traffic(

@@ -48,6 +48,10 @@ FsdpOptions fsdp_options(const Config& config);
 // [parallel]'s pipeline keys (the schedule, virtual stages and split; BF16 boundaries under
 // param_dtype = bf16).
 PipelineOptions pipeline_options(const Config& config);
+// `units` as pipeline rank `rank` of `ranks` holds them under `split`: the other stages' units
+// with no size (for its budget and traffic).
+std::vector<UnitLayout> held_layouts(const std::vector<UnitLayout>& units, const Model& model,
+                                     const std::vector<StageRange>& split, int ranks, int rank);
 // One micro-batch's residual-stream activation of a data-parallel place, FP32 [rows, seq_len,
 // n_embd]: what a TP all-reduce carries (a row-parallel block's partial sums).
 double tp_activation_bytes(const Config& config, const MeshShape& mesh);

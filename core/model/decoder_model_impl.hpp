@@ -265,9 +265,7 @@ Acts& DecoderModel<Config, Acts>::stage_activations(int stage, int micro, const 
   std::unique_ptr<Acts>& slot = in_flight_[{stage, micro}];
   if (slot) fail("{}: stage {} ran micro-batch {}'s forward twice", name_, stage, micro);
   auto fits = [&](const std::unique_ptr<Acts>& a) {
-    return a->B == B && a->T == T && a->mode == activation_checkpointing() &&
-           a->blocks.first == blocks.first && a->blocks.end == blocks.end &&
-           a->blocks.first_stage == blocks.first_stage && a->blocks.last_stage == blocks.last_stage;
+    return a->B == B && a->T == T && a->mode == activation_checkpointing() && a->blocks == blocks;
   };
   const auto spare = std::find_if(spare_.begin(), spare_.end(), fits);
   if (spare != spare_.end()) {

@@ -94,6 +94,7 @@ void check_token_batch(const Batch& batch, int64_t block_size, const char* model
 struct StageBlocks {
   int64_t first = 0, end = 0;
   bool first_stage = false, last_stage = false;
+  bool operator==(const StageBlocks&) const = default;
 };
 
 // The interface every trainable model offers to trainers and sharders.
