@@ -271,7 +271,8 @@ namespace {
 // micro-batches its schedule holds in flight there at once (and zero bubble's deferred weight
 // halves). Not counted: the boundary buffers (a few per rank).
 MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
-                                    const BudgetInputs& base, const MeshShape& mesh, int64_t rows) {
+                                    const BudgetInputs& base, const MeshShape& mesh, int64_t rows,
+                                    std::vector<MemoryBudget>* per_rank) {
   const PipelineOptions options = pipeline_options(config);
   const std::vector<StageRange> split =
       pipeline_split(model, mesh.pp, options, config.training.seq_len);
@@ -308,6 +309,7 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
     in.reshard_to = 0;
     in.activation_bytes = activation_bytes;
     const MemoryBudget b = memory_budget(in);
+    if (per_rank) per_rank->push_back(b);
     if (b.total() > most.total()) most = b;
   }
   return most;
@@ -317,7 +319,7 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
 
 MemoryBudget config_memory_budget(const Config& config, const Model& model,
                                   const std::vector<UnitLayout>& units, int states_per_element,
-                                  int world_size) {
+                                  int world_size, std::vector<MemoryBudget>* per_pipeline_rank) {
   const auto& t = config.training;
   const MeshShape mesh = mesh_shape(config, world_size);
   // The ranks of a TP group hold the same rows (each its slices of their activations).
@@ -357,8 +359,9 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
       s.reduce_quantization,
       mesh.dp_shard,
       mesh.dp_replicate};
-  MemoryBudget budget = mesh.pp > 1 ? pipeline_memory_budget(config, model, inputs, mesh, rows)
-                                    : memory_budget(inputs);
+  MemoryBudget budget =
+      mesh.pp > 1 ? pipeline_memory_budget(config, model, inputs, mesh, rows, per_pipeline_rank)
+                  : memory_budget(inputs);
   // The widened BF16 path (and the packed FP32 engine) packs operands into per-thread buffers
   // instead of copying them whole to FP32: a few MiB per thread, whatever the model's size.
   if (packed_gemm_runs(config.precision.param_dtype))

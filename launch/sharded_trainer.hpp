@@ -68,9 +68,12 @@ inline constexpr int64_t kFinalValidationWindows = 64;
 
 // The per-rank memory budget of `config` on `world_size` ranks for `units` (laid out over the
 // shard group): what the trainer prints and checks at start-up, and what `simulate` reports.
+// With pipeline stages it is the most loaded pipeline rank's; `per_pipeline_rank` (if given)
+// receives each pipeline rank's, in order.
 MemoryBudget config_memory_budget(const Config& config, const Model& model,
                                   const std::vector<UnitLayout>& units, int states_per_element,
-                                  int world_size);
+                                  int world_size,
+                                  std::vector<MemoryBudget>* per_pipeline_rank = nullptr);
 // An InputError (the budget's parts and what to reduce) when a rank's budget for `config` on
 // `group` exceeds what the machine has for it; called before anything is allocated or
 // measured (the matmul peak at the model's shapes took 20 s for a model that cannot fit).

@@ -27,6 +27,7 @@
 #include "launch/sharded_trainer.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "parallel/mesh_layout.hpp"
+#include "parallel/pipeline/pipeline_runtime.hpp"
 #include "parallel/tp_gradient_sums.hpp"
 #include "simulate/compute_model.hpp"
 
@@ -112,10 +113,31 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
 
 namespace {
 
-// "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism.
+// "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism, "2x1 pp2" with stages.
 std::string mesh_label(const MeshShape& mesh) {
-  return fmt::format("{}x{}{}", mesh.dp_shard, mesh.dp_replicate,
-                     mesh.tp > 1 ? fmt::format(" tp{}", mesh.tp) : "");
+  return fmt::format("{}x{}{}{}", mesh.dp_shard, mesh.dp_replicate,
+                     mesh.tp > 1 ? fmt::format(" tp{}", mesh.tp) : "",
+                     mesh.pp > 1 ? fmt::format(" pp{}", mesh.pp) : "");
+}
+
+// What a pipelined step replays: the one schedule's shape and the stages (as the runtime splits
+// the model), the boundary's bytes, and the share of a block's backward its weight-gradient
+// matmuls take (their FLOPs: 2 per weight and token, as the forward's; over the backward's).
+PipelinePlan pipeline_plan(const Config& config, const Model& model, const ModelWork& work,
+                           const std::vector<UnitLayout>& units, int pp, int64_t rows) {
+  const PipelineOptions options = pipeline_options(config);
+  PipelinePlan p;
+  p.ranks = pp;
+  p.schedule = options.schedule;
+  p.virtual_stages = options.virtual_stages;
+  p.stages = pipeline_split(model, pp, options, config.training.seq_len);
+  p.boundary_bytes = double(model.stage_boundary_numel(rows, config.training.seq_len)) *
+                     double(dtype_size(options.wire_dtype));
+  const double weight_flops =
+      2.0 * double(units.at(1).padded_numel) * double(rows * config.training.seq_len);
+  if (work.block_backward.flops > 0)
+    p.weight_share = std::clamp(weight_flops / work.block_backward.flops, 0.0, 1.0);
+  return p;
 }
 
 // As the runtime refuses it (ShardedTrainer): a TP group across the cluster's nodes.
@@ -163,6 +185,11 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
                                      shard_nodes, replica_nodes);
   plan.codec_seconds_per_value = times.codec_per_value;
   plan.micro_batches = int(t.micro_batches);
+  if (mesh.pp > 1) {
+    plan.pipeline =
+        pipeline_plan(config, model, work, units, mesh.pp, rows_per_data_rank(config, mesh));
+    plan.accumulation = Accumulation::reduce_last;  // each held unit reduced once a step
+  }
   plan.tp = mesh.tp;
   plan.tp_calls = {work.root_forward_pre.tp,   work.root_forward_post.tp, work.root_backward_pre.tp,
                    work.root_backward_post.tp, work.block_forward.tp,     work.block_backward.tp};
@@ -196,6 +223,7 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   config.parallel.dp_shard = mesh.dp_shard;
   config.parallel.dp_replicate = mesh.dp_replicate;
   config.parallel.tp = mesh.tp;
+  config.parallel.pp = mesh.pp;
   validate_for_world(config, ranks);  // the batch must split over the ranks, as train requires
   PlannedRow row;
   row.platform = platform_for(cluster, ranks);
@@ -229,7 +257,14 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   p.mesh = mesh;
   p.compute_source = times.source;
   const int states = states_per_element(config.optimizer.kind);
-  p.memory = config_memory_budget(config, *model, units, states, ranks);
+  std::vector<MemoryBudget> stages;
+  p.memory = config_memory_budget(config, *model, units, states, ranks, &stages);
+  for (const MemoryBudget& b : stages) p.stage_memory.push_back(double(b.total()));
+  if (mesh.pp > 1)
+    p.pipeline =
+        PipelineSchedule(config.parallel.pp_schedule,
+                         {mesh.pp, int(config.parallel.pp_virtual_stages), int(t.micro_batches)})
+            .describe();
   p.memory_bytes = double(p.memory.total());
   // The activations under each checkpointing mode, from this model switched in turn.
   for (const ActivationCheckpointing mode :
@@ -277,30 +312,26 @@ namespace {
 std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
                                                           const std::vector<std::string>& names,
                                                           int ranks, int ranks_per_node) {
-  if (config.parallel.pp != 1)
-    fail_input(
-        "simulate: parallel.pp = {}: the simulator does not replay pipeline schedules yet; "
-        "simulate one stage's mesh (parallel.pp = 1), or measure with bench/pipeline-parallel",
-        config.parallel.pp);
-  // The named meshes keep the config's parallel.tp (TP groups inside a node) and split the
-  // other ranks their way.
+  // The named meshes keep the config's parallel.tp (TP groups inside a node) and parallel.pp
+  // (its stages) and split the other ranks their way.
   const int tp = config.parallel.tp > 1 ? int(config.parallel.tp) : 1;
+  const int pp = config.parallel.pp > 1 ? int(config.parallel.pp) : 1;
   std::vector<std::pair<std::string, MeshShape>> out;
   const std::vector<std::string> wanted =
       names.empty() ? std::vector<std::string>{"fsdp", "hsdp", "ddp"} : names;
-  if (ranks % tp != 0 &&
+  if (ranks % (tp * pp) != 0 &&
       std::any_of(wanted.begin(), wanted.end(), [](auto& n) { return n != "config"; }))
-    fail_input("--ranks {}: parallel.tp = {} does not divide it", ranks, tp);
-  const int dp = ranks / tp;
+    fail_input("--ranks {}: parallel.tp = {} x parallel.pp = {} does not divide it", ranks, tp, pp);
+  const int dp = ranks / (tp * pp);
   for (const std::string& name : wanted) {
     if (name == "fsdp") {
-      out.push_back({name, {.dp_shard = dp, .tp = tp}});
+      out.push_back({name, {.dp_shard = dp, .tp = tp, .pp = pp}});
     } else if (name == "hsdp") {
-      const int shard = std::max(1, std::min(ranks, ranks_per_node) / tp);
+      const int shard = std::max(1, std::min(ranks / pp, ranks_per_node) / tp);
       if (shard < dp && dp % shard == 0)
-        out.push_back({name, {.dp_shard = shard, .dp_replicate = dp / shard, .tp = tp}});
+        out.push_back({name, {.dp_shard = shard, .dp_replicate = dp / shard, .tp = tp, .pp = pp}});
     } else if (name == "ddp") {
-      if (dp > 1) out.push_back({name, {.dp_replicate = dp, .tp = tp}});
+      if (dp > 1) out.push_back({name, {.dp_replicate = dp, .tp = tp, .pp = pp}});
     } else if (name == "config") {
       out.push_back({name, mesh_shape(config, ranks)});
     } else {
@@ -350,6 +381,17 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
         m.activations / gib, p.activations_by_mode[0] / gib, p.activations_by_mode[1] / gib,
         p.activations_by_mode[2] / gib, double(m.matmul_workspace + m.checkpoint_staging) / gib);
   }
+  for (const Prediction& p : rows) {
+    if (p.mesh.pp < 2) continue;
+    const std::string who = fmt::format("{} {}", p.mesh_name, mesh_label(p.mesh));
+    fmt::print("{:>6} {:<10} pipeline: {}; simulated {:.1f}%, {:.2f} MB between stages\n", p.ranks,
+               who, p.pipeline, 100 * p.sim.pp_bubble, p.sim.pp_bytes / 1e6);
+    std::vector<std::string> stages;
+    for (size_t r = 0; r < p.stage_memory.size(); ++r)
+      stages.push_back(fmt::format("rank {} {:.2f}", r, p.stage_memory[r] / gib));
+    fmt::print("{:>6} {:<10} memory per pipeline rank, GiB: {}\n", p.ranks, who,
+               fmt::join(stages, ", "));
+  }
   for (const Prediction& p : rows)
     if (p.mesh.tp > 1)
       fmt::print("{:>6} {:<10} TP collectives {:.2f} ms of the step (each blocks the compute)\n",
@@ -379,6 +421,12 @@ nlohmann::json memory_terms_json(const Prediction& p) {
           {"activations_selective", p.activations_by_mode[1] / mib},
           {"activations_full", p.activations_by_mode[2] / mib},
           {"workspace", double(m.matmul_workspace + m.checkpoint_staging) / mib}};
+}
+
+nlohmann::json stage_mib(const Prediction& p) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double b : p.stage_memory) out.push_back(b / 1048576.0);
+  return out;
 }
 
 void plot(const std::vector<Prediction>& rows, const std::string& out) {
@@ -630,6 +678,11 @@ int run_simulate(const SimulateOptions& o) {
                                         {"shard_degree", p.mesh.dp_shard},
                                         {"replicate_degree", p.mesh.dp_replicate},
                                         {"tp_degree", p.mesh.tp},
+                                        {"pp_degree", p.mesh.pp},
+                                        {"pp_schedule", p.pipeline},
+                                        {"pp_bubble", s.pp_bubble},
+                                        {"pp_bytes", s.pp_bytes},
+                                        {"stage_memory_mib", stage_mib(p)},
                                         {"exposed_tp_ms", s.tp_exposed * 1e3},
                                         {"step_ms", s.step * 1e3},
                                         {"compute_ms", s.compute * 1e3},

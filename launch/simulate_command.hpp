@@ -40,7 +40,9 @@ struct Prediction {
   MeshShape mesh;
   SimResult sim;
   double memory_bytes = 0;                    // per rank, the runtime's budget
-  MemoryBudget memory;                        // its terms
+  MemoryBudget memory;                        // its terms (the most loaded pipeline rank's)
+  std::vector<double> stage_memory;           // with pipeline stages: each pipeline rank's
+  std::string pipeline;                       // with pipeline stages: the schedule, described
   double activations_by_mode[3] = {0, 0, 0};  // one micro-batch's, for none, selective, full
   bool fits = true;
   double tokens_per_s = 0, mfu = 0;

@@ -33,6 +33,8 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
       return L > 0;
     case GroupKind::tp:
       return plan.tp > 1;
+    case GroupKind::pipeline:
+      return false;  // point-to-point messages, posted by the compute thread
     default:
       return true;
   }
@@ -40,7 +42,7 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
 
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
   return {platform.nodes,  platform.ranks_per_node,        mesh.dp_shard, mesh.dp_replicate,
-          plan.reshard_to, plan.quantized.reduce_per_node, mesh.tp};
+          plan.reshard_to, plan.quantized.reduce_per_node, mesh.tp,       mesh.pp};
 }
 
 EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
@@ -95,9 +97,11 @@ std::string last_line(int fd) {
 
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options) {
-  ST_CHECK(mesh.world() == platform.world(), "mesh {}x{}x{} on {} ranks", mesh.dp_shard,
-           mesh.dp_replicate, mesh.tp, platform.world());
+  ST_CHECK(mesh.world() == platform.world(), "mesh {}x{}x{} pp {} on {} ranks", mesh.dp_shard,
+           mesh.dp_replicate, mesh.tp, mesh.pp, platform.world());
   ST_CHECK(mesh.tp == plan.tp, "a step plan for TP {} on a mesh of TP {}", plan.tp, mesh.tp);
+  ST_CHECK(mesh.pp == plan.pipeline.ranks, "a step plan for PP {} on a mesh of PP {}",
+           plan.pipeline.ranks, mesh.pp);
   ST_CHECK(plan.compute.block_forward.size() + 1 == plan.units.size() &&
                plan.compute.block_backward.size() + 1 == plan.units.size(),
            "a step plan has one block's times per unit after the root");

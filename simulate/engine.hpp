@@ -72,13 +72,19 @@ struct SimSpan {
 };
 
 struct SimResult {
-  double step = 0;           // the slowest rank's step, s
-  double compute = 0;        // rank 0's compute
-  double exposed = 0;        // rank 0's compute thread's waits on unit collectives (as metrics)
-  double exposed_mean = 0;   // the mean over ranks
-  double exposed_max = 0;    // the most any rank waited
-  double tp_exposed = 0;     // rank 0's compute thread's time in TP collectives (all exposed)
-  std::string longest_wait;  // the collective waited on longest (rank 0)
+  double step = 0;          // the slowest rank's step, s
+  double compute = 0;       // rank 0's compute
+  double exposed = 0;       // rank 0's compute thread's waits on unit collectives (as metrics)
+  double exposed_mean = 0;  // the mean over ranks
+  double exposed_max = 0;   // the most any rank waited
+  double tp_exposed = 0;    // rank 0's compute thread's time in TP collectives (all exposed)
+  // Pipeline parallelism: the share of the schedule's time the ranks did not compute, as the
+  // runtime's pp_bubble (1 - the ranks' mean compute in their actions / the longest run of
+  // them); and the bytes the stages sent each other (activations, their gradients, the root's
+  // gradient), whole job.
+  double pp_bubble = 0;
+  double pp_bytes = 0;
+  std::string longest_wait;                 // the collective waited on longest (rank 0)
   double intra_bytes = 0, inter_bytes = 0;  // sent per step, whole job
   int64_t messages = 0;                     // simulated point-to-point messages
   int simulated_ranks = 0;                  // the ranks simulated (the others behave alike)
@@ -109,9 +115,8 @@ struct EngineFootprint {
 EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                                  const SimOptions& options);
 
-// Simulates one step of `plan` on every rank of `platform` with `mesh` (shard × replicate × tp =
-// world, laid out as the runtime does: parallel/mesh_layout). An Error if the simulation fails.
-
+// Simulates one step of `plan` on every rank of `platform` with `mesh` (pp × replicate × shard ×
+// tp = world, laid out as the runtime does: parallel/mesh_layout). An Error if it fails.
 SimResult simulate_step(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan,
                         const SimOptions& options = {});
 

@@ -17,6 +17,22 @@ std::vector<TpCollective> calls_from(const json& j) {
   return tp;
 }
 
+json pipeline_json(const PipelinePlan& p) {
+  json stages = json::array();
+  for (const StageRange& s : p.stages) stages.push_back({s.first, s.end});
+  return {p.ranks, int(p.schedule), p.virtual_stages, stages, p.boundary_bytes, p.weight_share};
+}
+PipelinePlan pipeline_from(const json& j) {
+  PipelinePlan p;
+  p.ranks = j.at(0);
+  p.schedule = PipeSchedule(j.at(1).get<int>());
+  p.virtual_stages = j.at(2);
+  for (const json& s : j.at(3)) p.stages.push_back({s.at(0).get<int>(), s.at(1).get<int>()});
+  p.boundary_bytes = j.at(4);
+  p.weight_share = j.at(5);
+  return p;
+}
+
 json ab(const AlphaBeta& x) {
   return {x.alpha, x.beta};
 }
@@ -44,7 +60,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"nic_per_rank", l.nic_per_rank},
             {"inter_cpu_per_byte", l.inter_cpu_per_byte},
             {"all_reduce", {ab(l.intra_all_reduce), ab(l.inter_all_reduce)}}}},
-          {"mesh", {mesh.dp_shard, mesh.dp_replicate, mesh.tp}},
+          {"mesh", {mesh.dp_shard, mesh.dp_replicate, mesh.tp, mesh.pp}},
           {"plan",
            {{"units", units},
             {"param_bytes", plan.param_bytes},
@@ -60,6 +76,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
               int(plan.gather_quantization), int(plan.reduce_quantization),
               plan.codec_seconds_per_value}},
             {"micro_batches", plan.micro_batches},
+            {"pipeline", pipeline_json(plan.pipeline)},
             {"tp", plan.tp},
             {"tp_calls",
              {calls(plan.tp_calls.root_forward_pre), calls(plan.tp_calls.root_forward_post),
@@ -103,7 +120,8 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   l.inter_all_reduce = ab_from(jp.at("all_reduce").at(1));
   mesh = {.dp_shard = j.at("mesh").at(0).get<int>(),
           .dp_replicate = j.at("mesh").at(1).get<int>(),
-          .tp = j.at("mesh").at(2).get<int>()};
+          .tp = j.at("mesh").at(2).get<int>(),
+          .pp = j.at("mesh").at(3).get<int>()};
   const json& q = j.at("plan");
   for (const json& u : q.at("units"))
     plan.units.push_back({u.at(0).get<int64_t>(), u.at(1).get<int64_t>()});
@@ -122,6 +140,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   plan.reduce_quantization = Quantization(qz.at(4).get<int>());
   plan.codec_seconds_per_value = qz.at(5).get<double>();
   plan.micro_batches = q.at("micro_batches");
+  plan.pipeline = pipeline_from(q.at("pipeline"));
   plan.tp = q.at("tp");
   const json& tc = q.at("tp_calls");
   plan.tp_calls = {calls_from(tc.at(0)), calls_from(tc.at(1)), calls_from(tc.at(2)),
@@ -150,6 +169,8 @@ json result_json(const SimResult& r) {
           {"exposed_max", r.exposed_max},
           {"exposed_mean", r.exposed_mean},
           {"tp_exposed", r.tp_exposed},
+          {"pp_bubble", r.pp_bubble},
+          {"pp_bytes", r.pp_bytes},
           {"longest_wait", r.longest_wait},
           {"intra", r.intra_bytes},
           {"inter", r.inter_bytes},
@@ -167,6 +188,8 @@ SimResult result_from_json(const json& j) {
   r.exposed_max = j.at("exposed_max");
   r.exposed_mean = j.at("exposed_mean");
   r.tp_exposed = j.at("tp_exposed");
+  r.pp_bubble = j.at("pp_bubble");
+  r.pp_bytes = j.at("pp_bytes");
   r.longest_wait = j.at("longest_wait");
   r.intra_bytes = j.at("intra");
   r.inter_bytes = j.at("inter");

@@ -42,11 +42,23 @@ FsdpSchedule schedule_of(const StepPlan& plan) {
 
 }  // namespace
 
-RankReplay::RankReplay(const StepPlan& plan, ReplayBackend& backend)
-    : plan_(plan), backend_(backend), units_(plan.units.size()), schedule_(schedule_of(plan)) {}
+int ReplayBackend::send(int, int, double) {
+  fail("simulate: this backend has no point-to-point messages");
+}
+int ReplayBackend::recv(int, int, double) {
+  fail("simulate: this backend has no point-to-point messages");
+}
+
+RankReplay::RankReplay(const StepPlan& plan, ReplayBackend& backend, int pp_rank)
+    : plan_(plan),
+      backend_(backend),
+      units_(plan.units.size()),
+      schedule_(schedule_of(plan)),
+      pp_rank_(pp_rank) {}
 
 // ShardedTrainer::step: micro-batches, finish_backward, update.
 void RankReplay::run_step() {
+  if (plan_.pipeline.ranks > 1) return pipelined_step();
   backend_.compute(plan_.step_overhead, "step overhead", -1);
   for (micro_ = 0; micro_ < plan_.micro_batches; ++micro_) micro_batch();
   drain_reductions(true);  // FsdpRuntime::finish_backward
@@ -125,16 +137,17 @@ void RankReplay::run(Hook hook, int u) {
 
 // ShardedTrainer::update: with replicas the loss is all-reduced over the world first; the
 // norm's all-reduce over the shard group carries it otherwise. Neither counts as exposed.
-// With tensor parallelism, the shared slices' gradients are summed over the TP group first, and
-// the norm is summed over the model group (dp_shard x tp): the world without replicas, else
-// replayed on the shard group (16 bytes: the group's latency, a little short of the model's).
+// With tensor or pipeline parallelism, the shared slices' gradients are summed over the TP group
+// first, and the norm is summed over the model group (pp x dp_shard x tp): the world without
+// replicas, else replayed on the shard group (16 bytes: the group's latency, a little short of the
+// model's).
 void RankReplay::update() {
   if (plan_.replicated)
     backend_.wait(backend_.issue({CollectiveKind::all_reduce, GroupKind::world, 8, -1}));
   if (plan_.tp > 1 && plan_.tp_shared_grad_bytes > 0)
     tp_wait(backend_.issue(
         {CollectiveKind::all_reduce, GroupKind::tp, plan_.tp_shared_grad_bytes, -1}));
-  const bool model_is_world = plan_.tp > 1 && !plan_.replicated;
+  const bool model_is_world = (plan_.tp > 1 || plan_.pipeline.ranks > 1) && !plan_.replicated;
   backend_.wait(backend_.issue(
       {CollectiveKind::all_reduce, model_is_world ? GroupKind::world : GroupKind::shard, 16, -1}));
   backend_.compute(plan_.optimizer, "optimizer", -1);

@@ -27,8 +27,10 @@ enum class CollectiveKind { all_gather, reduce_scatter, all_reduce, all_to_all }
 // reshard: sharding.reshard_after_forward = N's groups of N consecutive shard ranks (hpZ).
 // node, column: quantized reductions' groups (a node's ranks of the shard group; the ranks at
 // one place of every node). tp: the tensor-parallel group (parallel.tp consecutive ranks).
-enum class GroupKind { shard, replicas, world, reshard, node, column, tp };
-inline constexpr int kGroupKinds = 7;
+// pipeline: a rank's pipeline group (the ranks at its place in every stage; point-to-point
+// messages only, posted by the compute thread as the runtime's MPI_Isend/MPI_Irecv are).
+enum class GroupKind { shard, replicas, world, reshard, node, column, tp, pipeline };
+inline constexpr int kGroupKinds = 8;
 const char* collective_kind_name(CollectiveKind kind);
 
 struct CollectiveCall {
@@ -49,11 +51,16 @@ class ReplayBackend {
   virtual void wait(int handle) = 0;
   virtual void compute(double seconds, const char* what, int unit) = 0;
   virtual double now() = 0;
+  // A message of `bytes` to, or from, pipeline rank `peer` of this rank's pipeline group,
+  // matched by `tag`; in flight at once (as many as are posted), completed as issue()'s handles.
+  virtual int send(int peer, int tag, double bytes);
+  virtual int recv(int peer, int tag, double bytes);
 };
 
 class RankReplay {
  public:
-  RankReplay(const StepPlan& plan, ReplayBackend& backend);
+  // `pp_rank`: the rank's place in its pipeline group (plan.pipeline.ranks > 1).
+  RankReplay(const StepPlan& plan, ReplayBackend& backend, int pp_rank = 0);
   void run_step();
   // Time the compute thread spent blocked on unit collectives (the runtime's exposed_ms), and
   // the call it waited on longest.
@@ -64,6 +71,10 @@ class RankReplay {
   // The schedule it replays: the one FsdpRuntime executes for the plan's options.
   const FsdpSchedule& schedule() const { return schedule_; }
   const std::string& longest_wait() const { return longest_wait_label_; }
+  // Pipeline parallelism: the time the schedule's actions took on this rank, and the part of
+  // it they computed (the runtime's PipelineStats step_ms and compute_ms).
+  double pipeline_time() const { return pipeline_time_; }
+  double pipeline_compute() const { return pipeline_compute_; }
 
  private:
   struct Unit {
@@ -84,6 +95,13 @@ class RankReplay {
   };
 
   void micro_batch();
+  // ShardedModel's pipelined step (simulate/pipeline_replay.cpp): hold_for_step's gathers,
+  // PipelineRuntime::run's actions, reduce_held_units, sum_root_gradient.
+  void pipelined_step();
+  std::vector<int> held_units() const;
+  void pipeline_actions();
+  void stage_compute(const PipeAction& a);
+  void sum_root_gradient();
   // A segment of a micro-batch: its compute, cut into equal pieces around its TP collectives.
   void segment(double seconds, const std::vector<TpCollective>& tp, const char* what, int unit);
   void update();
@@ -105,6 +123,8 @@ class RankReplay {
   FsdpSchedule schedule_;
   std::deque<Reduction> reductions_;
   int micro_ = 0;
+  int pp_rank_ = 0;
+  double pipeline_time_ = 0, pipeline_compute_ = 0;
   double exposed_ = 0, longest_wait_ = 0, tp_exposed_ = 0;
   std::string longest_wait_label_;
 };

@@ -48,7 +48,10 @@ struct RankState {
   sg4::MutexPtr mutex;
   sg4::ConditionVariablePtr finished;
   std::vector<char> done;
+  // Pipeline receives in flight: handle -> the message's arrival.
+  std::map<int, sg4::SemaphorePtr> receiving;
   double exposed = 0, tp_exposed = 0, compute = 0, end = 0;
+  double pp_time = 0, pp_compute = 0;
   std::string longest_wait;
 };
 
@@ -111,6 +114,11 @@ class World {
     return !nics_.empty() && node_of(a) != node_of(b) ? nics_[size_t(a)] : hosts_[size_t(a)];
   }
   void comm_loop(RankState& s, int group);
+  // Pipeline messages (ReplayBackend::send and recv): `handle` completes when the message has
+  // arrived. A send starts once its receive is posted (MPI's rendezvous; the runtime posts its
+  // receives ahead) and moves from the sender's host to the receiver's, beside everything else.
+  void post_send(RankState& s, int to, int tag, double bytes, int handle);
+  sg4::SemaphorePtr post_recv(RankState& s, int from, int tag);
   void run_collective(RankState& s, const CollectiveCall& call);
   // Returns the messages' own transfer time (from when both sides were ready).
   double exchange(RankState& s, const GroupView& g, int to, int from, double bytes, double extra);
@@ -134,6 +142,11 @@ class World {
   SimResult result_;
   std::vector<sg4::Host*> nics_;  // one per rank, when each rank has its own NIC
   std::map<std::tuple<int, int, int>, Channel> channels_;
+  struct Message {
+    sg4::SemaphorePtr posted = sg4::Semaphore::create(0);
+    sg4::SemaphorePtr delivered = sg4::Semaphore::create(0);
+  };
+  std::map<std::tuple<int, int, int>, Message> messages_;  // by (from, to, tag)
 };
 
 void World::build_platform() {
@@ -355,21 +368,73 @@ void World::comm_loop(RankState& s, int group) {
   }
 }
 
+void World::post_send(RankState& s, int to, int tag, double bytes, int handle) {
+  Message& m = messages_[{s.rank, to, tag}];
+  sg4::Actor::create(
+      fmt::format("send{}.{}", s.rank, tag), hosts_[size_t(s.rank)],
+      [this, &s, &m, to, tag, bytes, handle] {
+        m.posted->acquire();
+        const double begin = sg4::Engine::get_clock();
+        sg4::CommPtr comm = sg4::Comm::sendto_init(host_for(s.rank, to), host_for(to, s.rank))
+                                ->set_payload_size(uint64_t(std::llround(bytes)));
+        comm->start();
+        comm->wait();
+        (node_of(s.rank) == node_of(to) ? result_.intra_bytes : result_.inter_bytes) += bytes;
+        result_.pp_bytes += bytes;
+        result_.messages += 1;
+        record(s.rank, true, fmt::format("send to rank {} (tag {})", to, tag), begin);
+        m.delivered->release();
+        std::unique_lock lock(*s.mutex);
+        s.done[size_t(handle)] = 1;
+        s.finished->notify_all();
+      });
+}
+
+sg4::SemaphorePtr World::post_recv(RankState& s, int from, int tag) {
+  Message& m = messages_[{from, s.rank, tag}];
+  m.posted->release();
+  return m.delivered;
+}
+
 class SimBackend final : public ReplayBackend {
  public:
   SimBackend(RankState& s, sg4::Host* cpu, int threads,
-             std::function<void(std::string, double)> record)
-      : s_(s), cpu_(cpu), threads_(threads), record_(std::move(record)) {}
+             std::function<void(std::string, double)> record,
+             std::function<void(int, int, double, int)> send,
+             std::function<sg4::SemaphorePtr(int, int)> recv)
+      : s_(s),
+        cpu_(cpu),
+        threads_(threads),
+        record_(std::move(record)),
+        send_(std::move(send)),
+        recv_(std::move(recv)) {}
   int issue(const CollectiveCall& call) override {
-    const int handle = int(s_.done.size());
-    s_.done.push_back(0);
+    const int handle = new_handle();
     s_.queue[int(call.group)].push_back({call, handle});
     s_.queued[int(call.group)]->release();
     return handle;
   }
-  bool is_completed(int handle) override { return s_.done[size_t(handle)] != 0; }
+  int send(int peer, int tag, double bytes) override {
+    const int handle = new_handle();
+    send_(s_.groups[int(GroupKind::pipeline)].shape.member(peer), tag, bytes, handle);
+    return handle;
+  }
+  int recv(int peer, int tag, double) override {
+    const int handle = new_handle();
+    s_.receiving[handle] = recv_(s_.groups[int(GroupKind::pipeline)].shape.member(peer), tag);
+    return handle;
+  }
+  bool is_completed(int handle) override {
+    const auto it = s_.receiving.find(handle);
+    return s_.done[size_t(handle)] != 0 || (it != s_.receiving.end() && !it->second->would_block());
+  }
   void wait(int handle) override {
     const double begin = now();
+    if (const auto it = s_.receiving.find(handle); it != s_.receiving.end()) {
+      it->second->acquire();
+      s_.receiving.erase(it);
+      s_.done[size_t(handle)] = 1;
+    }
     std::unique_lock lock(*s_.mutex);
     while (!s_.done[size_t(handle)]) s_.finished->wait(lock);
     if (now() > begin) record_("wait", begin);
@@ -392,20 +457,32 @@ class SimBackend final : public ReplayBackend {
   double now() override { return sg4::Engine::get_clock(); }
 
  private:
+  int new_handle() {
+    s_.done.push_back(0);
+    return int(s_.done.size()) - 1;
+  }
   RankState& s_;
   sg4::Host* cpu_;
   int threads_;
   std::function<void(std::string, double)> record_;
+  std::function<void(int, int, double, int)> send_;
+  std::function<sg4::SemaphorePtr(int, int)> recv_;
 };
 
 void World::compute_actor(RankState& s) {
   sg4::Host* cpu =
       cpus_.empty() ? nullptr : cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)];
-  SimBackend backend(s, cpu, plan_.threads, [this, &s](std::string name, double begin) {
-    record(s.rank, false, std::move(name), begin);
-  });
-  RankReplay replay(plan_, backend);
+  SimBackend backend(
+      s, cpu, plan_.threads,
+      [this, &s](std::string name, double begin) { record(s.rank, false, std::move(name), begin); },
+      [this, &s](int to, int tag, double bytes, int handle) {
+        post_send(s, to, tag, bytes, handle);
+      },
+      [this, &s](int from, int tag) { return post_recv(s, from, tag); });
+  RankReplay replay(plan_, backend, s.groups[int(GroupKind::pipeline)].shape.index);
   replay.run_step();
+  s.pp_time = replay.pipeline_time();
+  s.pp_compute = replay.pipeline_compute();
   s.exposed = replay.exposed();
   s.tp_exposed = replay.tp_exposed();
   s.longest_wait = replay.longest_wait();
@@ -460,8 +537,10 @@ SimResult World::run() {
   engine.run();
   result_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-  double exposed_sum = 0;
+  double exposed_sum = 0, pp_compute_sum = 0, pp_longest = 0;
   for (auto& s : ranks_) {
+    pp_compute_sum += s->pp_compute;
+    pp_longest = std::max(pp_longest, s->pp_time);
     result_.step = std::max(result_.step, s->end);
     exposed_sum += s->exposed;
     result_.exposed_max = std::max(result_.exposed_max, s->exposed);
@@ -474,6 +553,7 @@ SimResult World::run() {
   result_.exposed = ranks_[0]->exposed;
   result_.tp_exposed = ranks_[0]->tp_exposed;
   result_.exposed_mean = exposed_sum / double(ranks_.size());
+  if (pp_longest > 0) result_.pp_bubble = 1 - pp_compute_sum / double(ranks_.size()) / pp_longest;
   result_.compute = ranks_[0]->compute;
   result_.longest_wait = ranks_[0]->longest_wait;
   return result_;

@@ -6,6 +6,8 @@
 
 #include "core/model/model.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
+#include "parallel/pipeline/schedule.hpp"
+#include "parallel/pipeline/stage_partition.hpp"
 #include "simulate/segment_times.hpp"
 
 namespace st {
@@ -19,6 +21,20 @@ struct TpCalls {
 struct UnitPlan {
   int64_t padded_numel = 0;  // the unsharded flat buffer (elements)
   int64_t shard_numel = 0;   // this rank's part
+};
+
+// Pipeline parallelism (parallel.pp > 1): the one schedule object's shape and the stages'
+// blocks. Block k is FSDP unit k + 1 (Model::unit_of_block); the root (unit 0) is held by the
+// first and the last pipeline rank. A rank replays its list of PipelineSchedule actions.
+struct PipelinePlan {
+  int ranks = 1;  // P; 1: no pipeline
+  PipeSchedule schedule = PipeSchedule::one_f_one_b;
+  int virtual_stages = 1;
+  std::vector<StageRange> stages;  // P x V, in stage order
+  double boundary_bytes = 0;       // one micro-batch's activation (or its gradient) on the wire
+  // Of each block's backward, the share its weight-gradient matmuls take (zero bubble's weight
+  // half): their FLOPs over the backward's.
+  double weight_share = 0.5;
 };
 
 struct StepPlan {
@@ -38,6 +54,7 @@ struct StepPlan {
   bool replicated = false;  // a replica group of more than one rank (HSDP, DDP)
   int replicas = 1;         // its ranks
   int micro_batches = 1;
+  PipelinePlan pipeline;
   // Tensor parallelism: the TP group's ranks, each segment's collectives over it, and the
   // once-a-step sum of shared slices' gradients (KV heads kept by several ranks), bytes.
   int tp = 1;

@@ -14,14 +14,15 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
   // numbered shard groups first, then replica groups, the world, TP, reshard, node and column
   // groups (unique, not dense: reshard and node groups are named by their first rank).
   const int S = shard, R = replicate, T = tp, W = world();
-  const MeshShape mesh{.dp_shard = S, .dp_replicate = R, .tp = T};
+  const MeshShape mesh{.dp_shard = S, .dp_replicate = R, .tp = T, .pp = pp};
   auto along = [&](MeshDim dim, int first_id) {
     const RankProgression p = progression(mesh, rank, {dim});
     return GroupShape{first_id + group_index(mesh, rank, {dim}), p.first, p.stride, p.size,
                       p.index};
   };
   const int replica_ids = W / S, world_id = replica_ids + W / R, tp_ids = world_id + 1,
-            reshard_ids = tp_ids + W / T, node_ids = reshard_ids + W, column_ids = node_ids + W;
+            reshard_ids = tp_ids + W / T, node_ids = reshard_ids + W, column_ids = node_ids + W,
+            pipeline_ids = column_ids + W;
   const GroupShape shard_group = along(MeshDim::dp_shard, 0);
   // The shard group's members j0, j0 + 1, ... (n of them) as a group of their own.
   auto run_of = [&](int id, int j0, int step, int n, int index) {
@@ -34,6 +35,8 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
       return along(MeshDim::dp_replicate, replica_ids);
     case GroupKind::tp:
       return along(MeshDim::tp, tp_ids);
+    case GroupKind::pipeline:
+      return along(MeshDim::pp, pipeline_ids);
     case GroupKind::reshard: {
       if (reshard <= 1) return shard_group;
       const int j0 = block_of(shard_group.index, reshard) * reshard;
@@ -131,6 +134,7 @@ std::string Folding::inconsistency() const {
 
 int represented_nodes(const RankLayout& layout, int nodes_per_machine, int min_nodes) {
   const int nodes = layout.nodes;
+  if (layout.pp > 1) return nodes;
   for (int k = std::max(1, std::min(nodes, min_nodes)); k < nodes; ++k) {
     if (nodes % k != 0 || k % std::max(1, nodes_per_machine) != 0) continue;
     if (Folding(layout, k).inconsistency().empty()) return k;

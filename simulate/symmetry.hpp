@@ -40,6 +40,7 @@ struct RankLayout {
   // group's ranks l, l + L, ...); else they are the shard's.
   int reduce_per_node = 0;
   int tp = 1;  // TP groups of tp consecutive ranks; shard groups' ranks are tp apart
+  int pp = 1;  // pipeline stages: blocks of world / pp consecutive ranks (the outermost dimension)
   int world() const { return nodes * ranks_per_node; }
   int node_of(int rank) const { return block_of(rank, ranks_per_node); }
   GroupShape group(int rank, GroupKind kind) const;
@@ -71,7 +72,8 @@ class Folding {
 
 // The fewest nodes to simulate: a divisor of layout.nodes, at least min(nodes, min_nodes), a
 // multiple of nodes_per_machine (machines share cores), whose folding is consistent; all nodes
-// when none is.
+// when none is, and with pipeline stages (their ranks do not behave alike: each stage computes
+// its own blocks at its own times).
 int represented_nodes(const RankLayout& layout, int nodes_per_machine, int min_nodes = 4);
 
 }  // namespace st

@@ -5,7 +5,7 @@
 # a --plot it could not write (once found only after the whole simulation, as "plot: --out"),
 # --max-ring-steps below 0 (once accepted), --ranks beyond the simulator's bound, and cluster
 # values out of range (once "1000000000 must be >= 1", "1e308 must be > 0", and nodes x ranks
-# per node past an int's reach).
+# per node past an int's reach), and pipeline meshes it cannot lay out.
 set -u
 st=$1 configs=$2
 dir=$(mktemp -d /tmp/shardtrain-simrefuse-XXXXXX)
@@ -35,9 +35,13 @@ refused "simulate: 8000000 ranks as [a-z]+ [0-9]+x[0-9]+ would take an estimated
 refused "^shardtrain: error: --max-memory -1 must be in \[0, 1048576\] GiB" \
   --config tiny --cluster ib-200g-64x8 --max-memory -1
 
-# Pipeline parallelism: not replayed yet, refused by key rather than predicted as something else.
-refused "^shardtrain: error: simulate: parallel.pp = 2: the simulator does not replay pipeline schedules yet" \
-  --config tiny --cluster ib-200g-64x8 --ranks 4 parallel.pp=2
+# Pipeline parallelism: stages that do not divide the ranks, and micro-batches the schedule
+# cannot run with, named by key as train names them.
+refused "^shardtrain: error: --ranks 6: parallel.tp = 1 x parallel.pp = 4 does not divide it$" \
+  --config tiny --cluster ib-200g-64x8 --ranks 6 parallel.pp=4
+refused "^shardtrain: error: training.micro_batches = 1: interleaved_1f1b takes the micro-batches in groups of parallel.pp = 2" \
+  --config tiny --cluster ib-200g-64x8 --ranks 4 --mesh fsdp parallel.pp=2 \
+  parallel.pp_schedule=interleaved_1f1b parallel.pp_virtual_stages=2
 
 # --plot, checked before the simulation (the table is not printed first) and named as --plot.
 mkdir -p "$dir/plots" "$dir/taken.png"
