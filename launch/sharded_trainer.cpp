@@ -369,6 +369,10 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
         int64_t(packed_gemm_workspace_bytes_per_thread()) * omp_get_max_threads();
   if (config.checkpoint.async && !config.checkpoint.dir.empty())
     budget.checkpoint_staging = AsyncCheckpointer::staging_bytes(units, 1 + states_per_element);
+  if (per_pipeline_rank)
+    for (MemoryBudget& b : *per_pipeline_rank)
+      b.matmul_workspace = budget.matmul_workspace,
+      b.checkpoint_staging = budget.checkpoint_staging;
   return budget;
 }
 
@@ -395,7 +399,8 @@ double tp_activation_bytes(const Config& c, const MeshShape& mesh) {
          sizeof(float);
 }
 
-double tp_collective_bytes(const Model& model, const Config& c, const MeshShape& mesh) {
+double tp_collective_bytes(const Model& model, const Config& c, const MeshShape& mesh,
+                           const StageBlocks* stage) {
   if (mesh.tp == 1) return 0;
   const ModelWork w = model.work(rows_per_data_rank(c, mesh), c.training.seq_len);
   auto bytes = [](const SegmentWork& s) {
@@ -403,10 +408,11 @@ double tp_collective_bytes(const Model& model, const Config& c, const MeshShape&
     for (const TpCollective& call : s.tp) sum += call.bytes;
     return sum;
   };
-  const double blocks = model.num_units() - 1;
+  const bool first = !stage || stage->first_stage, last = !stage || stage->last_stage;
+  const double blocks = stage ? stage->end - stage->first : model.num_units() - 1;
   return double(c.training.micro_batches) *
-         (bytes(w.root_forward_pre) + bytes(w.root_forward_post) + bytes(w.root_backward_pre) +
-          bytes(w.root_backward_post) +
+         ((first ? bytes(w.root_forward_pre) + bytes(w.root_backward_post) : 0) +
+          (last ? bytes(w.root_forward_post) + bytes(w.root_backward_pre) : 0) +
           blocks * (bytes(w.block_forward) + bytes(w.block_backward)));
 }
 
@@ -427,14 +433,23 @@ Traffic ShardedTrainer::pipeline_traffic() const {
         held_layouts(fsdp().units(), *model_, pipe.split(), mesh.pp, r);
     const std::vector<int> stage_nodes(nodes.begin() + r * per_stage,
                                        nodes.begin() + (r + 1) * per_stage);
-    const Traffic t = predict_traffic(
-        {&held, stage_mesh, stage_nodes, config_.precision.param_dtype, 1, false, 0,
-         Accumulation::reduce_last, config_.sharding.replica_sync,
-         config_.sharding.gather_quantization, config_.sharding.reduce_quantization, 0, false});
+    // The TP collectives of this pipeline rank's stages (their blocks, the root's parts on the
+    // end stages), and the shared slices' gradient sums (this rank's, taken for every stage).
+    double tp_bytes = mesh.tp > 1 ? double(sharded_->tp_gradient_sum_bytes()) : 0;
+    for (int s = r; s < pipe.stages(); s += mesh.pp) {
+      const StageBlocks blocks = stage_blocks(pipe.split(), s);
+      tp_bytes += tp_collective_bytes(*model_, config_, mesh, &blocks);
+    }
+    const Traffic t =
+        predict_traffic({&held, stage_mesh, stage_nodes, config_.precision.param_dtype, 1, false, 0,
+                         Accumulation::reduce_last, config_.sharding.replica_sync,
+                         config_.sharding.gather_quantization, config_.sharding.reduce_quantization,
+                         tp_bytes, config_.parallel.sequence_parallel});
     total.intra_node += t.intra_node;
     total.inter_node += t.inter_node;
     if (r == me)
-      total.gathered = t.gathered, total.scattered = t.scattered, total.replicated = t.replicated;
+      total.gathered = t.gathered, total.scattered = t.scattered, total.replicated = t.replicated,
+      total.tp_reduced = t.tp_reduced;
   }
   const int64_t boundary =
       model_->stage_boundary_numel(rows_per_data_rank(config_, mesh), config_.training.seq_len) *

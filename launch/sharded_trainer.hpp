@@ -59,7 +59,9 @@ double tp_activation_bytes(const Config& config, const MeshShape& mesh);
 // CommStats counts them: every collective `model`'s work lists for a micro-batch (Model::work,
 // which the simulator replays; TensorParallel.WorkListsTheCollectivesTheModelRuns holds it to
 // what the model runs), times the micro-batches.
-double tp_collective_bytes(const Model& model, const Config& config, const MeshShape& mesh);
+// With `stage`, the collectives of that pipeline stage's blocks (and the root's parts it holds).
+double tp_collective_bytes(const Model& model, const Config& config, const MeshShape& mesh,
+                           const StageBlocks* stage = nullptr);
 // The learning-rate schedule of `config` (optimizer.schedule and its keys, training.max_steps).
 LrSchedule lr_schedule(const Config& config);
 

@@ -121,22 +121,39 @@ std::string mesh_label(const MeshShape& mesh) {
 }
 
 // What a pipelined step replays: the one schedule's shape and the stages (as the runtime splits
-// the model), the boundary's bytes, and the share of a block's backward its weight-gradient
-// matmuls take (their FLOPs: 2 per weight and token, as the forward's; over the backward's).
+// the model), the boundary's bytes, the share of a block's (and the head's) backward its
+// weight-gradient matmuls take (their FLOPs: 2 per weight and token, as the forward's; over
+// the backward's), and each pipeline rank's optimizer time and TP gradient sums over the units
+// it holds.
 PipelinePlan pipeline_plan(const Config& config, const Model& model, const ModelWork& work,
-                           const std::vector<UnitLayout>& units, int pp, int64_t rows) {
+                           const std::vector<UnitLayout>& units, MeshShape mesh, int64_t rows,
+                           double optimizer_per_element) {
   const PipelineOptions options = pipeline_options(config);
   PipelinePlan p;
-  p.ranks = pp;
+  p.ranks = mesh.pp;
   p.schedule = options.schedule;
   p.virtual_stages = options.virtual_stages;
-  p.stages = pipeline_split(model, pp, options, config.training.seq_len);
+  p.stages = pipeline_split(model, mesh.pp, options, config.training.seq_len);
+  const double tokens = double(rows * config.training.seq_len);
   p.boundary_bytes = double(model.stage_boundary_numel(rows, config.training.seq_len)) *
                      double(dtype_size(options.wire_dtype));
-  const double weight_flops =
-      2.0 * double(units.at(1).padded_numel) * double(rows * config.training.seq_len);
-  if (work.block_backward.flops > 0)
-    p.weight_share = std::clamp(weight_flops / work.block_backward.flops, 0.0, 1.0);
+  const auto share = [](double part, double whole) {
+    return whole > 0 ? std::clamp(part / whole, 0.0, 1.0) : 0.0;
+  };
+  p.weight_share = share(2 * double(units.at(1).padded_numel) * tokens, work.block_backward.flops);
+  const double head_numel =
+      double(config.model.padded_vocab()) / mesh.tp * double(config.model.n_embd);
+  p.head_weight_share = share(2 * head_numel * tokens, work.root_backward_pre.flops);
+  for (int r = 0; r < mesh.pp; ++r) {
+    const std::vector<int> held = pipeline_held_units(model, p.stages, mesh.pp, r);
+    double shard = 0;
+    for (int u : held) shard += double(units.at(size_t(u)).shard_numel);
+    p.optimizer.push_back(optimizer_per_element * shard);
+    p.tp_shared_grad_bytes.push_back(
+        mesh.tp > 1 ? TpGradientSums::predicted_bytes(model.param_specs(), model.tp_partial_grads(),
+                                                      mesh.dp_shard, &held)
+                    : 0);
+  }
   return p;
 }
 
@@ -186,8 +203,8 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.codec_seconds_per_value = times.codec_per_value;
   plan.micro_batches = int(t.micro_batches);
   if (mesh.pp > 1) {
-    plan.pipeline =
-        pipeline_plan(config, model, work, units, mesh.pp, rows_per_data_rank(config, mesh));
+    plan.pipeline = pipeline_plan(config, model, work, units, mesh,
+                                  rows_per_data_rank(config, mesh), times.optimizer_per_element);
     plan.accumulation = Accumulation::reduce_last;  // each held unit reduced once a step
   }
   plan.tp = mesh.tp;
@@ -672,37 +689,41 @@ int run_simulate(const SimulateOptions& o) {
   if (o.common.json) {
     for (const Prediction& p : rows) {
       const SimResult& s = p.sim;
-      fmt::print("{}\n", nlohmann::json{{"cluster", cluster.spec.name},
-                                        {"ranks", p.ranks},
-                                        {"mesh", p.mesh_name},
-                                        {"shard_degree", p.mesh.dp_shard},
-                                        {"replicate_degree", p.mesh.dp_replicate},
-                                        {"tp_degree", p.mesh.tp},
-                                        {"pp_degree", p.mesh.pp},
-                                        {"pp_schedule", p.pipeline},
-                                        {"pp_bubble", s.pp_bubble},
-                                        {"pp_bytes", s.pp_bytes},
-                                        {"stage_memory_mib", stage_mib(p)},
-                                        {"exposed_tp_ms", s.tp_exposed * 1e3},
-                                        {"step_ms", s.step * 1e3},
-                                        {"compute_ms", s.compute * 1e3},
-                                        {"exposed_comm_ms", s.exposed * 1e3},
-                                        {"exposed_share", s.exposed / s.step},
-                                        {"exposed_comm_mean_ms", s.exposed_mean * 1e3},
-                                        {"exposed_comm_max_ms", s.exposed_max * 1e3},
-                                        {"longest_wait", s.longest_wait},
-                                        {"intra_node_bytes", s.intra_bytes},
-                                        {"inter_node_bytes", s.inter_bytes},
-                                        {"memory_mib", p.memory_bytes / 1048576.0},
-                                        {"memory_terms_mib", memory_terms_json(p)},
-                                        {"fits", p.fits},
-                                        {"tokens_per_s", p.tokens_per_s},
-                                        {"mfu", p.mfu},
-                                        {"messages", s.messages},
-                                        {"simulated_ranks", s.simulated_ranks},
-                                        {"simulation_s", s.wall_seconds},
-                                        {"compute_source", p.compute_source}}
-                             .dump());
+      fmt::print(
+          "{}\n",
+          nlohmann::json{
+              {"cluster", cluster.spec.name},
+              {"ranks", p.ranks},
+              {"mesh", p.mesh_name},
+              {"shard_degree", p.mesh.dp_shard},
+              {"replicate_degree", p.mesh.dp_replicate},
+              {"tp_degree", p.mesh.tp},
+              {"pp_degree", p.mesh.pp},
+              {"pp_schedule", p.mesh.pp > 1 ? pipe_schedule_name(config.parallel.pp_schedule) : ""},
+              {"pp_virtual_stages", config.parallel.pp_virtual_stages},
+              {"pp_bubble", s.pp_bubble},
+              {"pp_bytes", s.pp_bytes},
+              {"stage_memory_mib", stage_mib(p)},
+              {"exposed_tp_ms", s.tp_exposed * 1e3},
+              {"step_ms", s.step * 1e3},
+              {"compute_ms", s.compute * 1e3},
+              {"exposed_comm_ms", s.exposed * 1e3},
+              {"exposed_share", s.exposed / s.step},
+              {"exposed_comm_mean_ms", s.exposed_mean * 1e3},
+              {"exposed_comm_max_ms", s.exposed_max * 1e3},
+              {"longest_wait", s.longest_wait},
+              {"intra_node_bytes", s.intra_bytes},
+              {"inter_node_bytes", s.inter_bytes},
+              {"memory_mib", p.memory_bytes / 1048576.0},
+              {"memory_terms_mib", memory_terms_json(p)},
+              {"fits", p.fits},
+              {"tokens_per_s", p.tokens_per_s},
+              {"mfu", p.mfu},
+              {"messages", s.messages},
+              {"simulated_ranks", s.simulated_ranks},
+              {"simulation_s", s.wall_seconds},
+              {"compute_source", p.compute_source}}
+              .dump());
     }
   } else {
     print_table(rows, config, cluster);

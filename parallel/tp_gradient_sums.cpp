@@ -36,10 +36,12 @@ void unpack(const float* from, const std::vector<Tensor>& grads) {
 }  // namespace
 
 double TpGradientSums::predicted_bytes(const std::vector<ParamSpec>& specs,
-                                       const std::vector<size_t>& partial, int dp_shard) {
+                                       const std::vector<size_t>& partial, int dp_shard,
+                                       const std::vector<int>* units) {
   double shared_numel = 0, partial_numel = 0;
   int pieces = 1;
   for (size_t i = 0; i < specs.size(); ++i) {
+    if (units && std::find(units->begin(), units->end(), specs[i].unit) == units->end()) continue;
     if (shared(specs[i])) shared_numel += double(specs[i].numel()), pieces = pieces_of(specs[i]);
     if (listed(partial, i)) partial_numel += double(specs[i].numel());
   }

@@ -35,9 +35,11 @@ class TpGradientSums {
     return (int64_t(pieces_) * shared_numel_ + partial_numel_) * int64_t(sizeof(float));
   }
   // The same predicted from the specs alone, for gradients FSDP-sharded over `dp_shard` ranks
-  // (the simulator's: every parameter's shard taken as 1 / dp_shard of it, rounded up).
+  // (the simulator's: every parameter's shard taken as 1 / dp_shard of it, rounded up); with
+  // `units`, only the parameters of those FSDP units (a pipeline rank's).
   static double predicted_bytes(const std::vector<ParamSpec>& specs,
-                                const std::vector<size_t>& partial, int dp_shard);
+                                const std::vector<size_t>& partial, int dp_shard,
+                                const std::vector<int>* units = nullptr);
 
  private:
   std::vector<Tensor> shared_, partial_;  // the gradients, in the order given

@@ -40,6 +40,11 @@ bool group_has_thread(const StepPlan& plan, GroupKind kind) {
   }
 }
 
+int pipeline_sends(const StepPlan& plan) {
+  const PipelinePlan& pp = plan.pipeline;
+  return pp.ranks > 1 ? 2 * plan.micro_batches * pp.virtual_stages : 0;
+}
+
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan) {
   return {platform.nodes,  platform.ranks_per_node,        mesh.dp_shard, mesh.dp_replicate,
           plan.reshard_to, plan.quantized.reduce_per_node, mesh.tp,       mesh.pp};
@@ -52,7 +57,7 @@ EngineFootprint engine_footprint(const SimPlatform& platform, MeshShape mesh, co
                                                            platform.nodes_per_machine);
   EngineFootprint f;
   f.simulated_ranks = nodes * platform.ranks_per_node;
-  int threads = 1;  // the compute thread
+  int threads = 1 + pipeline_sends(plan);  // the compute thread, pipeline messages in flight
   for (int k = 0; k < kGroupKinds; ++k) threads += group_has_thread(plan, GroupKind(k));
   f.actors = double(threads) * f.simulated_ranks;
   constexpr double KiB = 1024;

@@ -99,6 +99,9 @@ std::string default_engine_path();
 // always; reshard groups only with reshard_to, node and column groups only with hierarchical
 // quantized reductions (node groups when a node holds more than one rank of them).
 bool group_has_thread(const StepPlan& plan, GroupKind kind);
+// The most pipeline messages a rank has in flight at once (each an actor while it moves): a
+// micro-batch's activation and gradient per virtual stage, at most.
+int pipeline_sends(const StepPlan& plan);
 // The ranks and groups the engine lays out (symmetry.hpp).
 RankLayout rank_layout(const SimPlatform& platform, MeshShape mesh, const StepPlan& plan);
 

@@ -20,7 +20,15 @@ std::vector<TpCollective> calls_from(const json& j) {
 json pipeline_json(const PipelinePlan& p) {
   json stages = json::array();
   for (const StageRange& s : p.stages) stages.push_back({s.first, s.end});
-  return {p.ranks, int(p.schedule), p.virtual_stages, stages, p.boundary_bytes, p.weight_share};
+  return {p.ranks,
+          int(p.schedule),
+          p.virtual_stages,
+          stages,
+          p.boundary_bytes,
+          p.weight_share,
+          p.head_weight_share,
+          p.optimizer,
+          p.tp_shared_grad_bytes};
 }
 PipelinePlan pipeline_from(const json& j) {
   PipelinePlan p;
@@ -30,6 +38,9 @@ PipelinePlan pipeline_from(const json& j) {
   for (const json& s : j.at(3)) p.stages.push_back({s.at(0).get<int>(), s.at(1).get<int>()});
   p.boundary_bytes = j.at(4);
   p.weight_share = j.at(5);
+  p.head_weight_share = j.at(6);
+  p.optimizer = j.at(7).get<std::vector<double>>();
+  p.tp_shared_grad_bytes = j.at(8).get<std::vector<double>>();
   return p;
 }
 

@@ -102,8 +102,8 @@ void RankReplay::pipeline_actions() {
 
 // A stage's part of a micro-batch, in the segments of micro_batch(): the embedding on the
 // first stage, the head and loss on the last. Zero bubble's input half is the backward but its
-// blocks' weight-gradient matmuls (weight_share of each block's backward), which the weight
-// half runs; the root's backward stays whole in the input half.
+// weight-gradient matmuls (weight_share of each block's backward, head_weight_share of the
+// head's), which the weight half runs; the embedding's gradient stays in the input half.
 void RankReplay::stage_compute(const PipeAction& a) {
   const PipelinePlan& pp = plan_.pipeline;
   const SegmentTimes& c = plan_.compute;
@@ -119,14 +119,18 @@ void RankReplay::stage_compute(const PipeAction& a) {
       return;
     case PipeOp::backward:
     case PipeOp::backward_input: {
-      const double share = a.op == PipeOp::backward ? 1.0 : 1.0 - pp.weight_share;
-      if (last) segment(c.root_backward_pre, tp.root_backward_pre, "backward", 0);
+      const bool whole = a.op == PipeOp::backward;
+      const double share = whole ? 1.0 : 1.0 - pp.weight_share;
+      if (last)
+        segment(c.root_backward_pre * (whole ? 1.0 : 1.0 - pp.head_weight_share),
+                tp.root_backward_pre, "backward", 0);
       for (int l = r.end - 1; l >= r.first; --l)
         segment(c.block_backward[size_t(l)] * share, tp.block_backward, "backward", l + 1);
       if (first) segment(c.root_backward_post, tp.root_backward_post, "backward", 0);
       return;
     }
     case PipeOp::backward_weight:
+      if (last) backend_.compute(c.root_backward_pre * pp.head_weight_share, "weight gradient", 0);
       for (int l = r.end - 1; l >= r.first; --l)
         backend_.compute(c.block_backward[size_t(l)] * pp.weight_share, "weight gradient", l + 1);
       return;

@@ -144,13 +144,18 @@ void RankReplay::run(Hook hook, int u) {
 void RankReplay::update() {
   if (plan_.replicated)
     backend_.wait(backend_.issue({CollectiveKind::all_reduce, GroupKind::world, 8, -1}));
-  if (plan_.tp > 1 && plan_.tp_shared_grad_bytes > 0)
-    tp_wait(backend_.issue(
-        {CollectiveKind::all_reduce, GroupKind::tp, plan_.tp_shared_grad_bytes, -1}));
+  // A pipeline rank's own: its held units' (PipelinePlan), else every unit's.
+  const PipelinePlan& pp = plan_.pipeline;
+  const auto own = [&](const std::vector<double>& per_rank, double whole) {
+    return pp.ranks > 1 && !per_rank.empty() ? per_rank.at(size_t(pp_rank_)) : whole;
+  };
+  const double shared_grad_bytes = own(pp.tp_shared_grad_bytes, plan_.tp_shared_grad_bytes);
+  if (plan_.tp > 1 && shared_grad_bytes > 0)
+    tp_wait(backend_.issue({CollectiveKind::all_reduce, GroupKind::tp, shared_grad_bytes, -1}));
   const bool model_is_world = (plan_.tp > 1 || plan_.pipeline.ranks > 1) && !plan_.replicated;
   backend_.wait(backend_.issue(
       {CollectiveKind::all_reduce, model_is_world ? GroupKind::world : GroupKind::shard, 16, -1}));
-  backend_.compute(plan_.optimizer, "optimizer", -1);
+  backend_.compute(own(pp.optimizer, plan_.optimizer), "optimizer", -1);
 }
 
 void RankReplay::timed_wait(int handle, const CollectiveCall& call) {

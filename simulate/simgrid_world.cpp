@@ -378,7 +378,19 @@ void World::post_send(RankState& s, int to, int tag, double bytes, int handle) {
         sg4::CommPtr comm = sg4::Comm::sendto_init(host_for(s.rank, to), host_for(to, s.rank))
                                 ->set_payload_size(uint64_t(std::llround(bytes)));
         comm->start();
+        // Between nodes, each end's TCP stack copies the bytes on its machine's shared cores
+        // beside the transfer, as a ring step's do (exchange).
+        std::vector<sg4::ExecPtr> stacks;
+        if (!cpus_.empty() && platform_.links.inter_cpu_per_byte > 0 &&
+            node_of(s.rank) != node_of(to))
+          for (int end : {s.rank, to}) {
+            stacks.push_back(
+                sg4::this_actor::exec_init(bytes * platform_.links.inter_cpu_per_byte));
+            stacks.back()->set_host(cpus_[size_t(node_of(end) / platform_.nodes_per_machine)]);
+            stacks.back()->start();
+          }
         comm->wait();
+        for (sg4::ExecPtr& stack : stacks) stack->wait();
         (node_of(s.rank) == node_of(to) ? result_.intra_bytes : result_.inter_bytes) += bytes;
         result_.pp_bytes += bytes;
         result_.messages += 1;
@@ -512,7 +524,7 @@ SimResult World::run() {
   // they would not fit (the actors' call depth is shallow and fixed).
   // A group of one keeps its actor: as the runtime's communication thread, it completes even
   // a copy asynchronously, which the compute thread's non-blocking drain sees.
-  const double actors = double(comm_groups() + 1) * double(ranks_.size());
+  const double actors = double(comm_groups() + 1 + pipeline_sends(plan_)) * double(ranks_.size());
   if (2.0 * actors + 8192 > double(max_map_count())) args.push_back("--cfg=contexts/guard-size:0");
 #ifdef SHARDTRAIN_SANITIZED
   // AddressSanitizer cannot follow SimGrid's own stack switching; system threads it can.

@@ -33,8 +33,13 @@ struct PipelinePlan {
   std::vector<StageRange> stages;  // P x V, in stage order
   double boundary_bytes = 0;       // one micro-batch's activation (or its gradient) on the wire
   // Of each block's backward, the share its weight-gradient matmuls take (zero bubble's weight
-  // half): their FLOPs over the backward's.
+  // half): their FLOPs over the backward's; of the root's backward before the blocks (head and
+  // loss), the head's weight gradient's share.
   double weight_share = 0.5;
+  double head_weight_share = 0;
+  // Per pipeline rank (its held units'): the optimizer's seconds and TP's shared-gradient sums'
+  // bytes (StepPlan's optimizer and tp_shared_grad_bytes are for a rank holding every unit).
+  std::vector<double> optimizer, tp_shared_grad_bytes;
 };
 
 struct StepPlan {

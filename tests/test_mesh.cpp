@@ -416,6 +416,17 @@ TEST(Mesh, TensorParallelTrafficPredictionHoldsUnderCheckpointing) {
     }
   }
   EXPECT_EQ(tp_meshes > 0, family_has_tp_plan() && world().size() % 2 == 0 && world().size() <= 4);
+  // Under pipeline stages: each rank's TP collectives are its stages' blocks' (and the root's
+  // parts on the end stages).
+  for (const Mesh& mesh : pipeline_meshes(world().size())) {
+    if (mesh.tp == 1) continue;
+    const Config config =
+        test_config(with(mesh.keys, {"training.max_steps=1", "training.global_batch=24"}));
+    ShardedTrainer t(config, data(), world(), trainer_model(config));
+    const StepStats st = t.step(0);
+    EXPECT_EQ(double(st.comm.tp_bytes), double(t.traffic().tp_reduced))
+        << mesh.name << ", rank " << world().rank();
+  }
 }
 
 // hpZ (sharding.reshard_after_forward = N): after its forward a block keeps a 1/N slice on each
