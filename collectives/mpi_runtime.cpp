@@ -58,7 +58,9 @@ void mpi_init(int* argc, char*** argv) {
   // 3 in flight per send by default: each further 3 wait for the sender's communication thread
   // to poll again (up to 1 ms apart while its rank computes), so a 1 MiB boundary over shared
   // memory took ~13 ms. With 64 in flight it takes ~2 ms (small at pp 2: 915 -> 850 ms a step,
-  // on the 2-core AMD EPYC; FSDP's steps unchanged). A value the user set wins.
+  // on the 2-core AMD EPYC; FSDP's steps unchanged). A value set in the environment (or by
+  // mpirun's --mca / -x) wins; one in an mca-params.conf file does not (it ranks below this).
+  // Only ob1 reads it (not UCX or cm, whose transports pipeline on their own).
   setenv("OMPI_MCA_pml_ob1_send_pipeline_depth", "64", 0);
   startup_stage("mpi_init", "MPI_Init_thread (Open MPI's start-up)");
   const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
