@@ -30,10 +30,15 @@ int64_t AsyncCheckpointer::staging_bytes(const std::vector<UnitLayout>& units,
 }
 
 AsyncCheckpointer::AsyncCheckpointer(ProcessGroup& world, ProcessGroup& writers,
-                                     const FsdpRuntime& fsdp, int states_per_span, double timeout_s)
+                                     ProcessGroup* pipeline, const FsdpRuntime& fsdp,
+                                     int states_per_span, double timeout_s)
     : world_(world), timeout_s_(timeout_s) {
   commit_ = writers.split(0, writers.rank(), writers.name() + "/checkpoint");
   commit_->make_interruptible();
+  if (pipeline) {
+    stages_ = pipeline->split(0, pipeline->rank(), pipeline->name() + "/checkpoint");
+    stages_->make_interruptible();
+  }
   const std::vector<ShardSpan> spans = fsdp.spans();
   for (int s = 0; s < states_per_span; ++s) {
     ShardedState copy;
@@ -114,32 +119,32 @@ double AsyncCheckpointer::start(const std::string& root, int64_t step, const nlo
   done_->store(false);
   // The states are the live shards: the writer copies them first (the training thread waits
   // for that before its next update), then writes and commits the copies.
-  writer_ = std::thread([this, root, step, meta, &fsdp, spans = fsdp.spans(), states, options,
-                         done = done_] {
-    // Below the training threads: the writer takes the cores when they wait (communication,
-    // the other ranks), not from them.
-    ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
-    name_this_thread(kCheckpointWriterThreadName);
-    {
-      TraceScope span("checkpoint stage");
-      for (size_t s = 0; s < states.size(); ++s)
-        for (size_t k = 0; k < states[s].spans.size(); ++k)
-          std::memcpy(staging_[s].spans[k].raw(), states[s].spans[k].raw(),
-                      states[s].spans[k].nbytes());
-    }
-    {
-      std::lock_guard lock(staged_mutex_);
-      staged_ = true;
-    }
-    staged_cv_.notify_all();
-    result_ =
-        save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_, options);
-    writer_seconds_ = now_s() - started_s_;
-    timespec cpu{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    writer_cpu_s_.store(writer_cpu_s_.load() + double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9);
-    done->store(true);
-  });
+  writer_ = std::thread(
+      [this, root, step, meta, &fsdp, spans = fsdp.spans(), states, options, done = done_] {
+        // Below the training threads: the writer takes the cores when they wait (communication,
+        // the other ranks), not from them.
+        ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19);
+        name_this_thread(kCheckpointWriterThreadName);
+        {
+          TraceScope span("checkpoint stage");
+          for (size_t s = 0; s < states.size(); ++s)
+            for (size_t k = 0; k < states[s].spans.size(); ++k)
+              std::memcpy(staging_[s].spans[k].raw(), states[s].spans[k].raw(),
+                          states[s].spans[k].nbytes());
+        }
+        {
+          std::lock_guard lock(staged_mutex_);
+          staged_ = true;
+        }
+        staged_cv_.notify_all();
+        result_ = save_checkpoint_in_background(root, step, meta, fsdp, spans, staging_, *commit_,
+                                                stages_.get(), options);
+        writer_seconds_ = now_s() - started_s_;
+        timespec cpu{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+        writer_cpu_s_.store(writer_cpu_s_.load() + double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9);
+        done->store(true);
+      });
   return handed.ms();
 }
 

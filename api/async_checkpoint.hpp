@@ -29,11 +29,14 @@ constexpr const char* kCheckpointWriterThreadName = "st-ckpt-writer";
 class AsyncCheckpointer {
  public:
   // Collective over `world` (every rank makes a commit group of its `writers`, the ranks that
-  // hold one copy of the model: FsdpRuntime::model_group(); with replicas only replica 0's
-  // write). The staging buffers hold `states_per_span` FP32 copies of this rank's
-  // shard (the master and the optimizer's moments). `timeout_s`: checkpoint.async_timeout.
-  AsyncCheckpointer(ProcessGroup& world, ProcessGroup& writers, const FsdpRuntime& fsdp,
-                    int states_per_span, double timeout_s);
+  // hold one copy of the model: FsdpRuntime::model_group(), or under pipeline stages every
+  // stage's, DeviceMesh::whole_model_group(); with replicas only replica 0's write). Under
+  // stages it also makes a copy of `pipeline` (the training's pipeline group) for the shards
+  // the other stages send pipeline rank 0's writers. The staging buffers hold
+  // `states_per_span` FP32 copies of this rank's shard (the master and the optimizer's
+  // moments). `timeout_s`: checkpoint.async_timeout.
+  AsyncCheckpointer(ProcessGroup& world, ProcessGroup& writers, ProcessGroup* pipeline,
+                    const FsdpRuntime& fsdp, int states_per_span, double timeout_s);
   ~AsyncCheckpointer();  // waits for a save in flight
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
@@ -69,7 +72,8 @@ class AsyncCheckpointer {
  private:
   ProcessGroup& world_;
   std::unique_ptr<ProcessGroup> commit_;
-  std::vector<ShardedState> staging_;  // states_per_span copies of the shard, span by span
+  std::unique_ptr<ProcessGroup> stages_;  // under pipeline stages, else null
+  std::vector<ShardedState> staging_;     // states_per_span copies of the shard, span by span
   double timeout_s_;
   bool usable_ = true;
   std::thread writer_;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "collectives/agreement.hpp"
@@ -62,18 +63,29 @@ namespace {
 // (each holds its shard of every unit), written by pipeline rank 0's ranks; the other pipeline
 // ranks send them the shards of the units they hold, state by state and unit by unit in file
 // order. So a checkpoint is the same whatever pp it was written at, and loads at any.
+// A background save passes its own copy of the pipeline group (the training's is busy with
+// the step's messages) and its deadline: a wait past it aborts that group and throws.
 class StageShards {
  public:
   StageShards(const FsdpRuntime& fsdp, const std::vector<ShardSpan>& spans,
               const std::vector<ShardedState>& states)
       : fsdp_(fsdp), spans_(spans), states_(states), pipeline_(fsdp.pipeline_group()) {}
+  StageShards(const FsdpRuntime& fsdp, const std::vector<ShardSpan>& spans,
+              const std::vector<ShardedState>& states, ProcessGroup* pipeline,
+              std::chrono::steady_clock::time_point deadline)
+      : fsdp_(fsdp),
+        spans_(spans),
+        states_(states),
+        pipeline_(pipeline),
+        deadline_(deadline),
+        timeout_s_(0) {}
 
   // Whether unit `u` comes from another pipeline rank (on pipeline rank 0).
   bool foreign(size_t u) const { return pipeline_ && !fsdp_.holds(int(u)); }
   // Unit u's shard of state s, received from its owner.
   const float* receive(size_t s, size_t u) {
     buffer_ = Tensor::empty("checkpoint.stage_shard", {fsdp_.units()[u].shard_numel}, DType::f32);
-    pipeline_->recv(buffer_, fsdp_.unit_owner(int(u)), {.tag = tag(s, u)})->wait();
+    await(pipeline_->recv(buffer_, fsdp_.unit_owner(int(u)), options(s, u)));
     return buffer_.data<float>();
   }
   // On a pipeline rank other than 0: sends every unit it owns, in file order.
@@ -87,11 +99,24 @@ class StageShards {
           if (spans_[k].unit == int(u))
             std::memcpy(shard.data<float>() + spans_[k].shard_offset, states_[s].spans[k].raw(),
                         states_[s].spans[k].nbytes());
-        pipeline_->send(shard, 0, {.tag = tag(s, u)})->wait();
+        await(pipeline_->send(shard, 0, options(s, u)));
       }
   }
 
  private:
+  P2POptions options(size_t s, size_t u) const {
+    P2POptions o{.tag = tag(s, u)};
+    if (timeout_s_) o.timeout_s = *timeout_s_;
+    return o;
+  }
+  void await(const std::shared_ptr<Work>& work) {
+    if (!deadline_) return work->wait();
+    const double left =
+        std::chrono::duration<double>(*deadline_ - std::chrono::steady_clock::now()).count();
+    if (work->wait_for(left)) return;
+    pipeline_->abort("a background save's stage shards passed its deadline");
+    fail("the background save's stage shards did not arrive within checkpoint.async_timeout");
+  }
   int tag(size_t s, size_t u) const {
     const size_t t = s * fsdp_.units().size() + u;
     ST_CHECK(t <= size_t(kMaxTag), "checkpoint: {} states x {} units exceed the message tags",
@@ -102,6 +127,8 @@ class StageShards {
   const std::vector<ShardSpan>& spans_;
   const std::vector<ShardedState>& states_;
   ProcessGroup* pipeline_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::optional<double> timeout_s_;  // 0: no watchdog (the deadline bounds the waits)
   Tensor buffer_;
 };
 
@@ -320,8 +347,14 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
                                              const nlohmann::json& meta, const FsdpRuntime& fsdp,
                                              const std::vector<ShardSpan>& spans,
                                              const std::vector<ShardedState>& states,
-                                             ProcessGroup& commit, const SaveOptions& options) {
+                                             ProcessGroup& commit, ProcessGroup* stages,
+                                             const SaveOptions& options) {
   const int rank = commit.rank(), world = commit.size();
+  // Under pipeline stages, pipeline rank 0's ranks (commit's first `files`) write every file.
+  const int files = world / (stages ? stages->size() : 1);
+  const bool writes = !stages || stages->rank() == 0;
+  ST_CHECK(writes == (rank < files), "commit rank {} of {}: {} the files of {}", rank, world,
+           writes ? "writes" : "does not write", files);
   check_states(states, spans);
   const fs::path final_dir = fs::path(root) / step_dir_name(step);
   const fs::path tmp_dir = fs::path(root) / fmt::format(".{}.tmp", step_dir_name(step));
@@ -350,14 +383,17 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   int64_t* mine = exchange.data<int64_t>() + slot * size_t(rank);
   std::string error;
   try {
-    std::error_code ec;
-    fs::create_directories(tmp_dir, ec);  // every rank: whichever comes first makes it
-    if (ec) fail("creating '{}': {}", tmp_dir.string(), ec.message());
-    ST_CHECK(!fsdp.pipeline_group(), "a background save of pipeline stages");
-    StageShards stages(fsdp, spans, states);
-    const Tensor sums =
-        write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options, stages);
-    std::memcpy(mine + 1, sums.raw(), sums.nbytes());
+    StageShards shards(fsdp, spans, states, stages, options.deadline);
+    if (writes) {
+      std::error_code ec;
+      fs::create_directories(tmp_dir, ec);  // every writer: whichever comes first makes it
+      if (ec) fail("creating '{}': {}", tmp_dir.string(), ec.message());
+      const Tensor sums =
+          write_rank_files(tmp_dir, rank, fsdp.units(), spans, states, options, shards);
+      std::memcpy(mine + 1, sums.raw(), sums.nbytes());
+    } else {
+      shards.send_all();  // to pipeline rank 0, which writes them into its files
+    }
     mine[0] = 1;
   } catch (const std::exception& e) {
     error = e.what();
@@ -380,7 +416,7 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   Tensor published = Tensor::zeros("checkpoint.published", {1}, DType::i64);
   if (rank == 0) {
     error = publish_background_save(root, tmp_dir, final_dir, step, meta, fsdp, states,
-                                    {all, slot, world}, options, result.error);
+                                    {all, slot, files}, options, result.error);
     published.data<int64_t>()[0] = error.empty() ? 1 : 0;
   }
   if (!finished(commit.all_reduce(published, no_watchdog))) return result;

@@ -68,12 +68,16 @@ struct BackgroundSave {
 // files are durable. A failed write does not throw: every rank learns of it through the
 // agreement. Past `options.deadline` it gives up: `commit` is aborted (a rank that never joins
 // cannot keep the others waiting) and the outcome is abandoned. `spans` is fsdp.spans(), taken
-// on the training thread.
+// on the training thread. Under pipeline stages `commit` spans every stage's ranks (pp x the
+// model group, pipeline rank 0's first) and `stages` is a copy of the pipeline group made for
+// the saves: the other stages send their shards over it to pipeline rank 0's ranks, which
+// write the same files as without stages.
 BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t step,
                                              const nlohmann::json& meta, const FsdpRuntime& fsdp,
                                              const std::vector<ShardSpan>& spans,
                                              const std::vector<ShardedState>& states,
-                                             ProcessGroup& commit, const SaveOptions& options);
+                                             ProcessGroup& commit, ProcessGroup* stages,
+                                             const SaveOptions& options);
 // Removes what a failed or abandoned save of `step` left under `root` (its temporary
 // directory); true when there was something. Call only once no rank writes there any more.
 bool remove_unfinished_save(const std::string& root, int64_t step);

@@ -81,12 +81,6 @@ void check_pipeline(const Config& c, int64_t pp) {
   // The schedule refuses (by key) what it cannot run: virtual stages, micro-batches.
   PipelineSchedule(p.pp_schedule,
                    {int(pp), int(p.pp_virtual_stages), int(c.training.micro_batches)});
-  if (c.checkpoint.async && !c.checkpoint.dir.empty())
-    fail_input(
-        "checkpoint.async = true with parallel.pp = {}: background saves of pipeline stages are "
-        "not built yet; set checkpoint.async = false (pipeline rank 0 writes every stage's "
-        "shards, sent to it by the others)",
-        pp);
 }
 
 }  // namespace

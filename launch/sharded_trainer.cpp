@@ -108,9 +108,10 @@ ShardedTrainer::ShardedTrainer(const Config& config, const Dataset& data, Proces
           "MPI did not grant MPI_THREAD_MULTIPLE, so a background commit would share the "
           "training's communication thread";
     else
-      async_ = std::make_unique<AsyncCheckpointer>(group_, fsdp().model_group(), fsdp(),
-                                                   int(checkpoint_states().size()),
-                                                   config.checkpoint.async_timeout);
+      async_ = std::make_unique<AsyncCheckpointer>(
+          group_, mesh_->pipeline_group() ? mesh_->whole_model_group() : fsdp().model_group(),
+          mesh_->pipeline_group(), fsdp(), int(checkpoint_states().size()),
+          config.checkpoint.async_timeout);
   }
   schedule_ = lr_schedule(config);
   budget_ = budget_for(fsdp().units(), sharded_->optimizer().states_per_element());
@@ -308,7 +309,10 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
     in.reshard_after_forward = false;
     in.reshard_to = 0;
     in.activation_bytes = activation_bytes;
-    const MemoryBudget b = memory_budget(in);
+    MemoryBudget b = memory_budget(in);
+    // Background saves stage the rank's own shards: its stages' units.
+    if (config.checkpoint.async && !config.checkpoint.dir.empty())
+      b.checkpoint_staging = AsyncCheckpointer::staging_bytes(held, 1 + base.optimizer_moments);
     if (per_rank) per_rank->push_back(b);
     if (b.total() > most.total()) most = b;
   }
@@ -367,12 +371,10 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
   if (packed_gemm_runs(config.precision.param_dtype))
     budget.matmul_workspace =
         int64_t(packed_gemm_workspace_bytes_per_thread()) * omp_get_max_threads();
-  if (config.checkpoint.async && !config.checkpoint.dir.empty())
+  if (config.checkpoint.async && !config.checkpoint.dir.empty() && mesh.pp == 1)
     budget.checkpoint_staging = AsyncCheckpointer::staging_bytes(units, 1 + states_per_element);
   if (per_pipeline_rank)
-    for (MemoryBudget& b : *per_pipeline_rank)
-      b.matmul_workspace = budget.matmul_workspace,
-      b.checkpoint_staging = budget.checkpoint_staging;
+    for (MemoryBudget& b : *per_pipeline_rank) b.matmul_workspace = budget.matmul_workspace;
   return budget;
 }
 

@@ -3,6 +3,7 @@
 // --family=NAME: the model family the training tests use (tests/support/test_family.hpp).
 // A run in which no test ran (a --gtest_filter matching nothing) fails.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "api/rank_context.hpp"
 #include "collectives/mpi_runtime.hpp"
+#include "tests/support/shared_dir.hpp"
 #include "tests/support/test_family.hpp"
 
 namespace {
@@ -54,6 +56,8 @@ int main(int argc, char** argv) {
     result = 1;
   }
   if (result != 0) std::fprintf(stderr, "rank %d: tests failed\n", st::mpi_world_rank());
+  MPI_Barrier(MPI_COMM_WORLD);  // no rank reads a shared test folder any more
+  st::testing::remove_shared_dirs();
   st::mpi_finalize();
   return result;
 }

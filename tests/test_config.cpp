@@ -280,8 +280,8 @@ TEST(Config, ParallelSectionAndRenamedKeys) {
   EXPECT_EQ(message({"parallel.pp=2", "parallel.pp_schedule=zero_bubble"}, 2), "accepted");
   refused({"parallel.pp_virtual_stages=2"}, 2, "but parallel.pp = 1");
   EXPECT_EQ(message({"parallel.pp=2", "checkpoint.dir=/tmp/c"}, 2), "accepted");
-  refused({"parallel.pp=2", "checkpoint.dir=/tmp/c", "checkpoint.async=true"}, 2,
-          "background saves of pipeline stages are not built yet");
+  EXPECT_EQ(message({"parallel.pp=2", "checkpoint.dir=/tmp/c", "checkpoint.async=true"}, 2),
+            "accepted");
   EXPECT_NE(message({"parallel.dp_shard=0"}, 4).find("parallel.dp_shard = 0 must be"),
             std::string::npos);
   EXPECT_EQ(message({"parallel.dp_shard=4", "parallel.tp=1"}, 4), "accepted");
@@ -362,6 +362,22 @@ TEST(Config, PipelineBudgetCountsTheMicroBatchesInFlight) {
   // weight halves hold copies of their operands).
   EXPECT_GE(gpipe.activations, 4 * one_f_one_b.activations);
   EXPECT_GT(zero_bubble.activations, one_f_one_b.activations);
+  // Background saves stage a rank's own shards (master and 2 moments): its stages' units.
+  const MemoryBudget async_one = budget({"checkpoint.dir=/tmp/c", "checkpoint.async=true"}, 1),
+                     async_pp = budget(
+                         {"parallel.pp=2", "checkpoint.dir=/tmp/c", "checkpoint.async=true"}, 2);
+  EXPECT_EQ(async_one.checkpoint_staging, 3 * one_rank.master_and_grad / 2);
+  EXPECT_EQ(async_pp.checkpoint_staging, 3 * one_f_one_b.master_and_grad / 2);
+  // Each pipeline rank's budget, the most loaded one's returned.
+  std::vector<MemoryBudget> ranks;
+  const Config c = load_config("tiny", {"model.n_layer=4", "training.global_batch=8",
+                                        "training.micro_batches=8", "training.seq_len=64",
+                                        "parallel.pp=2"});
+  const auto model = make_model(c);
+  const MemoryBudget most = config_memory_budget(
+      c, *model, layout_units(model->param_specs(), model->num_units(), 1), 2, 2, &ranks);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(most.total(), std::max(ranks[0].total(), ranks[1].total()));
 }
 
 }  // namespace
