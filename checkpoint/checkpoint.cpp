@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "collectives/agreement.hpp"
@@ -84,9 +85,17 @@ class StageShards {
   bool foreign(size_t u) const { return pipeline_ && !fsdp_.holds(int(u)); }
   // Unit u's shard of state s, received from its owner.
   const float* receive(size_t s, size_t u) {
+    received_.insert({s, u});
     buffer_ = Tensor::empty("checkpoint.stage_shard", {fsdp_.units()[u].shard_numel}, DType::f32);
     await(pipeline_->recv(buffer_, fsdp_.unit_owner(int(u)), options(s, u)));
     return buffer_.data<float>();
+  }
+  // On pipeline rank 0 after a failed write: receives what the other stages still send (into
+  // nothing), so their senders reach the outcome's agreement now rather than at the deadline.
+  void drain() {
+    for (size_t s = 0; s < states_.size(); ++s)
+      for (size_t u = 0; u < fsdp_.units().size(); ++u)
+        if (foreign(u) && !received_.count({s, u})) receive(s, u);
   }
   // On a pipeline rank other than 0: sends every unit it owns, in file order.
   void send_all() {
@@ -128,7 +137,8 @@ class StageShards {
   const std::vector<ShardedState>& states_;
   ProcessGroup* pipeline_;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
-  std::optional<double> timeout_s_;  // 0: no watchdog (the deadline bounds the waits)
+  std::optional<double> timeout_s_;               // 0: no watchdog (the deadline bounds the waits)
+  std::set<std::pair<size_t, size_t>> received_;  // (state, unit)
   Tensor buffer_;
 };
 
@@ -382,8 +392,8 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   Tensor exchange = Tensor::zeros("checkpoint.exchange", {int64_t(slot) * world}, DType::i64);
   int64_t* mine = exchange.data<int64_t>() + slot * size_t(rank);
   std::string error;
+  StageShards shards(fsdp, spans, states, stages, options.deadline);
   try {
-    StageShards shards(fsdp, spans, states, stages, options.deadline);
     if (writes) {
       std::error_code ec;
       fs::create_directories(tmp_dir, ec);  // every writer: whichever comes first makes it
@@ -398,6 +408,13 @@ BackgroundSave save_checkpoint_in_background(const std::string& root, int64_t st
   } catch (const std::exception& e) {
     error = e.what();
     classify_failure(e, result.error);  // ENOSPC stays ENOSPC in the failure record
+    if (stages && writes) {
+      try {
+        shards.drain();
+      } catch (const std::exception&) {
+        // Past the deadline: the agreement below says abandoned.
+      }
+    }
   }
   AllReduceOptions no_watchdog;
   no_watchdog.timeout_s = 0;  // the deadline above bounds the wait instead

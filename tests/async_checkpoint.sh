@@ -7,6 +7,9 @@
 #   disk_full      the second save meets a full disk: exit 1 at a step boundary naming the file
 #                  and the cause, its temporaries gone, the first checkpoint loadable; under
 #                  --max-restarts not restarted (the record says ENOSPC)
+#   disk_full_pp   the same under pipeline stages (pp 2: rank 0 writes both stages' shards,
+#                  rank 1 sends its own): the same failure and exit, the sender released at
+#                  once (it waited out checkpoint.async_timeout, and the save read "gave up")
 #   given_up       rank 1's writes are too slow for checkpoint.async_timeout: the save is given
 #                  up, said, its temporaries removed; training goes on, later saves are
 #                  synchronous, the job ends 0 with a loadable final checkpoint
@@ -16,7 +19,7 @@
 set -u
 case_=$1 shardrun=$2 st=$3
 here=$(cd "$(dirname "$0")" && pwd)
-if [ "$case_" = disk_full ] && [ "${ASYNC_DISK_INSIDE:-}" != 1 ]; then
+if [ "${case_#disk_full}" != "$case_" ] && [ "${ASYNC_DISK_INSIDE:-}" != 1 ]; then
   exec env ASYNC_DISK_INSIDE=1 unshare -m "$0" "$@"  # a private mount namespace for the tmpfs
 fi
 dir=$(mktemp -d /tmp/shardtrain-async-XXXXXX)
@@ -32,6 +35,23 @@ loads() {
   train training.max_steps=$((10#$step)) "checkpoint.resume=$1" > load.out 2>&1 ||
     { cat load.out; fail "'$1' does not load"; }
   grep -q "resumed from $1 after step" load.out || { cat load.out; fail "'$1' was not resumed"; }
+}
+
+# fills_the_disk [KEY=VALUE...]: a background save every 3 steps onto a disk with room for one
+# checkpoint (1.4 MB) but not two: the second save fails, exit 1 at a step boundary with one
+# message naming the file and the cause, its temporaries gone, the first checkpoint loadable.
+fills_the_disk() {
+  mkdir disk && mount -t tmpfs -o size=2200k shardtrain-async disk || fail "cannot mount a tmpfs"
+  train training.max_steps=20 checkpoint.dir=disk/ck checkpoint.every=3 checkpoint.async=true \
+    "$@" > out 2>&1
+  rc=$?
+  [ "$rc" = 1 ] || fail "exit $rc (want 1)"
+  grep -q "^shardtrain: rank [01]: failed: checkpoint.async: the background save of step 6 failed: writing 'disk/ck/.step-00000006.tmp/.*': No space left on device" out ||
+    fail "want the failed save, its file and the cause"
+  [ "$(grep -c '^shardtrain: ' out)" = 1 ] || fail "want one message"
+  ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck | tr "\n" " ")"
+  [ -f disk/ck/step-00000003/COMPLETE ] || fail "the first checkpoint is gone: $(ls -a disk/ck)"
+  loads disk/ck/step-00000003
 }
 
 case $case_ in
@@ -57,18 +77,7 @@ case $case_ in
     echo "$waits saves waited for the previous one"
     ;;
   disk_full)
-    # Room for one checkpoint (1.4 MB) but not two: the second save fails.
-    mkdir disk && mount -t tmpfs -o size=2200k shardtrain-async disk || fail "cannot mount a tmpfs"
-    train training.max_steps=20 checkpoint.dir=disk/ck checkpoint.every=3 checkpoint.async=true \
-      > out 2>&1
-    rc=$?
-    [ "$rc" = 1 ] || fail "exit $rc (want 1)"
-    grep -q "^shardtrain: rank [01]: failed: checkpoint.async: the background save of step 6 failed: writing 'disk/ck/.step-00000006.tmp/.*': No space left on device" out ||
-      fail "want the failed save, its file and the cause"
-    [ "$(grep -c '^shardtrain: ' out)" = 1 ] || fail "want one message"
-    ls -a disk/ck | grep -q '^\.step' && fail "temporaries left: $(ls -a disk/ck | tr "\n" " ")"
-    [ -f disk/ck/step-00000003/COMPLETE ] || fail "the first checkpoint is gone: $(ls -a disk/ck)"
-    loads disk/ck/step-00000003
+    fills_the_disk
     # Under --max-restarts it is not restarted: the writer thread's failure record says ENOSPC
     # (it said {"class":"other","errno":0}, so every restart was burnt on the same full disk).
     rm -rf disk/ck
@@ -80,6 +89,9 @@ case $case_ in
     grep -q "^shardrun: not restarting: No space left on device (free space first) fails again on a restart; the failure, after step [0-9]*: rank [01]: failed: checkpoint.async: the background save of step 6 failed: .*No space left on device" out ||
       fail "want the refusal to restart naming ENOSPC"
     grep -q '^restart 1' out && fail "restarted after a full disk"
+    ;;
+  disk_full_pp)
+    fills_the_disk checkpoint.async_timeout=100 parallel.pp=2
     ;;
   given_up)
     # Rank 1 writes 1 unit in 0.4 s, 12 in all: past the 1 s timeout of the step-4 save.
