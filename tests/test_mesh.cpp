@@ -236,8 +236,10 @@ void expect_mesh_matches(const Mesh& mesh, std::vector<std::string> extra, Toler
   EXPECT_NEAR(val, want_val, tol.loss_rel * want_val) << mesh.name << " validation";
   if (mesh.tp > 1) expect_replicated_parameters_agree(sharded, mesh.name);
   if (world().rank() == 0)
-    std::printf("  %s (%s): worst relative loss difference %.3g, worst weight difference %.3g\n",
-                mesh.name.c_str(), sharded.mesh().describe().c_str(), worst, diff);
+    std::printf(
+        "  %s (%s, %s): worst relative loss difference %.3g, worst weight difference %.3g\n",
+        mesh.name.c_str(), sharded.mesh().describe().c_str(),
+        std::string(dtype_name(config.precision.param_dtype)).c_str(), worst, diff);
 }
 
 // FP32: the tolerances of the FSDP tests (tests/test_sharding.cpp), which say why.
