@@ -370,9 +370,9 @@ TEST(Config, PipelineBudgetCountsTheMicroBatchesInFlight) {
   EXPECT_EQ(async_pp.checkpoint_staging, 3 * one_f_one_b.master_and_grad / 2);
   // Each pipeline rank's budget, the most loaded one's returned.
   std::vector<MemoryBudget> ranks;
-  const Config c = load_config("tiny", {"model.n_layer=4", "training.global_batch=8",
-                                        "training.micro_batches=8", "training.seq_len=64",
-                                        "parallel.pp=2"});
+  const Config c =
+      load_config("tiny", {"model.n_layer=4", "training.global_batch=8", "training.micro_batches=8",
+                           "training.seq_len=64", "parallel.pp=2"});
   const auto model = make_model(c);
   const MemoryBudget most = config_memory_budget(
       c, *model, layout_units(model->param_specs(), model->num_units(), 1), 2, 2, &ranks);
