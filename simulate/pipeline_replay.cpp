@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "parallel/pipeline/pipeline_runtime.hpp"
 #include "simulate/replay.hpp"
 
 namespace st {
@@ -12,13 +13,9 @@ namespace {
 
 enum Direction { activation = 0, gradient = 1 };
 
-// PipelineRuntime::tag: one tag per direction, receiving stage and micro-batch.
 int pipeline_tag(Direction d, int stage, int micro, int stages, int micro_batches) {
-  return (int(d) * stages + stage) * micro_batches + micro;
+  return int(pipeline_message_tag(d == gradient, stage, micro, stages, micro_batches));
 }
-
-// PipelineRuntime::kReceivesAhead: receives are posted this many actions before their reader.
-constexpr size_t kReceivesAhead = 2;
 
 }  // namespace
 
@@ -55,8 +52,8 @@ void RankReplay::pipelined_step() {
   update();
 }
 
-// PipelineRuntime::run: receives posted kReceivesAhead actions ahead, each action waiting for
-// its input, computing, and sending its output; the sends waited for at the end.
+// PipelineRuntime::run: receives posted kPipelineReceivesAhead actions ahead, each action waiting
+// for its input, computing, and sending its output; the sends waited for at the end.
 void RankReplay::pipeline_actions() {
   const PipelinePlan& pp = plan_.pipeline;
   const PipelineSchedule schedule(pp.schedule, {pp.ranks, pp.virtual_stages, plan_.micro_batches});
@@ -67,7 +64,7 @@ void RankReplay::pipeline_actions() {
   const double begin = backend_.now();
   size_t posted = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
-    for (; posted < actions.size() && posted <= i + kReceivesAhead; ++posted) {
+    for (; posted < actions.size() && posted <= i + kPipelineReceivesAhead; ++posted) {
       const PipeAction& a = actions[posted];
       const bool forward = a.op == PipeOp::forward;
       if (a.op == PipeOp::backward_weight || (forward ? a.stage == 0 : a.stage == last)) continue;

@@ -86,7 +86,7 @@ const PipelineSchedule& PipelineRuntime::schedule(int micro_batches) {
 }
 
 int PipelineRuntime::tag(Direction d, int stage, int micro, int micro_batches) const {
-  const int64_t t = (int64_t(d) * stages() + stage) * micro_batches + micro;
+  const int64_t t = pipeline_message_tag(d == gradient, stage, micro, stages(), micro_batches);
   if (t > kMaxTag)
     fail_input(
         "training.micro_batches = {} with {} pipeline stages needs more message tags than MPI "
@@ -167,10 +167,10 @@ double PipelineRuntime::run(const std::vector<PipeAction>& actions,
   TraceRecorder* trace = TraceRecorder::active();
   size_t posted = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
-    // Receives are posted kReceivesAhead actions ahead of the one that reads them: they land
-    // while this rank computes, their buffers exist for a few actions only, and each one's
+    // Receives are posted kPipelineReceivesAhead actions ahead of the one that reads them: they
+    // land while this rank computes, their buffers exist for a few actions only, and each one's
     // timeout (the stall detector's) counts from shortly before it is needed.
-    for (; posted < actions.size() && posted <= i + kReceivesAhead; ++posted)
+    for (; posted < actions.size() && posted <= i + kPipelineReceivesAhead; ++posted)
       post_receive(actions[posted], micro_batches);
     const PipeAction& a = actions[i];
     const Batch& batch = micro_batches[size_t(a.micro_batch)];

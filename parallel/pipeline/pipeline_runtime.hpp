@@ -21,6 +21,16 @@
 
 namespace st {
 
+// The message tag of a micro-batch's activation (gradient = false) into `stage`, or of its
+// gradient back into `stage`: one per direction, receiving stage and micro-batch. The runtime
+// and the simulator's replay both use it.
+inline int64_t pipeline_message_tag(bool gradient, int stage, int micro, int stages,
+                                    int micro_batches) {
+  return (int64_t(gradient) * stages + stage) * micro_batches + micro;
+}
+// Receives are posted this many actions ahead of the one that reads them (runtime and replay).
+inline constexpr size_t kPipelineReceivesAhead = 2;
+
 struct PipelineOptions {
   PipeSchedule schedule = PipeSchedule::one_f_one_b;
   int virtual_stages = 1;  // V: stages per pipeline rank
@@ -97,7 +107,6 @@ class PipelineRuntime {
                  const Tensor& in, const Tensor& out);
   // Posts the receive action `a` reads (if any).
   void post_receive(const PipeAction& a, const std::vector<Batch>& micro_batches);
-  static constexpr size_t kReceivesAhead = 2;
   Tensor wire(const Batch& batch, const char* what) const;
   int64_t deferred_bytes() const;
   int tag(Direction d, int stage, int micro, int micro_batches) const;
