@@ -80,6 +80,13 @@ class World {
   void build_platform();
   void build_groups();
   int node_of(int rank) const { return rank / platform_.ranks_per_node; }
+  // A represented rank's host (the simulated ranks are numbered apart from the job's: under
+  // pipeline stages they are k nodes of every stage, not a prefix) and machine's CPU.
+  sg4::Host* host_of(int rank) const { return hosts_[size_t(folding_.simulated_index(rank))]; }
+  sg4::Host* cpu_of(int rank) const {
+    const int node = folding_.simulated_index(rank) / platform_.ranks_per_node;
+    return cpus_[size_t(node / platform_.nodes_per_machine)];
+  }
   double reduce_extra(int a, int b) const {
     const PlatformLinks& l = platform_.links;
     return node_of(a) == node_of(b) ? std::max(0.0, l.intra_reduce.beta - l.intra_gather.beta)
@@ -93,7 +100,7 @@ class World {
       return;
     }
     sg4::ExecPtr exec = sg4::this_actor::exec_init(seconds);
-    exec->set_host(cpus_[size_t(node_of(rank) / platform_.nodes_per_machine)]);
+    exec->set_host(cpu_of(rank));
     exec->start();
     exec->wait();
   }
@@ -111,7 +118,8 @@ class World {
   // The host a message from `a` to `b` leaves from: its own NIC when it crosses nodes and each
   // rank has one, else the rank's host.
   sg4::Host* host_for(int a, int b) const {
-    return !nics_.empty() && node_of(a) != node_of(b) ? nics_[size_t(a)] : hosts_[size_t(a)];
+    return !nics_.empty() && node_of(a) != node_of(b) ? nics_[size_t(folding_.simulated_index(a))]
+                                                      : host_of(a);
   }
   void comm_loop(RankState& s, int group);
   // Pipeline messages (ReplayBackend::send and recv): `handle` completes when the message has
@@ -215,7 +223,8 @@ void World::build_platform() {
 
 void World::build_groups() {
   std::map<int, sg4::BarrierPtr> barriers;  // by group id, for the groups inside one node
-  for (int r = 0; r < folding_.ranks(); ++r) {
+  for (int i = 0; i < folding_.ranks(); ++i) {
+    const int r = folding_.real_rank(i);
     auto s = std::make_unique<RankState>();
     s->rank = r;
     for (int k = 0; k < kGroupKinds; ++k) {
@@ -254,7 +263,7 @@ double World::exchange(RankState& s, const GroupView& g, int to, int from, doubl
   sg4::ExecPtr stack;
   if (!cpus_.empty() && platform_.links.inter_cpu_per_byte > 0 && stack_bytes > 0) {
     stack = sg4::this_actor::exec_init(stack_bytes * platform_.links.inter_cpu_per_byte);
-    stack->set_host(cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)]);
+    stack->set_host(cpu_of(s.rank));
     stack->start();
   }
   send->wait();
@@ -371,7 +380,7 @@ void World::comm_loop(RankState& s, int group) {
 void World::post_send(RankState& s, int to, int tag, double bytes, int handle) {
   Message& m = messages_[{s.rank, to, tag}];
   sg4::Actor::create(
-      fmt::format("send{}.{}", s.rank, tag), hosts_[size_t(s.rank)],
+      fmt::format("send{}.{}", s.rank, tag), host_of(s.rank),
       [this, &s, &m, to, tag, bytes, handle] {
         m.posted->acquire();
         const double begin = sg4::Engine::get_clock();
@@ -386,7 +395,7 @@ void World::post_send(RankState& s, int to, int tag, double bytes, int handle) {
           for (int end : {s.rank, to}) {
             stacks.push_back(
                 sg4::this_actor::exec_init(bytes * platform_.links.inter_cpu_per_byte));
-            stacks.back()->set_host(cpus_[size_t(node_of(end) / platform_.nodes_per_machine)]);
+            stacks.back()->set_host(cpu_of(end));
             stacks.back()->start();
           }
         comm->wait();
@@ -482,8 +491,7 @@ class SimBackend final : public ReplayBackend {
 };
 
 void World::compute_actor(RankState& s) {
-  sg4::Host* cpu =
-      cpus_.empty() ? nullptr : cpus_[size_t(node_of(s.rank) / platform_.nodes_per_machine)];
+  sg4::Host* cpu = cpus_.empty() ? nullptr : cpu_of(s.rank);
   SimBackend backend(
       s, cpu, plan_.threads,
       [this, &s](std::string name, double begin) { record(s.rank, false, std::move(name), begin); },
@@ -539,10 +547,10 @@ SimResult World::run() {
     RankState* state = s.get();
     for (int group = 0; group < kGroupKinds; ++group)
       if (active(GroupKind(group)))
-        sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), hosts_[size_t(s->rank)],
+        sg4::Actor::create(fmt::format("comm{}.{}", s->rank, group), host_of(s->rank),
                            [this, state, group] { comm_loop(*state, group); })
             ->daemonize();
-    sg4::Actor::create(fmt::format("compute{}", s->rank), hosts_[size_t(s->rank)],
+    sg4::Actor::create(fmt::format("compute{}", s->rank), host_of(s->rank),
                        [this, state] { compute_actor(*state); });
   }
   const auto wall = std::chrono::steady_clock::now();
@@ -561,6 +569,7 @@ SimResult World::run() {
   const double unfolded = double(platform_.nodes) / folding_.nodes();
   result_.intra_bytes *= unfolded;
   result_.inter_bytes *= unfolded;
+  result_.pp_bytes *= unfolded;
   result_.simulated_ranks = folding_.ranks();
   result_.exposed = ranks_[0]->exposed;
   result_.tp_exposed = ranks_[0]->tp_exposed;

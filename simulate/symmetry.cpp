@@ -59,20 +59,62 @@ GroupShape RankLayout::group(int rank, GroupKind kind) const {
   return {world_id, 0, 1, W, rank};
 }
 
+namespace {
+// Stage blocks: one per pipeline stage when the stages are whole nodes, else one (the world).
+int stage_blocks(const RankLayout& layout) {
+  return layout.pp > 1 && layout.nodes % layout.pp == 0 ? layout.pp : 1;
+}
+}  // namespace
+
 Folding::Folding(const RankLayout& layout, int represented)
-    : layout_(layout), represented_(represented) {
-  ST_CHECK(represented >= 1 && layout.nodes % represented == 0,
-           "{} represented nodes do not divide {} nodes", represented, layout.nodes);
+    : layout_(layout), blocks_(stage_blocks(layout)), block_nodes_(layout.nodes / blocks_) {
+  ST_CHECK(
+      represented >= 1 && represented % blocks_ == 0 && block_nodes_ % (represented / blocks_) == 0,
+      "{} represented nodes are not the same divisor of each of {} stage blocks of {} nodes",
+      represented, blocks_, block_nodes_);
+  ST_CHECK(layout.pp == 1 || blocks_ > 1 || represented == layout.nodes,
+           "pipeline stages sharing nodes are simulated on every node");
+  k_ = represented / blocks_;
+}
+
+int Folding::real_rank(int index) const {
+  const int K = k_ * layout_.ranks_per_node;
+  return index / K * block_ranks() + index % K;
+}
+
+int Folding::simulated_index(int rank) const {
+  ST_CHECK(represented(rank), "rank {} is not simulated", rank);
+  const int K = k_ * layout_.ranks_per_node;
+  return rank / block_ranks() * K + rank % block_ranks();
+}
+
+bool Folding::represented(int rank) const {
+  return rank % block_ranks() < k_ * layout_.ranks_per_node;
 }
 
 int Folding::fold(int rank) const {
-  const int rpn = layout_.ranks_per_node;
-  return layout_.node_of(rank) % represented_ * rpn + rank % rpn;
+  const int rpn = layout_.ranks_per_node, block = rank / block_ranks(),
+            node_in_block = rank % block_ranks() / rpn;
+  return block * block_ranks() + node_in_block % k_ * rpn + rank % rpn;
+}
+
+int Folding::represented_in_block(const GroupShape& g, int block, int* first_index) const {
+  // Members first + j x stride in [begin, begin + block_ranks()); represented: below
+  // begin + k x ranks_per_node.
+  const int begin = block * block_ranks(), shown_end = begin + k_ * layout_.ranks_per_node;
+  const int j_lo = g.first >= begin ? 0 : (begin - g.first + g.stride - 1) / g.stride;
+  if (first_index) *first_index = j_lo;
+  if (j_lo >= g.size || shown_end <= g.first) return 0;
+  const int j_end = std::min(g.size, (shown_end - 1 - g.first) / g.stride + 1);
+  return std::max(0, j_end - j_lo);
 }
 
 int Folding::represented_members(const GroupShape& g) const {
-  if (g.first >= ranks()) return 0;
-  return std::min(g.size, (ranks() - 1 - g.first) / g.stride + 1);
+  int n = 0;
+  const int last_block = g.member(g.size - 1) / block_ranks();
+  for (int b = g.first / block_ranks(); b <= last_block; ++b)
+    n += represented_in_block(g, b, nullptr);
+  return n;
 }
 
 int Folding::ring_right(int rank, GroupKind kind) const {
@@ -89,18 +131,22 @@ int Folding::doubling_peer(int rank, GroupKind kind, int bit) const {
   const GroupShape g = layout_.group(rank, kind);
   const int q = g.index ^ bit;
   if (q >= g.size) return -1;
-  const int shown = represented_members(g);
-  if (q < shown) return g.member(q);
-  // Beyond the represented ranks: a stand-in at half the represented span, when the span is a
-  // power of two (so the pairs are mutual); else the folded partner, which the check judges.
-  if (shown >= 2 && (shown & (shown - 1)) == 0) return g.member(g.index ^ (shown / 2));
+  if (represented(g.member(q))) return g.member(q);
+  // Beyond the represented ranks of this block: a stand-in at half the represented span, when
+  // the span is a power of two (so the pairs are mutual); else the folded partner, which the
+  // check judges.
+  int j0 = 0;
+  const int shown = represented_in_block(g, rank / block_ranks(), &j0);
+  if (shown >= 2 && (shown & (shown - 1)) == 0)
+    return g.member(j0 + ((g.index - j0) ^ (shown / 2)));
   return fold(g.member(q));
 }
 
 std::string Folding::inconsistency() const {
   const RankLayout& L = layout_;
   auto crosses = [&](int a, int b) { return L.node_of(a) != L.node_of(b); };
-  for (int r = 0; r < ranks(); ++r) {
+  for (int i = 0; i < ranks(); ++i) {
+    const int r = real_rank(i);
     for (int k = 0; k < kGroupKinds; ++k) {
       const GroupKind kind = GroupKind(k);
       const GroupShape g = L.group(r, kind);
@@ -114,8 +160,9 @@ std::string Folding::inconsistency() const {
         return fmt::format("group {} of {} ranks (not a power of two) is not represented whole",
                            g.id, g.size);
       const int real_right = g.member((g.index + 1) % g.size), right = ring_right(r, kind);
-      if (ring_left(right, kind) != r || L.group(right, kind).id != g.id ||
-          crosses(r, real_right) != crosses(r, right))
+      const bool ring_used = !(kind == GroupKind::world && blocks_ > 1);
+      if (ring_used && (ring_left(right, kind) != r || L.group(right, kind).id != g.id ||
+                        crosses(r, real_right) != crosses(r, right)))
         return fmt::format("rank {}'s ring neighbour in group {} folds to rank {}", r, g.id, right);
       for (int bit = 1; bit < g.size; bit <<= 1) {
         const int q = g.index ^ bit, peer = doubling_peer(r, kind, bit);
@@ -133,11 +180,13 @@ std::string Folding::inconsistency() const {
 }
 
 int represented_nodes(const RankLayout& layout, int nodes_per_machine, int min_nodes) {
-  const int nodes = layout.nodes;
-  if (layout.pp > 1) return nodes;
-  for (int k = std::max(1, std::min(nodes, min_nodes)); k < nodes; ++k) {
-    if (nodes % k != 0 || k % std::max(1, nodes_per_machine) != 0) continue;
-    if (Folding(layout, k).inconsistency().empty()) return k;
+  const int nodes = layout.nodes, blocks = stage_blocks(layout), block_nodes = nodes / blocks;
+  const int per_machine = std::max(1, nodes_per_machine);
+  // Stages sharing a node, or a machine, behave unlike each other's: every node.
+  if (layout.pp > 1 && (blocks == 1 || block_nodes % per_machine != 0)) return nodes;
+  for (int k = std::max(1, std::min(block_nodes, min_nodes)); k < block_nodes; ++k) {
+    if (block_nodes % k != 0 || k % per_machine != 0) continue;
+    if (Folding(layout, k * blocks).inconsistency().empty()) return k * blocks;
   }
   return nodes;
 }
