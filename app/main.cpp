@@ -304,7 +304,13 @@ void add_simulate(CLI::App& app, Options& o, std::vector<Command>& table) {
       ->delimiter(',')
       ->allow_extra_args(false);
   sim->add_option("--plot", o.simulate.plot,
-                  "tokens/s and exposed share against ranks (.png|.svg)");
+                  "tokens/s and exposed share against ranks; with --plan, tokens/s against "
+                  "memory (.png|.svg)");
+  sim->add_flag("--plan", o.simulate.plan,
+                "search the layouts (TP, PP, data parallelism, schedule, micro-batches, "
+                "checkpointing, hpZ, quantization) for the fastest that fit, at one rank count");
+  sim->add_option("--top", o.simulate.top,
+                  "with --plan: the layouts printed (0: every one that fits)");
   sim->add_option(
       "--max-ring-steps", o.simulate.max_ring_steps,
       "ring steps simulated message by message before the rest are extrapolated (0: all)");

@@ -25,6 +25,7 @@
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "launch/simulate_plan.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "parallel/mesh_layout.hpp"
 #include "parallel/pipeline/pipeline_runtime.hpp"
@@ -111,14 +112,13 @@ SimPlatform platform_for(const LoadedCluster& cluster, int ranks) {
   return p;
 }
 
-namespace {
-
-// "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism, "2x1 pp2" with stages.
 std::string mesh_label(const MeshShape& mesh) {
   return fmt::format("{}x{}{}{}", mesh.dp_shard, mesh.dp_replicate,
                      mesh.tp > 1 ? fmt::format(" tp{}", mesh.tp) : "",
                      mesh.pp > 1 ? fmt::format(" pp{}", mesh.pp) : "");
 }
+
+namespace {
 
 // What a pipelined step replays: the one schedule's shape and the stages (as the runtime splits
 // the model), the boundary's bytes, the share of a block's (and the head's) backward its
@@ -221,19 +221,6 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
 
 }  // namespace
 
-namespace {
-
-// One row before the engine runs: the prediction but its simulated step, and what the engine
-// is given.
-struct PlannedRow {
-  Prediction p;  // all but sim, tokens_per_s and mfu
-  SimPlatform platform;
-  StepPlan plan;
-  double tokens = 0;           // per step
-  double flops_per_token = 0;  // the model's
-  double peak = 0;             // one rank's matmul FLOP/s; 0: unknown
-};
-
 PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int ranks,
                     const std::string& mesh_name, MeshShape mesh) {
   Config config = config_in;
@@ -307,7 +294,6 @@ PlannedRow plan_row(const Config& config_in, const LoadedCluster& cluster, int r
   return row;
 }
 
-// The prediction of a planned row, once the engine has simulated its step.
 Prediction finish_row(const PlannedRow& row, const SimResult& sim) {
   Prediction p = row.p;
   p.sim = sim;
@@ -315,8 +301,6 @@ Prediction finish_row(const PlannedRow& row, const SimResult& sim) {
   if (row.peak > 0) p.mfu = row.flops_per_token * p.tokens_per_s / (double(p.ranks) * row.peak);
   return p;
 }
-
-}  // namespace
 
 Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks,
                    const std::string& mesh_name, MeshShape mesh, const SimOptions& options) {
@@ -590,8 +574,8 @@ double default_memory_limit() {
   return 4 * kGiB;
 }
 
-// Refuses the run, before any simulation, when the engine would need more memory for one of
-// its rows than `max_gib` (0: the default) allows: the largest row is named, with its estimate.
+}  // namespace
+
 void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& options,
                          double max_gib) {
   const double limit = max_gib > 0 ? max_gib * kGiB : default_memory_limit();
@@ -623,6 +607,8 @@ void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& 
       options.every_node ? "drop --all-nodes or simulate fewer ranks"
                          : "simulate fewer ranks or another mesh");
 }
+
+namespace {
 
 // --plot's file, checked before any simulation: its extension, gnuplot, a place to write it.
 void check_plot_destination(const std::string& plot) {
@@ -662,6 +648,7 @@ int run_simulate(const SimulateOptions& o) {
   LoadedCluster cluster = load_cluster(o.cluster);
   apply_matmul_settings(config);
   if (!use_profile_measured_here(cluster, config)) calibrate_or_refuse(cluster, o, config);
+  if (o.plan) return run_plan(o, config, cluster);
   std::vector<int> ranks = o.ranks;
   if (ranks.empty()) ranks = {cluster.spec.world()};
   SimOptions options;

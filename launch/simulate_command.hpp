@@ -25,6 +25,10 @@ struct SimulateOptions {
   // The most memory one simulation may take (GiB): a larger estimate (engine_footprint) is
   // refused before any runs. 0: half of this machine's available memory.
   double max_memory_gib = 0;
+  // --plan: the fastest layouts that fit (simulate_plan.hpp), the best `top` of them printed
+  // (0: every one that fits, none bounded out).
+  bool plan = false;
+  int top = 5;
   // Calibrates this machine (`simulate calibrate --config tiny OVERRIDES --out OUT`) when the
   // bundled this-machine cluster has no calibration of it yet; app/ wires it to bench/'s
   // calibrate, which launch/ does not include. Empty: say which command makes it instead.
@@ -48,6 +52,30 @@ struct Prediction {
   double tokens_per_s = 0, mfu = 0;
   std::string compute_source;
 };
+// One row before the engine runs: the prediction but its simulated step, and what the engine
+// is given.
+struct PlannedRow {
+  Prediction p;  // all but sim, tokens_per_s and mfu
+  SimPlatform platform;
+  StepPlan plan;
+  double tokens = 0;           // per step
+  double flops_per_token = 0;  // the model's
+  double peak = 0;             // one rank's matmul FLOP/s; 0: unknown
+};
+// `config` with `mesh` on `ranks` ranks of `cluster`, planned: an InputError names what cannot
+// run (the batch does not split, a TP group across nodes, FSDP cannot split a unit so finely).
+PlannedRow plan_row(const Config& config, const LoadedCluster& cluster, int ranks,
+                    const std::string& mesh_name, MeshShape mesh);
+// The prediction of a planned row, once the engine has simulated its step.
+Prediction finish_row(const PlannedRow& row, const SimResult& sim);
+// Refuses the run, before any simulation, when the engine would need more memory for one of
+// `rows` than `max_gib` (0: half of the available memory) allows: the largest row is named,
+// with its estimate.
+void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& options,
+                         double max_gib);
+// "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism, "2x1 pp2" with stages.
+std::string mesh_label(const MeshShape& mesh);
+
 Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks,
                    const std::string& mesh_name, MeshShape mesh, const SimOptions& options);
 

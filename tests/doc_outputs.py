@@ -222,6 +222,9 @@ def mask(line, simulate):
     line = " ".join(line.split())
     if simulate:  # sim_s: the number after the MFU share, before the collective waited on
         line = re.sub(r"(% )\d+\.\d+( [^\s\d])", r"\1#\2", line)
+        # --plan: its own wall time, and its rows' mem_GiB (ACTIVATIONS below).
+        line = re.sub(r"layouts in [\d.]+ s:", "layouts in # s:", line)
+        line = re.sub(r"^(\d+ .* [\d.]+ [\d.]+% [\d.]+ [\d.]+% [\d.]+%) [\d.]+$", r"\1 #", line)
         # The activations' size depends on the CPU that runs simulate (ACTIVATIONS below): the
         # table's mem_GiB column, and a memory row's total and activation terms.
         line = re.sub(r"^(\d+ \S+ \d+x\d+(?: [-\d.]+%?){6}) [\d.]+ ", r"\1 # ", line)

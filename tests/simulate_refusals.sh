@@ -57,6 +57,21 @@ refused "^shardtrain: error: --max-ring-steps -1 must be in \[0, 2147483647\] \(
 refused "^shardtrain: error: --ranks: 2000000000 must be in \[1, 16777216\]$" \
   --config tiny --cluster ethernet-25g-8x16 --ranks 8,2000000000
 
+# --plan: one rank count, no --mesh, --top from 0, whole nodes, a batch that splits, and a
+# cluster whose memory fits no layout (the smallest budget named, with its largest term).
+refused "^shardtrain: error: simulate --plan plans one rank count; --ranks gave 2$" \
+  --plan --config tiny --cluster ethernet-25g-8x16 --ranks 2,4
+refused "^shardtrain: error: simulate --plan searches the meshes itself; drop --mesh$" \
+  --plan --config tiny --cluster ethernet-25g-8x16 --mesh fsdp
+refused "^shardtrain: error: --top -1 must be 0 \(every layout that fits\) or more$" \
+  --plan --config tiny --cluster ethernet-25g-8x16 --top -1
+refused "^shardtrain: error: --ranks 20: not a whole number of the cluster's nodes of 16 ranks$" \
+  --plan --config tiny --cluster ethernet-25g-8x16 --ranks 20
+refused "^shardtrain: error: simulate --plan: training\.global_batch = 1 splits over the data-parallel ranks of no layout of 64 ranks" \
+  --plan --config tiny --cluster ib-200g-64x8 --ranks 64 training.global_batch=1
+refused "^shardtrain: error: simulate --plan: none of the [0-9]+ layouts of 4 ranks fits 'tiny-memory' \(1\.0 MiB a rank\): the smallest, [A-Za-z0-9_ ]+, needs [0-9.]+ MiB, most of it [a-z ]+; more ranks" \
+  --plan --config tiny --cluster "$configs/cluster_tiny_memory.toml" --ranks 4
+
 # Cluster values out of range name the range.
 cluster() {  # NAME KEY-LINE...: a valid cluster with extra lines
   local name=$1
