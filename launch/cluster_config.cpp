@@ -57,6 +57,28 @@ const std::map<std::string, ClusterKey>& cluster_keys() {
       {"compute.memory_gbps",
        {false, false,
         [](ClusterSpec& c, double v, const std::string&) { c.memory_bandwidth = v * 1e9; }}},
+      {"compute.matmul_efficiency",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.matmul_efficiency = v; }}},
+      {"compute.memory_efficiency",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) { c.memory_efficiency = v; }}},
+      {"calibration.config", {false, true, nullptr}},
+      {"calibration.overrides", {false, true, nullptr}},
+      {"calibration.mesh", {false, true, nullptr}},
+      {"calibration.source", {false, true, nullptr}},
+      {"calibration.ranks",
+       {true, false,
+        [](ClusterSpec& c, double v, const std::string&) {
+          c.calibration.ranks = int(v);
+          c.has_calibration = true;
+        }}},
+      {"calibration.tokens_per_s_per_rank",
+       {false, false,
+        [](ClusterSpec& c, double v, const std::string&) {
+          c.calibration.tokens_per_s_per_rank = v;
+          c.has_calibration = true;
+        }}},
       {"intra_node.link", {false, true, nullptr}},
       {"intra_node.bandwidth_gbps",
        {false, false,
@@ -93,6 +115,10 @@ KeyRange key_range(const std::string& key) {
   if (key == "ranks_per_node" || key == "threads_per_rank" || key == "nodes_per_machine")
     return {1, 1 << 16, "an integer"};
   if (key == "fabric.oversubscription") return {1, 1e6, "a ratio", " (1: non-blocking)"};
+  if (key.ends_with("_efficiency")) return {1e-3, 1, "a share of the stated rate", ""};
+  if (key == "calibration.ranks") return {1, kMaxSimulatedRanks, "an integer"};
+  if (key == "calibration.tokens_per_s_per_rank")
+    return {1e-6, 1e12, "a finite positive number", " tokens/s"};
   if (key.ends_with("latency_us")) return {0, 1e7, "a latency", " microseconds"};
   // Rates and sizes: positive and finite (1e308 GB/s would make every transfer take 0 s).
   const char* unit = key.ends_with("_gbit")    ? " Gbit/s"
@@ -175,6 +201,33 @@ void read_cluster_keys(const toml::table& root, const std::string& where, Cluste
   walk(root, "");
 }
 
+// [calibration]: a published row the stated rates are fitted to (launch/simulate_calibration).
+void apply_calibration_strings(ClusterStrings& strings, const std::string& where, ClusterSpec& c) {
+  for (const char* key : {"config", "overrides", "mesh", "source"})
+    if (strings.count(std::string("calibration.") + key)) c.has_calibration = true;
+  if (!c.has_calibration) return;
+  CalibrationRow& row = c.calibration;
+  row.config = strings["calibration.config"];
+  row.overrides = strings["calibration.overrides"];
+  row.source = strings["calibration.source"];
+  if (strings.count("calibration.mesh")) row.mesh = strings["calibration.mesh"];
+  if (row.ranks == 0 || !(row.tokens_per_s_per_rank > 0))
+    fail_input("{}: [calibration] needs ranks and tokens_per_s_per_rank (the row's throughput)",
+               where);
+  if (!c.profile.empty())
+    fail_input(
+        "{}: [calibration] fits the stated rates (matmul_gflops, memory_gbps); a profile is "
+        "measured already",
+        where);
+  if (c.matmul_efficiency != 1 || c.memory_efficiency != 1)
+    fail_input(
+        "{}: [calibration] fits compute.matmul_efficiency and memory_efficiency; drop them or "
+        "the row",
+        where);
+  if (row.mesh != "fsdp" && row.mesh != "hsdp" && row.mesh != "ddp" && row.mesh != "config")
+    fail_input("{}: 'calibration.mesh' = '{}' must be fsdp, hsdp, ddp or config", where, row.mesh);
+}
+
 // The text keys, and the combinations of keys a cluster needs (a profile or rates, links).
 void apply_cluster_strings(ClusterStrings& strings, const std::string& where, ClusterSpec& c) {
   c.name = strings.count("name") ? strings["name"] : where;
@@ -221,6 +274,7 @@ void apply_cluster_strings(ClusterStrings& strings, const std::string& where, Cl
     else
       fail_input("{}: 'fabric.kind' = '{}' must be \"non_blocking\" or \"fat_tree\"", where, k);
   }
+  apply_calibration_strings(strings, where, c);
   if (c.fabric == FabricKind::non_blocking && c.oversubscription != 1)
     fail_input("{}: 'fabric.oversubscription' = {} needs fabric.kind = \"fat_tree\"", where,
                c.oversubscription);
@@ -269,6 +323,10 @@ LoadedCluster load_cluster(const std::string& source) {
     fail_input("--cluster: '{}' is neither a readable file nor a bundled cluster ({})", source,
                fmt::join(bundled_cluster_names(), ", "));
   }
+  // A calibration row's config file lies beside the cluster's (a bundled config name stays).
+  if (std::string& cfg = out.spec.calibration.config; !cfg.empty() && !dir.empty())
+    if (const fs::path beside = fs::path(dir) / cfg; fs::is_regular_file(beside, ec))
+      cfg = beside.string();
   if (out.spec.profile.empty()) return out;
   std::stringstream names(out.spec.profile);
   for (std::string name; std::getline(names, name, ',');) {

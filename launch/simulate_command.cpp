@@ -25,6 +25,7 @@
 #include "launch/model_factory.hpp"
 #include "launch/plot.hpp"
 #include "launch/sharded_trainer.hpp"
+#include "launch/simulate_calibration.hpp"
 #include "launch/simulate_plan.hpp"
 #include "parallel/fsdp/fsdp_runtime.hpp"
 #include "parallel/mesh_layout.hpp"
@@ -308,8 +309,6 @@ Prediction predict(const Config& config, const LoadedCluster& cluster, int ranks
   return finish_row(row, simulate_step(row.platform, mesh, row.plan, options));
 }
 
-namespace {
-
 std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
                                                           const std::vector<std::string>& names,
                                                           int ranks, int ranks_per_node) {
@@ -341,6 +340,8 @@ std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
   }
   return out;
 }
+
+namespace {
 
 void print_table(const std::vector<Prediction>& rows, const Config& config,
                  const LoadedCluster& c) {
@@ -648,6 +649,7 @@ int run_simulate(const SimulateOptions& o) {
   LoadedCluster cluster = load_cluster(o.cluster);
   apply_matmul_settings(config);
   if (!use_profile_measured_here(cluster, config)) calibrate_or_refuse(cluster, o, config);
+  if (cluster.spec.has_calibration) fit_calibration(cluster, config, o.max_ring_steps);
   if (o.plan) return run_plan(o, config, cluster);
   std::vector<int> ranks = o.ranks;
   if (ranks.empty()) ranks = {cluster.spec.world()};

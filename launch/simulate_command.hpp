@@ -73,6 +73,11 @@ Prediction finish_row(const PlannedRow& row, const SimResult& sim);
 // with its estimate.
 void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& options,
                          double max_gib);
+// The meshes `names` ask for (fsdp, hsdp, ddp, config; empty: the first three) at `ranks`:
+// each keeps the config's tp and pp and splits the rest its way.
+std::vector<std::pair<std::string, MeshShape>> meshes_for(const Config& config,
+                                                          const std::vector<std::string>& names,
+                                                          int ranks, int ranks_per_node);
 // "2x1" (dp_shard x dp_replicate), "1x1 tp2" with tensor parallelism, "2x1 pp2" with stages.
 std::string mesh_label(const MeshShape& mesh);
 

@@ -246,7 +246,9 @@ std::string why_faster(const Ranked& a, const Ranked& b) {
   std::string out;
   for (const auto& [d, what] : diffs) {
     if (std::abs(d) < 0.01 * b.p.sim.step) continue;
-    out += fmt::format("{}{} {:.3g} ms {}", out.empty() ? "" : ", ", what, std::abs(d) * 1e3,
+    const double ms = std::abs(d) * 1e3;
+    out += fmt::format("{}{} {} ms {}", out.empty() ? "" : ", ", what,
+                       ms >= 100 ? fmt::format("{:.0f}", ms) : fmt::format("{:.3g}", ms),
                        d < 0 ? "less" : "more");
   }
   return fmt::format("{:.1f}% more tokens/s{}", 100 * (a.p.tokens_per_s / b.p.tokens_per_s - 1),

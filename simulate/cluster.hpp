@@ -22,6 +22,15 @@ enum class FabricKind {
   fat_tree,      // a shared core of nodes × link bandwidth / oversubscription
 };
 
+// A published or measured row that calibrates a cluster's stated rates: `config` (a file, or a
+// bundled config name; empty: the command's) with `overrides` ("key=value ..."), `mesh` (fsdp,
+// hsdp, ddp or config) on `ranks` ranks ran at `tokens_per_s_per_rank`.
+struct CalibrationRow {
+  std::string config, overrides, mesh = "fsdp", source;
+  int ranks = 0;
+  double tokens_per_s_per_rank = 0;
+};
+
 struct ClusterSpec {
   std::string name;
   int nodes = 1;
@@ -33,6 +42,12 @@ struct ClusterSpec {
   std::string profile;          // calibration profile (path), or empty
   double matmul_flops = 0;      // per rank, FLOP/s (without a profile)
   double memory_bandwidth = 0;  // per rank, bytes/s (without a profile)
+  // The shares of those rates the model's matmuls and memory-bound work reach (1: the stated
+  // rates), given or fitted to `calibration` (efficiency_source says which).
+  double matmul_efficiency = 1, memory_efficiency = 1;
+  std::string efficiency_source;
+  bool has_calibration = false;
+  CalibrationRow calibration;
   // Inside a node: a link class, or (intra_from_profile) the profile's shared-memory fits.
   LinkSpec intra;
   bool intra_from_profile = false;

@@ -96,13 +96,22 @@ ComputeTimes compute_times(const ComputeShape& shape, const ClusterSpec& cluster
     if (!(cluster.matmul_flops > 0) || !(cluster.memory_bandwidth > 0))
       fail_input("cluster '{}': compute needs a profile, or matmul_gflops and memory_gbps",
                  cluster.name);
-    c = from_rates(work, L, cluster.matmul_flops, cluster.memory_bandwidth);
+    // The stated rates at the efficiencies the model's work reaches (given, or fitted to a
+    // published row: launch/simulate_calibration.cpp).
+    const double flops = cluster.matmul_flops * cluster.matmul_efficiency,
+                 bandwidth = cluster.memory_bandwidth * cluster.memory_efficiency;
+    c = from_rates(work, L, flops, bandwidth);
     // AdamW reads master, gradient, m, v and writes master, m, v (and the norm reads the
     // gradient once more): 32 bytes per element.
-    c.optimizer_per_element = 32.0 / cluster.memory_bandwidth;
-    c.codec_per_value = kCodecBytesPerValue / cluster.memory_bandwidth;
+    c.optimizer_per_element = 32.0 / bandwidth;
+    c.codec_per_value = kCodecBytesPerValue / bandwidth;
     c.source = fmt::format("from the cluster's rates ({:.0f} GFLOP/s matmul, {:.0f} GB/s memory)",
                            cluster.matmul_flops / 1e9, cluster.memory_bandwidth / 1e9);
+    if (cluster.matmul_efficiency != 1 || cluster.memory_efficiency != 1)
+      c.source +=
+          fmt::format(" at {:.1f}% and {:.1f}% of them{}", 100 * cluster.matmul_efficiency,
+                      100 * cluster.memory_efficiency,
+                      cluster.efficiency_source.empty() ? "" : ", " + cluster.efficiency_source);
   }
   return c;
 }

@@ -224,6 +224,8 @@ def mask(line, simulate):
         line = re.sub(r"(% )\d+\.\d+( [^\s\d])", r"\1#\2", line)
         # --plan: its own wall time, and its rows' mem_GiB (ACTIVATIONS below).
         line = re.sub(r"layouts in [\d.]+ s:", "layouts in # s:", line)
+        if "memory per pipeline rank, GiB:" in line:  # each pipeline rank's budget (ACTIVATIONS)
+            line = re.sub(r"(rank \d+) [\d.]+", r"\1 #", line)
         line = re.sub(r"^(\d+ .* [\d.]+ [\d.]+% [\d.]+ [\d.]+% [\d.]+%) [\d.]+$", r"\1 #", line)
         # The activations' size depends on the CPU that runs simulate (ACTIVATIONS below): the
         # table's mem_GiB column, and a memory row's total and activation terms.

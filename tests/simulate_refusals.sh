@@ -89,4 +89,22 @@ for bw in 1e308:'1e\+308' 1e-300:1e-300; do  # as written : as shown
   refused "fast\.toml: 'inter_node\.bandwidth_gbit' = ${bw#*:} must be a finite positive number in \[1e-09, 1e\+12\] Gbit/s$" \
     --config tiny --cluster "$dir/fast.toml"
 done
+# A calibration row that contradicts the cluster (faster than its stated rates allow), one
+# beside stated efficiencies, one without its throughput, and an unknown mesh.
+cluster calfast 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'config = "tiny"' 'ranks = 2' \
+  'tokens_per_s_per_rank = 1e9'
+refused "calfast\.toml' \[calibration\]: 1000000000 tokens/s a rank is more than the cluster's stated rates allow for that row at full efficiency \([0-9]+ tokens/s a rank" \
+  --config tiny --cluster "$dir/calfast.toml"
+cluster caleff 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2' \
+  'tokens_per_s_per_rank = 100'
+sed -i 's/^\[compute\]$/[compute]\nmatmul_efficiency = 0.5/' "$dir/caleff.toml"
+refused "caleff\.toml: \[calibration\] fits compute\.matmul_efficiency and memory_efficiency; drop them or the row$" \
+  --config tiny --cluster "$dir/caleff.toml"
+cluster calnone 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2'
+refused "calnone\.toml: \[calibration\] needs ranks and tokens_per_s_per_rank" \
+  --config tiny --cluster "$dir/calnone.toml"
+cluster calmesh 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2' \
+  'tokens_per_s_per_rank = 100' 'mesh = "zero3"'
+refused "calmesh\.toml: 'calibration\.mesh' = 'zero3' must be fsdp, hsdp, ddp or config$" \
+  --config tiny --cluster "$dir/calmesh.toml"
 echo "ok: $cases refusals, each exit 2 and one line naming the flag or key"
