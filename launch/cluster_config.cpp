@@ -226,12 +226,22 @@ void apply_calibration_strings(ClusterStrings& strings, const std::string& where
         where);
   if (row.mesh != "fsdp" && row.mesh != "hsdp" && row.mesh != "ddp" && row.mesh != "config")
     fail_input("{}: 'calibration.mesh' = '{}' must be fsdp, hsdp, ddp or config", where, row.mesh);
+  if (row.config.empty())
+    fail_input(
+        "{}: [calibration] needs config (the row's model: a bundled config name or a file beside "
+        "the cluster's)",
+        where);
 }
 
 // The text keys, and the combinations of keys a cluster needs (a profile or rates, links).
 void apply_cluster_strings(ClusterStrings& strings, const std::string& where, ClusterSpec& c) {
   c.name = strings.count("name") ? strings["name"] : where;
   c.profile = strings.count("compute.profile") ? strings["compute.profile"] : "";
+  if (!c.profile.empty() && (c.matmul_efficiency != 1 || c.memory_efficiency != 1))
+    fail_input(
+        "{}: compute.matmul_efficiency and memory_efficiency scale the stated rates "
+        "(matmul_gflops, memory_gbps); a profile's rates are measured",
+        where);
   if (c.profile.empty() && !(c.matmul_flops > 0 && c.memory_bandwidth > 0))
     fail_input(
         "{}: [compute] needs profile = \"FILE.json\" (measured by `shardtrain simulate "

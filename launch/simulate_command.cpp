@@ -402,7 +402,8 @@ void print_table(const std::vector<Prediction>& rows, const Config& config,
   if (std::any_of(rows.begin(), rows.end(),
                   [](const Prediction& p) { return p.sim.simulated_ranks < p.ranks; }))
     fmt::print(
-        "sim_s: nodes that behave alike simulated once (the first nodes of each row; --all-nodes "
+        "sim_s: nodes that behave alike simulated once (the first nodes of each row or stage; "
+        "--all-nodes "
         "simulates every one)\n");
   if (std::any_of(rows.begin(), rows.end(), [](const Prediction& p) { return !p.fits; }))
     fmt::print(
@@ -577,9 +578,13 @@ double default_memory_limit() {
 
 }  // namespace
 
+double engine_memory_limit(double max_gib) {
+  return max_gib > 0 ? max_gib * kGiB : default_memory_limit();
+}
+
 void check_engine_memory(const std::vector<PlannedRow>& rows, const SimOptions& options,
                          double max_gib) {
-  const double limit = max_gib > 0 ? max_gib * kGiB : default_memory_limit();
+  const double limit = engine_memory_limit(max_gib);
   const PlannedRow* largest = nullptr;
   EngineFootprint most;
   int over = 0;
@@ -649,7 +654,7 @@ int run_simulate(const SimulateOptions& o) {
   LoadedCluster cluster = load_cluster(o.cluster);
   apply_matmul_settings(config);
   if (!use_profile_measured_here(cluster, config)) calibrate_or_refuse(cluster, o, config);
-  if (cluster.spec.has_calibration) fit_calibration(cluster, config, o.max_ring_steps);
+  if (cluster.spec.has_calibration) fit_calibration(cluster, o.max_ring_steps);
   if (o.plan) return run_plan(o, config, cluster);
   std::vector<int> ranks = o.ranks;
   if (ranks.empty()) ranks = {cluster.spec.world()};

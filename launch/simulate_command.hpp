@@ -68,6 +68,9 @@ PlannedRow plan_row(const Config& config, const LoadedCluster& cluster, int rank
                     const std::string& mesh_name, MeshShape mesh);
 // The prediction of a planned row, once the engine has simulated its step.
 Prediction finish_row(const PlannedRow& row, const SimResult& sim);
+// The most memory one simulation may take, bytes: `max_gib` (--max-memory), or 0 for half of
+// the available memory.
+double engine_memory_limit(double max_gib);
 // Refuses the run, before any simulation, when the engine would need more memory for one of
 // `rows` than `max_gib` (0: half of the available memory) allows: the largest row is named,
 // with its estimate.

@@ -1,6 +1,7 @@
 #include "launch/simulate_plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,20 +37,30 @@ std::string PlanLayout::label() const {
   return out;
 }
 
+std::vector<std::string> PlanLayout::overrides() const {
+  std::vector<std::string> out = {
+      fmt::format("parallel.dp_shard={}", mesh.dp_shard),
+      fmt::format("parallel.dp_replicate={}", mesh.dp_replicate),
+      fmt::format("parallel.tp={}", mesh.tp),
+      fmt::format("parallel.pp={}", mesh.pp),
+      fmt::format("parallel.pp_schedule={}", pipe_schedule_name(schedule)),
+      fmt::format("parallel.pp_virtual_stages={}", virtual_stages),
+      fmt::format("training.micro_batches={}", micro_batches),
+      fmt::format("sharding.activation_checkpointing={}",
+                  activation_checkpointing_name(checkpointing)),
+      fmt::format("sharding.reduce_quantization={}", quantization_name(quantization)),
+      fmt::format("sharding.gather_quantization={}",
+                  quantization_name(quantize_gathers ? quantization : Quantization::none))};
+  // Units freed after the forward (the runtime's default), or hpZ's node slice kept.
+  out.push_back(reshard_to > 1 ? fmt::format("sharding.reshard_after_forward={}", reshard_to)
+                               : std::string("sharding.reshard_after_forward=true"));
+  return out;
+}
+
 Config PlanLayout::apply(const Config& base) const {
   Config c = base;
-  c.parallel.dp_shard = mesh.dp_shard;
-  c.parallel.dp_replicate = mesh.dp_replicate;
-  c.parallel.tp = mesh.tp;
-  c.parallel.pp = mesh.pp;
-  c.parallel.pp_schedule = schedule;
-  c.parallel.pp_virtual_stages = virtual_stages;
-  c.parallel.pp_layers.clear();
-  c.training.micro_batches = micro_batches;
-  c.sharding.activation_checkpointing = checkpointing;
-  c.sharding.reshard_to = reshard_to;
-  c.sharding.reduce_quantization = quantization;
-  c.sharding.gather_quantization = quantize_gathers ? quantization : Quantization::none;
+  for (const std::string& item : overrides()) apply_override(c, item);
+  c.parallel.pp_layers.clear();  // the stages split as the runtime balances them
   return c;
 }
 
@@ -164,26 +175,33 @@ double plan_lower_bound(const PlannedRow& row) {
   const PipelinePlan& pipe = plan.pipeline;
   const int P = pipe.ranks;
   std::vector<double> busy(size_t(P), 0);
-  double least_forward = 1e300, least_backward = 1e300;
+  // The least loaded stage's forward (compute and TP), backward compute and backward TP, each
+  // minimised on its own: zero bubble's weight half is a share of the backward's compute only
+  // (its TP collectives run in the input half), as the replay splits it.
+  double least_forward = 1e300, least_backward = 1e300, least_backward_tp = 1e300;
   for (size_t s = 0; s < pipe.stages.size(); ++s) {
-    double f = 0, b = 0;
+    double f = 0, b = 0, b_tp = 0;
     for (int k = pipe.stages[s].first; k < pipe.stages[s].end; ++k) {
       f += c.block_forward[size_t(k)] + tp_time(tc.block_forward);
-      b += c.block_backward[size_t(k)] + tp_time(tc.block_backward);
+      b += c.block_backward[size_t(k)];
+      b_tp += tp_time(tc.block_backward);
     }
     least_forward = std::min(least_forward, f), least_backward = std::min(least_backward, b);
-    busy[s % size_t(P)] += M * (f + b);
+    least_backward_tp = std::min(least_backward_tp, b_tp);
+    busy[s % size_t(P)] += M * (f + b + b_tp);
   }
   busy.front() += M * (c.root_forward_pre + c.root_backward_post + tp_time(tc.root_forward_pre) +
                        tp_time(tc.root_backward_post));
   busy.back() += M * (c.root_forward_post + c.root_backward_pre + tp_time(tc.root_forward_post) +
                       tp_time(tc.root_backward_pre));
   const PipelineSchedule schedule(pipe.schedule, {P, pipe.virtual_stages, plan.micro_batches});
-  const PipeTimeline t =
-      simulate_pipeline(schedule, {least_forward, least_backward * (1 - pipe.weight_share),
-                                   least_backward * pipe.weight_share, 0});
-  const double optimizer =
-      pipe.optimizer.empty() ? 0 : *std::max_element(pipe.optimizer.begin(), pipe.optimizer.end());
+  const double w = pipe.weight_share;
+  const PipeTimeline t = simulate_pipeline(
+      schedule,
+      {least_forward, least_backward * (1 - w) + least_backward_tp, least_backward * w, 0});
+  const double optimizer = pipe.optimizer.empty()
+                               ? plan.optimizer
+                               : *std::max_element(pipe.optimizer.begin(), pipe.optimizer.end());
   return plan.step_overhead + std::max(t.makespan, *std::max_element(busy.begin(), busy.end())) +
          optimizer;
 }
@@ -277,7 +295,8 @@ nlohmann::json ranked_json(const Ranked& r) {
           {"exposed_tp_ms", s.tp_exposed * 1e3},
           {"pp_bubble", s.pp_bubble},
           {"memory_gib", r.p.memory_bytes / kPlanGiB},
-          {"largest_memory_term", largest_term(r.p.memory)}};
+          {"largest_memory_term", largest_term(r.p.memory)},
+          {"overrides", r.layout.overrides()}};
 }
 
 // Tokens/s against memory per rank: every simulated layout, and the frontier (the fastest at
@@ -309,6 +328,7 @@ struct PlanSearch {
   std::string nearest_label, nearest_term;
   std::vector<Candidate> kept;  // fitting, not dominated, by bound
   int dominated = 0, bounded_out = 0;
+  int too_large = 0;              // over --max-memory in the engine, not simulated
   std::vector<Ranked> simulated;  // fastest first
   double seconds = 0;
   static int total(const std::map<std::string, int>& m) {
@@ -376,12 +396,18 @@ void simulate_best(const SimulateOptions& o, size_t top, PlanSearch& search) {
   options.max_ring_steps = o.max_ring_steps;
   options.every_node = o.every_node;
   std::vector<double> steps;  // sorted
+  const double limit = engine_memory_limit(o.max_memory_gib);
   for (const Candidate& c : search.kept) {
     if (steps.size() >= top && c.bound >= steps[top - 1]) {
       ++search.bounded_out;
       continue;
     }
-    check_engine_memory({c.row}, options, o.max_memory_gib);
+    // A layout the engine could not hold here (one that does not fold, at a large rank count) is
+    // counted and passed over: the others are still ranked.
+    if (engine_footprint(c.row.platform, c.layout.mesh, c.row.plan, options).bytes > limit) {
+      ++search.too_large;
+      continue;
+    }
     const SimResult sim = simulate_step(c.row.platform, c.layout.mesh, c.row.plan, options);
     search.simulated.push_back({c.layout, finish_row(c.row, sim), c.bound});
     steps.insert(std::upper_bound(steps.begin(), steps.end(), sim.step), sim.step);
@@ -404,11 +430,14 @@ void print_plan(const PlanSearch& s, const Config& config, const LoadedCluster& 
     if (n > most) most = n, commonest = reason;
   fmt::print(
       "searched {} layouts in {:.1f} s: {} do not fit{}, {} cannot run{}, {} only cost time "
-      "beside one kept, {} bounded out, {} simulated\n",
+      "beside one kept, {} bounded out, {}{} simulated\n",
       s.layouts, s.seconds, PlanSearch::total(s.too_big),
       misfits.empty() ? "" : " (the largest term: " + misfits + ")", PlanSearch::total(s.refused),
       commonest.empty() ? "" : fmt::format(" ({} of them: {})", most, commonest), s.dominated,
-      s.bounded_out, s.simulated.size());
+      s.bounded_out,
+      s.too_large ? fmt::format("{} too large for the engine here (--max-memory), ", s.too_large)
+                  : "",
+      s.simulated.size());
   fmt::print("{:>3} {:<48} {:>12} {:>6} {:>10} {:>6} {:>7} {:>8}\n", "#", "layout", "tokens/s",
              "MFU", "step_ms", "exp%", "bubble", "mem_GiB");
   for (size_t i = 0; i < shown; ++i) {
@@ -421,6 +450,9 @@ void print_plan(const PlanSearch& s, const Config& config, const LoadedCluster& 
   }
   for (size_t i = 0; i + 1 < shown; ++i)
     fmt::print("  {} over {}: {}\n", i + 1, i + 2, why_faster(s.simulated[i], s.simulated[i + 1]));
+  if (shown > 0)
+    fmt::print("1 as overrides (for train): {}\n",
+               fmt::join(s.simulated[0].layout.overrides(), " "));
 }
 
 nlohmann::json plan_json(const PlanSearch& s, const LoadedCluster& cluster, size_t shown) {
@@ -432,6 +464,7 @@ nlohmann::json plan_json(const PlanSearch& s, const LoadedCluster& cluster, size
                       {"cannot_run", s.refused},
                       {"dominated", s.dominated},
                       {"bounded_out", s.bounded_out},
+                      {"too_large_to_simulate", s.too_large},
                       {"simulated", s.simulated.size()},
                       {"seconds", s.seconds},
                       {"best", nlohmann::json::array()}};
@@ -476,6 +509,12 @@ int run_plan(const SimulateOptions& o, const Config& config, const LoadedCluster
   keep_undominated(std::move(fit), search);
   const size_t top = o.top > 0 ? size_t(o.top) : search.kept.size();
   simulate_best(o, top, search);
+  if (search.simulated.empty())
+    fail_input(
+        "simulate --plan: every one of the {} layouts that fit is too large for the engine here "
+        "(their estimates exceed --max-memory, {:.2f} GiB); raise --max-memory on a machine "
+        "with the memory",
+        search.kept.size(), engine_memory_limit(o.max_memory_gib) / kPlanGiB);
   search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   const size_t shown = std::min(top, search.simulated.size());
   if (o.common.json)

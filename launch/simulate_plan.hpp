@@ -26,6 +26,8 @@ struct PlanLayout {
   bool quantize_gathers = false;
   std::string data;  // "fsdp", "hsdp", "ddp"
   std::string label() const;
+  // The config keys that make this layout (what `train` takes on its command line).
+  std::vector<std::string> overrides() const;
   Config apply(const Config& base) const;
 };
 

@@ -331,6 +331,10 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
     recursive_doubling(s, g, n, call.kind != CollectiveKind::all_reduce);
     return;
   }
+  // Folded per stage, the world group's ring neighbours are not mutual (symmetry.hpp): it
+  // carries only the loss's and the norm's few bytes, by recursive doubling.
+  ST_CHECK(g.kind != GroupKind::world || layout_.pp == 1 || !folding_.folds(),
+           "a world collective of {} bytes under folded pipeline stages", n);
   const PlatformLinks& l = platform_.links;
   if (call.kind != CollectiveKind::all_reduce && l.shm_window && g.one_node) {
     g.barrier->wait();  // every rank has written its part into the window

@@ -26,7 +26,7 @@ def load(name):
 for name in ("all2", "all4", "top4"):
     j = load(name)
     counts = sum(j["do_not_fit"].values()) + sum(j["cannot_run"].values()) + j["dominated"] \
-        + j["bounded_out"] + j["simulated"]
+        + j["bounded_out"] + j["too_large_to_simulate"] + j["simulated"]
     assert counts == j["layouts"], f"{name}: the counts {counts} are not the {j['layouts']} layouts"
     steps = [b["step_ms"] for b in j["best"]]
     assert steps == sorted(steps), f"{name}: not fastest first: {steps}"
@@ -41,7 +41,7 @@ for want in [(1, 1, "", 1), (1, 1, "", 2), (2, 1, "", 1), (1, 2, "1f1b", 1),
              (1, 2, "interleaved_1f1b", 1), (1, 2, "zero_bubble", 1)]:
     assert want in kinds, f"2 ranks: no layout of (tp, pp, schedule, replicas) {want} in {kinds}"
 all4, top4 = load("all4"), load("top4")
-assert all4["bounded_out"] == 0 and top4["bounded_out"] > 0, \
+assert all4["bounded_out"] == 0 and top4["bounded_out"] >= all4["simulated"] // 2, \
     f"bounded out: {all4['bounded_out']} with --top 0, {top4['bounded_out']} with --top 1"
 assert top4["best"][0]["layout"] == all4["best"][0]["layout"], \
     f"--top 1 found {top4['best'][0]['layout']}, every layout {all4['best'][0]['layout']}"
@@ -51,53 +51,14 @@ print(f"2 ranks: {len(all2['best'])} layouts ranked; 4 ranks: {all4['simulated']
 PY
 
 # The issue's command: the 405B shape on 16,384 ranks of the H100 pod.
-"$st" simulate --plan --config llama-tiny --cluster gpu-pod-h100-128x8 --ranks 16384 \
-  model.n_layer=126 model.n_embd=16384 model.n_head=128 model.n_kv_head=8 model.ffn_hidden=53248 \
-  model.vocab_size=128256 model.block_size=8192 model.tie_embeddings=false training.seq_len=8192 \
+"$st" simulate --plan --config llama3-405b-shape --cluster gpu-pod-h100-128x8 --ranks 16384 \
   training.global_batch=2048 --plot "$dir/frontier.png" > "$dir/405b.txt" \
-  || fail "the 405B plan: exit $?: $(cat "$dir/405b.txt"
-
-# A cluster calibrated from a published row reproduces that row (torchtitan's 8B FSDP on 8 H100,
-# 5,762 tokens/s a GPU, to 0.1%) and says so in its compute line.
-"$st" simulate --json --config llama3-8b-shape --cluster gpu-pod-h100-grand-teton-64x8 --ranks 8 \
-  --mesh fsdp training.global_batch=16 > "$dir/cal.json" || fail "the calibrated row: exit $?"
-/usr/bin/python3 - "$dir/cal.json" << 'PY' || exit 1
-import json, sys
-j = json.loads(open(sys.argv[1]).readline())
-per_rank = j["tokens_per_s"] / 8
-assert abs(per_rank / 5762 - 1) < 1e-3, f"the calibration row predicts {per_rank} tokens/s a rank"
-assert "fitted to 5762 tokens/s a rank of 8 ranks" in j["compute_source"], j["compute_source"]
-print(f"calibrated: {per_rank:.1f} tokens/s a rank ({j['compute_source']})")
-PY)"
-grep -Eq '^  1 tp8 ' "$dir/405b.txt" || fail "the 405B plan's best is not TP 8: $(cat "$dir/405b.txt"
-
-# A cluster calibrated from a published row reproduces that row (torchtitan's 8B FSDP on 8 H100,
-# 5,762 tokens/s a GPU, to 0.1%) and says so in its compute line.
-"$st" simulate --json --config llama3-8b-shape --cluster gpu-pod-h100-grand-teton-64x8 --ranks 8 \
-  --mesh fsdp training.global_batch=16 > "$dir/cal.json" || fail "the calibrated row: exit $?"
-/usr/bin/python3 - "$dir/cal.json" << 'PY' || exit 1
-import json, sys
-j = json.loads(open(sys.argv[1]).readline())
-per_rank = j["tokens_per_s"] / 8
-assert abs(per_rank / 5762 - 1) < 1e-3, f"the calibration row predicts {per_rank} tokens/s a rank"
-assert "fitted to 5762 tokens/s a rank of 8 ranks" in j["compute_source"], j["compute_source"]
-print(f"calibrated: {per_rank:.1f} tokens/s a rank ({j['compute_source']})")
-PY)"
+  || fail "the 405B plan: exit $?: $(cat "$dir/405b.txt")"
+grep -Eq '^  1 tp8 ' "$dir/405b.txt" || fail "the 405B plan's best is not TP 8: $(cat "$dir/405b.txt")"
 grep -Eq '^searched [0-9]+ layouts in [0-9.]+ s: [0-9]+ do not fit \(the largest term: ' "$dir/405b.txt" \
-  || fail "the 405B plan does not say what does not fit: $(cat "$dir/405b.txt"
-
-# A cluster calibrated from a published row reproduces that row (torchtitan's 8B FSDP on 8 H100,
-# 5,762 tokens/s a GPU, to 0.1%) and says so in its compute line.
-"$st" simulate --json --config llama3-8b-shape --cluster gpu-pod-h100-grand-teton-64x8 --ranks 8 \
-  --mesh fsdp training.global_batch=16 > "$dir/cal.json" || fail "the calibrated row: exit $?"
-/usr/bin/python3 - "$dir/cal.json" << 'PY' || exit 1
-import json, sys
-j = json.loads(open(sys.argv[1]).readline())
-per_rank = j["tokens_per_s"] / 8
-assert abs(per_rank / 5762 - 1) < 1e-3, f"the calibration row predicts {per_rank} tokens/s a rank"
-assert "fitted to 5762 tokens/s a rank of 8 ranks" in j["compute_source"], j["compute_source"]
-print(f"calibrated: {per_rank:.1f} tokens/s a rank ({j['compute_source']})")
-PY)"
+  || fail "the 405B plan does not say what does not fit: $(cat "$dir/405b.txt")"
+grep -Eq '^1 as overrides \(for train\): parallel\.dp_shard=2048 parallel\.dp_replicate=1 parallel\.tp=8 ' \
+  "$dir/405b.txt" || fail "the 405B plan does not give its best as overrides: $(cat "$dir/405b.txt")"
 [ -s "$dir/frontier.png" ] || fail "--plot wrote no frontier"
 cat "$dir/405b.txt"
 

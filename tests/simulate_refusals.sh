@@ -90,7 +90,7 @@ for bw in 1e308:'1e\+308' 1e-300:1e-300; do  # as written : as shown
     --config tiny --cluster "$dir/fast.toml"
 done
 # A calibration row that contradicts the cluster (faster than its stated rates allow), one
-# beside stated efficiencies, one without its throughput, and an unknown mesh.
+# beside stated efficiencies, one without its throughput or its model, and an unknown mesh.
 cluster calfast 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'config = "tiny"' 'ranks = 2' \
   'tokens_per_s_per_rank = 1e9'
 refused "calfast\.toml' \[calibration\]: 1000000000 tokens/s a rank is more than the cluster's stated rates allow for that row at full efficiency \([0-9]+ tokens/s a rank" \
@@ -103,6 +103,10 @@ refused "caleff\.toml: \[calibration\] fits compute\.matmul_efficiency and memor
 cluster calnone 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2'
 refused "calnone\.toml: \[calibration\] needs ranks and tokens_per_s_per_rank" \
   --config tiny --cluster "$dir/calnone.toml"
+cluster calnocfg 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2' \
+  'tokens_per_s_per_rank = 100'
+refused "calnocfg\.toml: \[calibration\] needs config \(the row's model" \
+  --config tiny --cluster "$dir/calnocfg.toml"
 cluster calmesh 'nodes = 1' 'ranks_per_node = 2' '[calibration]' 'ranks = 2' \
   'tokens_per_s_per_rank = 100' 'mesh = "zero3"'
 refused "calmesh\.toml: 'calibration\.mesh' = 'zero3' must be fsdp, hsdp, ddp or config$" \
