@@ -288,9 +288,10 @@ void World::ring(RankState& s, const GroupView& g, int steps, double chunk, int 
   const int simulated =
       options_.max_ring_steps > 0 ? std::min(steps, std::max(2, options_.max_ring_steps)) : steps;
   double transfer = 0;
-  for (int k = 0; k < simulated; ++k)
+  for (int k = 0; k < simulated; ++k) {
     transfer += exchange(s, g, right, left, chunk, k < reduce_steps ? extra : 0);
-  if (step_extra > 0) sg4::this_actor::sleep_for(step_extra);
+    if (step_extra > 0) sg4::this_actor::sleep_for(step_extra);
+  }
   if (simulated < steps) {
     // The steps not simulated move the same bytes over the same links while the same flows
     // share them: each takes the simulated steps' mean transfer time (waits for a late
