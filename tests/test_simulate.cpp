@@ -117,11 +117,14 @@ TEST(Simulate, ContentionFreeRingsEqualTheClosedForms) {
     p.links.inter_all_reduce = mpi;
     SimOptions options;
     options.max_ring_steps = max_steps;
-    const SimResult measured = simulate_step(p, {1, replicas}, [&] {
-      StepPlan plan = one_unit(padded, 1);
-      plan.replicated = true;
-      return plan;
-    }(), options);
+    const SimResult measured = simulate_step(
+        p, {1, replicas},
+        [&] {
+          StepPlan plan = one_unit(padded, 1);
+          plan.replicated = true;
+          return plan;
+        }(),
+        options);
     const double want_mpi = ring_all_reduce_seconds(mpi, double(padded) * 4, replicas) +
                             doubling_rounds(replicas) * (link.alpha + 8 * link.beta);
     EXPECT_NEAR(measured.step, want_mpi, 1e-9 * want_mpi) << replicas << " replicas";
