@@ -120,8 +120,7 @@ std::vector<PlanLayout> plan_layouts(const Config& config, int ranks, int ranks_
               out.push_back(l);
               // hpZ: a node's slice kept for the backward, when the shard group leaves the node
               // and blocks are gathered twice (stages gather each held unit once a step).
-              if (pp == 1 && mesh.dp_shard * tp > node && mesh.dp_shard % node_shard == 0 &&
-                  node_shard > 1) {
+              if (pp == 1 && shard_crosses && node_shard > 1 && mesh.dp_shard % node_shard == 0) {
                 PlanLayout h = l;
                 h.reshard_to = node_shard;
                 out.push_back(h);
@@ -159,18 +158,13 @@ double plan_lower_bound(const PlannedRow& row) {
   };
   const TpCalls& tc = plan.tp_calls;
   const SegmentTimes& c = plan.compute;
-  const double block_tp = tp_time(tc.block_forward) + tp_time(tc.block_backward);
-  const double root = c.root_forward_pre + c.root_forward_post + c.root_backward_pre +
-                      c.root_backward_post + tp_time(tc.root_forward_pre) +
-                      tp_time(tc.root_forward_post) + tp_time(tc.root_backward_pre) +
-                      tp_time(tc.root_backward_post);
   const double M = plan.micro_batches;
   if (plan.pipeline.ranks <= 1) {
-    const double per_micro_batch =
-        c.total() -
-        (c.root_forward_pre + c.root_forward_post + c.root_backward_pre + c.root_backward_post) +
-        root + block_tp * double(c.block_forward.size());
-    return plan.step_overhead + M * per_micro_batch + plan.optimizer;
+    const double tp =
+        tp_time(tc.root_forward_pre) + tp_time(tc.root_forward_post) +
+        tp_time(tc.root_backward_pre) + tp_time(tc.root_backward_post) +
+        double(c.block_forward.size()) * (tp_time(tc.block_forward) + tp_time(tc.block_backward));
+    return plan.step_overhead + M * (c.total() + tp) + plan.optimizer;
   }
   const PipelinePlan& pipe = plan.pipeline;
   const int P = pipe.ranks;
