@@ -435,10 +435,10 @@ KeyTable sharding_keys() {
         "auto, mpi, ring, shm", "the all-gather and reduce-scatter implementation"}},
       {"sharding.symmetric_memory",
        {bool_key(&Config::sharding, &Sharding::symmetric_memory), "true, false",
-        "FSDP's unsharded parameters and gradients, and TP's activations that its collectives "
-        "read, in shared memory, where a node's all-gathers, reduce-scatters and FP32 "
-        "all-reduces read them in place: one copy a byte (false: staged through a window, or "
-        "MPI)"}},
+        "FSDP's unsharded parameters and gradients, the gradient shards that replicas on one "
+        "node all-reduce, and TP's activations that its collectives read, in shared memory, "
+        "where a node's all-gathers, reduce-scatters and FP32 all-reduces read them in place: "
+        "one copy a byte (false: staged through a window, or MPI)"}},
       {"sharding.replica_sync",
        {enum_key(&Config::sharding, &Sharding::replica_sync, parse_replica_sync, replica_sync_name),
         "each, last",

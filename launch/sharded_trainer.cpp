@@ -303,9 +303,8 @@ MemoryBudget pipeline_memory_budget(const Config& config, const Model& model,
     BudgetInputs in = base;
     in.units = &held;
     in.reduce_last = true;
-    in.grads_in_place =
-        gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, base.quantized.reduce_per_node > 0,
-                           Accumulation::reduce_last, 2);
+    in.grads_in_place = gradients_in_place(mesh.dp_shard, base.quantized.reduce_per_node > 0,
+                                           Accumulation::reduce_last, 2);
     in.reshard_after_forward = false;
     in.reshard_to = 0;
     in.activation_bytes = activation_bytes;
@@ -347,22 +346,21 @@ MemoryBudget config_memory_budget(const Config& config, const Model& model,
     quantized.reduce_per_node = per_node < mesh.dp_shard ? per_node : 0;
     quantized.replicas = mesh.dp_replicate > 1;
   }
-  const BudgetInputs inputs{
-      &units,
-      config.precision.param_dtype,
-      int(s.prefetch),
-      states_per_element,
-      s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
-      gradients_in_place(mesh.dp_shard, mesh.dp_replicate > 1, quantized.reduce_per_node > 0,
-                         s.accumulation, int(t.micro_batches)),
-      s.reshard_after_forward,
-      int(s.reshard_to),
-      activations,
-      quantized,
-      s.gather_quantization,
-      s.reduce_quantization,
-      mesh.dp_shard,
-      mesh.dp_replicate};
+  const BudgetInputs inputs{&units,
+                            config.precision.param_dtype,
+                            int(s.prefetch),
+                            states_per_element,
+                            s.accumulation == Accumulation::reduce_last && t.micro_batches > 1,
+                            gradients_in_place(mesh.dp_shard, quantized.reduce_per_node > 0,
+                                               s.accumulation, int(t.micro_batches)),
+                            s.reshard_after_forward,
+                            int(s.reshard_to),
+                            activations,
+                            quantized,
+                            s.gather_quantization,
+                            s.reduce_quantization,
+                            mesh.dp_shard,
+                            mesh.dp_replicate};
   MemoryBudget budget =
       mesh.pp > 1 ? pipeline_memory_budget(config, model, inputs, mesh, rows, per_pipeline_rank)
                   : memory_budget(inputs);

@@ -189,6 +189,7 @@ StepPlan step_plan(const Config& config, MeshShape mesh, const std::vector<UnitL
   plan.replica_sync = config.sharding.replica_sync;
   plan.replicated = mesh.dp_replicate > 1;
   plan.replicas = mesh.dp_replicate;
+  plan.replicas_in_place = config.sharding.symmetric_memory;
   // Quantized collectives as the runtime would plan them on these nodes (refused by name where
   // they cannot apply), from the first shard group and the first replica group.
   std::vector<int> shard_nodes, replica_nodes;

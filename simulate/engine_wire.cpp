@@ -82,6 +82,7 @@ json request_json(const SimPlatform& p, MeshShape mesh, const StepPlan& plan, co
             {"replica_sync_last", plan.replica_sync == ReplicaSync::last},
             {"replicated", plan.replicated},
             {"replicas", plan.replicas},
+            {"replicas_in_place", plan.replicas_in_place},
             {"quantized",
              {plan.quantized.gather, plan.quantized.reduce_per_node, plan.quantized.replicas,
               int(plan.gather_quantization), int(plan.reduce_quantization),
@@ -145,6 +146,7 @@ void request_from_json(const json& j, SimPlatform& p, MeshShape& mesh, StepPlan&
   plan.replica_sync = q.at("replica_sync_last").get<bool>() ? ReplicaSync::last : ReplicaSync::each;
   plan.replicated = q.at("replicated");
   plan.replicas = q.at("replicas");
+  plan.replicas_in_place = q.at("replicas_in_place");
   const json& qz = q.at("quantized");
   plan.quantized = {qz.at(0).get<bool>(), qz.at(1).get<int>(), qz.at(2).get<bool>()};
   plan.gather_quantization = Quantization(qz.at(3).get<int>());

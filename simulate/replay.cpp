@@ -210,11 +210,17 @@ void RankReplay::release_full(int u) {
 void RankReplay::issue_reduce(int u) {
   const UnitPlan& p = plan_.units[size_t(u)];
   const int L = plan_.quantized.reduce_per_node;
-  if (gradients_in_place(int(p.padded_numel / p.shard_numel), plan_.replicated, L > 0,
-                         plan_.accumulation, plan_.micro_batches))
-    return;  // the runtime's backward wrote the shard itself
   Reduction r;
   r.unit = u;
+  if (gradients_in_place(int(p.padded_numel / p.shard_numel), L > 0, plan_.accumulation,
+                         plan_.micro_batches)) {
+    // The runtime's backward wrote the shard itself; DDP sums it over the replicas at once.
+    if (!plan_.replicated) return;
+    r.next = Next::replicas;
+    advance(r);
+    reductions_.push_back(r);
+    return;
+  }
   const bool last_micro = micro_ == plan_.micro_batches - 1;
   r.sync_replicas = plan_.replicated && (plan_.replica_sync == ReplicaSync::each || last_micro);
   if (L == 0) {

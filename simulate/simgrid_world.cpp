@@ -337,11 +337,20 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
   ST_CHECK(g.kind != GroupKind::world || layout_.pp == 1 || !folding_.folds(),
            "a world collective of {} bytes under folded pipeline stages", n);
   const PlatformLinks& l = platform_.links;
-  if (call.kind != CollectiveKind::all_reduce && l.shm_window && g.one_node) {
+  // The replica sync's all-reduce of shards in symmetric memory: each rank sums its part of
+  // every peer's in place and copies the others' sums (a reduce-scatter and an all-gather).
+  const bool shm_all_reduce = call.kind == CollectiveKind::all_reduce &&
+                              call.group == GroupKind::replicas && plan_.replicas_in_place;
+  if ((call.kind != CollectiveKind::all_reduce || shm_all_reduce) && l.shm_window && g.one_node) {
     g.barrier->wait();  // every rank has written its part into the window
-    const AlphaBeta& ab = call.kind == CollectiveKind::all_gather ? l.shm_gather : l.shm_reduce;
-    cpu_work(s.rank, ab.alpha + n * ab.beta * 2.0 * (p - 1) / p);  // copies and sums: CPU
-    result_.intra_bytes += n * (p - 1) / p;
+    const double share = n * 2.0 * (p - 1) / p;
+    double seconds = 0;  // copies and sums: CPU
+    if (call.kind != CollectiveKind::all_gather)
+      seconds += l.shm_reduce.alpha + share * l.shm_reduce.beta;
+    if (call.kind != CollectiveKind::reduce_scatter)
+      seconds += l.shm_gather.alpha + share * l.shm_gather.beta;
+    cpu_work(s.rank, seconds);
+    result_.intra_bytes += n * (p - 1) / p * (shm_all_reduce ? 2 : 1);
     return;
   }
   switch (call.kind) {

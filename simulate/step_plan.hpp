@@ -58,6 +58,9 @@ struct StepPlan {
   ReplicaSync replica_sync = ReplicaSync::each;
   bool replicated = false;  // a replica group of more than one rank (HSDP, DDP)
   int replicas = 1;         // its ranks
+  // The replica group's FP32 all-reduce reads peers' gradient shards in place where the group
+  // lies on one node (FsdpRuntime::reserve_replica_gradients): sharding.symmetric_memory.
+  bool replicas_in_place = true;
   int micro_batches = 1;
   PipelinePlan pipeline;
   // Tensor parallelism: the TP group's ranks, each segment's collectives over it, and the

@@ -150,6 +150,7 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   units_.resize(layouts_.size());
   for (int u : options_.held_units)
     ST_CHECK(u >= 0 && u < int(layouts_.size()), "held unit {} of {}", u, layouts_.size());
+  const bool grads_symmetric = reserve_replica_gradients();
   for (size_t u = 0; u < layouts_.size(); ++u) {
     const UnitLayout& layout = layouts_[u];
     Unit& unit = units_[u];
@@ -157,7 +158,13 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
     if (!held.empty() && std::find(held.begin(), held.end(), int(u)) == held.end()) continue;
     // Zeros first: the padding at the end of the last shard must stay zero.
     unit.master = Tensor::zeros(layout.name + ".master_shard", {layout.shard_numel}, DType::f32);
-    unit.grad = Tensor::zeros(layout.name + ".grad_shard", {layout.shard_numel}, DType::f32);
+    if (grads_symmetric) {
+      unit.grad =
+          replicas_->symmetric_empty(layout.name + ".grad_shard", layout.shard_numel, DType::f32);
+      unit.grad.zero_();
+    } else {
+      unit.grad = Tensor::zeros(layout.name + ".grad_shard", {layout.shard_numel}, DType::f32);
+    }
     float* master = unit.master.data<float>();
     for (const ShardSegment& s : layout.segments(specs, group.rank()))
       init_param_elements(specs[s.param], seed, s.param, uint64_t(s.param_offset), size_t(s.numel),
@@ -166,6 +173,23 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   topology_ = UnitTopology::root_and_chain(int(units_.size()));
   schedule_ = make_schedule();
   reserve_symmetric_buffers();
+}
+
+bool FsdpRuntime::reserve_replica_gradients() {
+  // The replica sync's FP32 all-reduce of each gradient shard reads the peers' shards in place
+  // when they lie in the replica group's symmetric memory (its replicas on one node: DDP, or
+  // HSDP within a node). MPI's own all-reduce polls on the communication thread through
+  // every fragment's hand-off, and where a rank's cores are shared with its compute that
+  // polling slowed DDP's backward by 12% (docs/sharding-and-precision.md). A group across
+  // nodes reserves nothing and its shards are ordinary memory.
+  if (!replicas_ || !options_.symmetric_memory || quantized_.replicas) return false;
+  const auto& held = options_.held_units;
+  size_t bytes = 0;  // before the shards exist, so by held_units rather than holds()
+  for (size_t u = 0; u < layouts_.size(); ++u)
+    if (held.empty() || std::find(held.begin(), held.end(), int(u)) != held.end())
+      bytes += (size_t(layouts_[u].shard_numel) * 4 + 63) / 64 * 64;  // the heap's alignment
+  replicas_->reserve_symmetric(bytes);
+  return true;
 }
 
 void FsdpRuntime::reserve_symmetric_buffers() {
@@ -443,13 +467,13 @@ void FsdpRuntime::allocate_full_grad(int u) {
 }
 
 bool FsdpRuntime::grads_in_place() const {
-  return gradients_in_place(group_.size(), replicas_ != nullptr, quantized_.reduce_per_node > 0,
-                            options_.accumulation, micro_batches_);
+  return gradients_in_place(group_.size(), quantized_.reduce_per_node > 0, options_.accumulation,
+                            micro_batches_);
 }
 
-bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
-                        Accumulation accumulation, int micro_batches) {
-  return shard_ranks == 1 && !replicas && !quantized_reduce &&
+bool gradients_in_place(int shard_ranks, bool quantized_reduce, Accumulation accumulation,
+                        int micro_batches) {
+  return shard_ranks == 1 && !quantized_reduce &&
          (accumulation == Accumulation::reduce_last || micro_batches == 1);
 }
 
@@ -460,7 +484,15 @@ void FsdpRuntime::after_backward(int u) {
 void FsdpRuntime::issue_reduce(int u) {
   Unit& unit = units_[size_t(u)];
   if (grads_in_place()) {
-    unit.full_grad = Tensor();  // the shard itself: nothing to reduce
+    unit.full_grad = Tensor();  // the shard itself: nothing to reduce-scatter
+    if (!replicas_) return;
+    // DDP: once a step (in place means one reduction a step), the shard is summed over the
+    // replicas where it lies, as soon as its backward is done.
+    Reduction r;
+    r.unit = u;
+    r.target = unit.grad;
+    r.work = start_replica_sync(r);
+    reductions_.push_back(std::move(r));
     return;
   }
   const UnitLayout& layout = layouts_[size_t(u)];

@@ -26,12 +26,13 @@ enum class Accumulation {
 const char* accumulation_name(Accumulation a);
 
 // Whether a rank's backward accumulates straight into its FP32 gradient shards: alone in its
-// shard group (the shard is the whole unit) with no replicas and no quantized reduction, there
-// is nothing to reduce, so no unsharded gradient buffer and no reduce-scatter (a copy) exist.
-// Not for reduce_each over several micro-batches, which sums each micro-batch's gradient before
-// adding it: in place would add product by product, in another order.
-bool gradients_in_place(int shard_ranks, bool replicas, bool quantized_reduce,
-                        Accumulation accumulation, int micro_batches);
+// shard group (the shard is the whole unit) with no quantized reduction, there is nothing to
+// reduce-scatter, so no unsharded gradient buffer and no reduce-scatter (a copy) exist; with
+// replicas (DDP) the shard itself is then summed over them. Not for reduce_each over several
+// micro-batches, which sums each micro-batch's gradient before adding it: in place would add
+// product by product, in another order.
+bool gradients_in_place(int shard_ranks, bool quantized_reduce, Accumulation accumulation,
+                        int micro_batches);
 
 // With replicas (HSDP, DDP): when gradient shards are all-reduced across the replica group.
 enum class ReplicaSync {
@@ -259,6 +260,9 @@ class FsdpRuntime final : public UnitHooks {
   void run_schedule(Hook hook, int unit);
   FsdpSchedule make_schedule() const;
   void reserve_symmetric_buffers();
+  // Room for every held gradient shard in the replica group's symmetric memory; false where
+  // the shards stay ordinary memory (no replicas, symmetric memory off, quantized replicas).
+  bool reserve_replica_gradients();
   void allocate_full_grad(int unit);
   // A model's hook call must be the next unit of `order` (the root restarts it).
   void check_order(const std::vector<int>& order, size_t& next, int unit, const char* phase);

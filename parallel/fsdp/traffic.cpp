@@ -138,7 +138,7 @@ Traffic predict_traffic(const TrafficInputs& in) {
   t.gathered = int64_t(gathered + regathered);
   t.regathered = int64_t(regathered);
   // Alone in its shard group a rank's backward writes its gradient shards in place.
-  const bool in_place = gradients_in_place(S, R > 1, plan.reduce_per_node > 0, in.accumulation, m);
+  const bool in_place = gradients_in_place(S, plan.reduce_per_node > 0, in.accumulation, m);
   t.scattered = in_place ? 0 : int64_t((p.node_scatter + p.exchange) * scatters);
   t.replicated = R > 1 ? int64_t(replicated) : 0;
   for (const auto& members : shard_groups)
