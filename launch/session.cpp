@@ -224,9 +224,14 @@ std::string group_transports(const Config& c, ShardedTrainer& t, size_t unit_byt
       fmt::format("{}: all-gather {}, reduce-scatter {}", group_label("shard", shard),
                   transport_on(shard, OpType::all_gather, unit_bytes),
                   transport_on(shard, OpType::reduce_scatter, unit_bytes));
-  if (ProcessGroup* replicas = mesh.replica_group())
-    groups += fmt::format("; {}: all-reduce {}", group_label("replica", *replicas),
-                          transport_on(*replicas, OpType::all_reduce, 0));
+  if (ProcessGroup* replicas = mesh.replica_group()) {
+    // Its FP32 gradient shards lie in its symmetric memory on one node (FsdpRuntime).
+    const bool in_place =
+        c.sharding.symmetric_memory && replicas->size() > 1 && node_count(*replicas) == 1;
+    groups += fmt::format(
+        "; {}: all-reduce {}", group_label("replica", *replicas),
+        in_place ? std::string("shm in place") : transport_on(*replicas, OpType::all_reduce, 0));
+  }
   if (ProcessGroup* tp = mesh.tp_group()) {
     const size_t activation_bytes = size_t(tp_activation_bytes(c, mesh.shape()));
     // The model's operands go to the group's symmetric memory at the first step (a warning
@@ -390,6 +395,15 @@ void print_model_summary(Session& s) {
   const int64_t m = c.training.micro_batches;
   const double scatter_mib = 4.0 * double(padded) / kMiB;
   if (t.sharded().pipeline()) return print_pipeline_summary(s);
+  if (gradients_in_place(t.mesh().shard_group().size(), t.fsdp().quantized().reduce_per_node > 0,
+                         c.sharding.accumulation, int(m))) {
+    fmt::print(
+        "accumulation {}: alone in its shard group, the backward accumulates into the FP32 "
+        "gradient shards in place (no unsharded gradient, no reduce-scatter){}\n",
+        accumulation_name(c.sharding.accumulation),
+        t.mesh().replica_group() ? "; they are all-reduced over the replicas once a step" : "");
+    return;
+  }
   if (c.sharding.accumulation == Accumulation::reduce_each)
     fmt::print(
         "accumulation reduce_each: reduce-scatters {:.1f} MiB per micro-batch ({:.1f} MiB per "

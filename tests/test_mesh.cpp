@@ -347,66 +347,75 @@ TEST(Mesh, ReplicaSyncLastEqualsEachAndTheReference) {
                          << " rank(s): run at 2-4 ranks";
 }
 
-// Replicas on one node sum their FP32 gradient shards in place, in the replica group's
+// One mesh with replicas (and `extra` keys) trained with and without symmetric memory.
+void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& extra) {
+  constexpr int64_t kSteps = 3;
+  const bool ddp_in_place = mesh.replicas == world().size() && extra.empty();
+  std::vector<double> losses[2];
+  std::vector<Config> configs;
+  for (const char* symmetric : {"true", "false"})
+    configs.push_back(test_config(
+        with(with(mesh.keys, extra),
+             {"training.max_steps=3", std::string("sharding.symmetric_memory=") + symmetric})));
+  std::vector<std::unique_ptr<ShardedTrainer>> trainers;
+  for (size_t k = 0; k < 2; ++k) {
+    trainers.push_back(
+        std::make_unique<ShardedTrainer>(configs[k], data(), world(), trainer_model(configs[k])));
+    ShardedTrainer& t = *trainers.back();
+    auto* replicas = dynamic_cast<MpiProcessGroup*>(t.mesh().replica_group());
+    ASSERT_NE(replicas, nullptr) << mesh.name;
+    const uint64_t before = replicas->symmetric_ops();
+    int64_t replications = 0, scatters = 0;
+    for (int64_t s = 0; s < kSteps; ++s) {
+      const StepStats st = t.step(s);
+      losses[k].push_back(st.loss);
+      replications += st.comm.replications;
+      scatters += st.comm.scatters;
+    }
+    const std::string what =
+        fmt::format("{} {} symmetric_memory={}", mesh.name, fmt::join(extra, " "), k == 0);
+    EXPECT_GT(replications, 0) << what;
+    // Every sync in place, later micro-batches' partial sums included.
+    EXPECT_EQ(int64_t(replicas->symmetric_ops() - before),
+              k == 0 && replicas->single_node() ? replications : 0)
+        << what;
+    if (ddp_in_place) {
+      EXPECT_EQ(scatters, 0) << what;
+      EXPECT_EQ(t.budget().unsharded_grads, 0) << what;
+    }
+  }
+  for (int64_t s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(losses[0][size_t(s)], losses[1][size_t(s)],
+                mesh.replicas == 2 ? 0.0 : 1e-6 * losses[1][size_t(s)])
+        << mesh.name << " step " << s;
+  double worst = 0;  // gathered weights, in place against MPI's sums
+  for (size_t i = 0; i < trainers[0]->model().param_specs().size(); ++i) {
+    const Tensor a = trainers[0]->whole_master(i), b = trainers[1]->whole_master(i);
+    for (int64_t k = 0; k < a.numel(); ++k)
+      worst = std::max(worst, double(std::fabs(a.data<float>()[k] - b.data<float>()[k])));
+  }
+  EXPECT_LE(worst, mesh.replicas == 2 ? 0.0 : 1e-6) << mesh.name;
+}
+
+// Replicas on one node sum their FP32 gradient shards (and, under reduce_each with
+// replica_sync each, later micro-batches' partial sums) in place, in the replica group's
 // symmetric memory: every replica all-reduce is an in-place operation, and under DDP the
 // backward writes the shards themselves (no reduce-scatter, no unsharded gradient budgeted).
-// With symmetric memory off MPI's all-reduce sums the same shards: the same losses (bit for bit
-// at 2 replicas, where a sum has one order) and weights. Across nodes nothing is in place.
+// With symmetric memory off MPI's all-reduce sums the same values: the same losses and weights
+// (bit for bit at 2 replicas, where a sum has one order). Across nodes nothing is in place.
 TEST(Mesh, ReplicasOnANodeSumTheirGradientShardsInPlace) {
-  constexpr int64_t kSteps = 3;
-  int compared = 0;
-  for (const Mesh& mesh : meshes(world().size())) {
-    if (mesh.replicas == 1 || mesh.tp != 1) continue;
-    const bool ddp = mesh.replicas == world().size();
-    std::vector<double> losses[2];
-    std::vector<Config> configs;
-    for (const char* symmetric : {"true", "false"})
-      configs.push_back(
-          test_config(with(mesh.keys, {"training.max_steps=3",
-                                       std::string("sharding.symmetric_memory=") + symmetric})));
-    std::vector<std::unique_ptr<ShardedTrainer>> trainers;
-    for (size_t k = 0; k < 2; ++k) {
-      trainers.push_back(
-          std::make_unique<ShardedTrainer>(configs[k], data(), world(), trainer_model(configs[k])));
-      ShardedTrainer& t = *trainers.back();
-      auto* replicas = dynamic_cast<MpiProcessGroup*>(t.mesh().replica_group());
-      ASSERT_NE(replicas, nullptr) << mesh.name;
-      const uint64_t before = replicas->symmetric_ops();
-      int64_t replications = 0, scatters = 0;
-      for (int64_t s = 0; s < kSteps; ++s) {
-        const StepStats st = t.step(s);
-        losses[k].push_back(st.loss);
-        replications += st.comm.replications;
-        scatters += st.comm.scatters;
-      }
-      const std::string what = fmt::format("{} symmetric_memory={}", mesh.name, k == 0);
-      EXPECT_GT(replications, 0) << what;
-      EXPECT_EQ(int64_t(replicas->symmetric_ops() - before),
-                k == 0 && replicas->single_node() ? replications : 0)
-          << what;
-      if (ddp) {
-        EXPECT_EQ(scatters, 0) << what;
-        EXPECT_EQ(t.budget().unsharded_grads, 0) << what;
-      }
-    }
-    for (int64_t s = 0; s < kSteps; ++s) {
-      if (mesh.replicas == 2)
-        EXPECT_EQ(losses[0][size_t(s)], losses[1][size_t(s)]) << mesh.name << " step " << s;
-      else
-        EXPECT_NEAR(losses[0][size_t(s)], losses[1][size_t(s)], 1e-6 * losses[1][size_t(s)])
-            << mesh.name << " step " << s;
-    }
-    double worst = 0;  // gathered weights, in place against MPI's sums
-    for (size_t i = 0; i < trainers[0]->model().param_specs().size(); ++i) {
-      const Tensor a = trainers[0]->whole_master(i), b = trainers[1]->whole_master(i);
-      for (int64_t k = 0; k < a.numel(); ++k)
-        worst = std::max(worst, double(std::fabs(a.data<float>()[k] - b.data<float>()[k])));
-    }
-    EXPECT_LE(worst, mesh.replicas == 2 ? 0.0 : 1e-6) << mesh.name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 0) << "no mesh with replicas at " << world().size()
-                         << " rank(s): run at 2-4 ranks";
+  std::vector<Mesh> with_replicas;
+  for (const Mesh& mesh : meshes(world().size()))
+    if (mesh.replicas > 1 && mesh.tp == 1) with_replicas.push_back(mesh);
+  if (world().size() == 4)  // the meshes' HSDP puts its replicas on 2 nodes
+    with_replicas.push_back(
+        {"HSDP 2 x 2 on one node", {"sharding.shard_degree=2", "sharding.replicate_degree=2"}, 2});
+  for (const Mesh& mesh : with_replicas)
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{}, {"training.micro_batches=3", "training.global_batch=36"}})
+      expect_replicas_in_place(mesh, extra);
+  EXPECT_FALSE(with_replicas.empty())
+      << "no mesh with replicas at " << world().size() << " rank(s): run at 2-4 ranks";
 }
 
 // The replica all-reduce moves only the gradient shards, and replica_sync = last moves them

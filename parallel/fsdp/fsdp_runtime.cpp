@@ -150,7 +150,7 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   units_.resize(layouts_.size());
   for (int u : options_.held_units)
     ST_CHECK(u >= 0 && u < int(layouts_.size()), "held unit {} of {}", u, layouts_.size());
-  const bool grads_symmetric = reserve_replica_gradients();
+  replica_grads_shared_ = reserve_replica_gradients();
   for (size_t u = 0; u < layouts_.size(); ++u) {
     const UnitLayout& layout = layouts_[u];
     Unit& unit = units_[u];
@@ -158,7 +158,7 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
     if (!held.empty() && std::find(held.begin(), held.end(), int(u)) == held.end()) continue;
     // Zeros first: the padding at the end of the last shard must stay zero.
     unit.master = Tensor::zeros(layout.name + ".master_shard", {layout.shard_numel}, DType::f32);
-    if (grads_symmetric) {
+    if (replica_grads_shared_) {
       unit.grad =
           replicas_->symmetric_empty(layout.name + ".grad_shard", layout.shard_numel, DType::f32);
       unit.grad.zero_();
@@ -181,14 +181,28 @@ bool FsdpRuntime::reserve_replica_gradients() {
   // HSDP within a node). MPI's own all-reduce polls on the communication thread through
   // every fragment's hand-off, and where a rank's cores are shared with its compute that
   // polling slowed DDP's backward by 12% (docs/sharding-and-precision.md). A group across
-  // nodes reserves nothing and its shards are ordinary memory.
+  // nodes reserves nothing and its shards are ordinary memory. Room too for the partial sums
+  // that later micro-batches all-reduce under reduce_each and replica_sync each: a few of each
+  // size in flight, as the shard group's gradient buffers (a buffer that does not fit is
+  // ordinary memory, summed by MPI: only slower).
   if (!replicas_ || !options_.symmetric_memory || quantized_.replicas) return false;
   const auto& held = options_.held_units;
+  const auto room = [](int64_t numel) { return (size_t(numel) * 4 + 63) / 64 * 64; };
+  std::map<int64_t, int> units_of_size;
   size_t bytes = 0;  // before the shards exist, so by held_units rather than holds()
   for (size_t u = 0; u < layouts_.size(); ++u)
-    if (held.empty() || std::find(held.begin(), held.end(), int(u)) != held.end())
-      bytes += (size_t(layouts_[u].shard_numel) * 4 + 63) / 64 * 64;  // the heap's alignment
+    if (held.empty() || std::find(held.begin(), held.end(), int(u)) != held.end()) {
+      bytes += room(layouts_[u].shard_numel);
+      units_of_size[layouts_[u].shard_numel] += 1;
+    }
+  for (const auto& [numel, units] : units_of_size) {
+    partial_room_[numel] = std::min(units, options_.prefetch + 3);
+    bytes += size_t(partial_room_[numel]) * room(numel);
+  }
   replicas_->reserve_symmetric(bytes);
+  replica_pool_.set_shared_allocator([this](std::string name, int64_t numel, DType dtype) {
+    return replicas_->symmetric_empty(std::move(name), numel, dtype);
+  });
   return true;
 }
 
@@ -507,7 +521,20 @@ void FsdpRuntime::issue_reduce(int u) {
   // several micro-batches) land in a partial buffer that is added when it completes.
   r.target = unit.grad;
   if (options_.accumulation == Accumulation::reduce_each && micro_ > 0) {
-    r.partial = pool_.acquire(layout.name + ".partial_grad", layout.shard_numel, DType::f32);
+    // Summed over the replicas itself (replica_sync each): where their all-reduce reads it.
+    r.partial_shared =
+        sync_replicas && options_.replica_sync == ReplicaSync::each && replica_grads_shared_;
+    if (r.partial_shared) {
+      int& alive = partials_alive_[layout.shard_numel];
+      if (alive >= partial_room_[layout.shard_numel]) drain_reductions(true);
+      ST_CHECK(alive < partial_room_[layout.shard_numel], "{} partial sums of '{}' alive", alive,
+               layout.name);
+      alive += 1;
+    }
+    const std::string name = layout.name + ".partial_grad";
+    r.partial = r.partial_shared
+                    ? replica_pool_.acquire_shared(name, layout.shard_numel, DType::f32)
+                    : pool_.acquire(name, layout.shard_numel, DType::f32);
     r.target = r.partial;
   }
   r.work = start_reduce_scatter(r);
@@ -631,7 +658,9 @@ void FsdpRuntime::add_partial(Reduction& r) {
   const int64_t n = r.partial.numel();
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) g[i] += p[i];
-  release(r.partial);
+  if (r.partial_shared) partials_alive_[r.partial.numel()] -= 1;
+  (r.partial_shared ? replica_pool_ : pool_).release(std::move(r.partial));
+  r.partial = Tensor();
 }
 
 void FsdpRuntime::drain_reductions(bool block) {
@@ -724,7 +753,8 @@ Tensor FsdpRuntime::gather_master(size_t index) {
 FsdpMemory FsdpRuntime::memory() const {
   FsdpMemory m;
   for (const Unit& u : units_) m.shard_bytes += int64_t(u.master.nbytes() + u.grad.nbytes());
-  m.unsharded_peak_bytes = pool_.peak_in_use_bytes();
+  // The two pools' peaks need not coincide: their sum bounds the step's.
+  m.unsharded_peak_bytes = pool_.peak_in_use_bytes() + replica_pool_.peak_in_use_bytes();
   return m;
 }
 

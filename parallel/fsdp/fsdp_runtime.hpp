@@ -4,6 +4,7 @@
 // UnitHooks, so a model drives it simply by announcing where each unit starts and ends.
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -199,7 +200,10 @@ class FsdpRuntime final : public UnitHooks {
   FsdpMemory memory() const;
   const CommStats& comm() const { return comm_; }
   void reset_comm() { comm_ = {}; }
-  void reset_memory_peak() { pool_.reset_peak(); }
+  void reset_memory_peak() {
+    pool_.reset_peak();
+    replica_pool_.reset_peak();
+  }
 
   void before_forward(int unit) override;
   void after_forward(int unit) override;
@@ -229,8 +233,9 @@ class FsdpRuntime final : public UnitHooks {
     std::deque<Stage> stages;  // what follows it
     Tensor full_grad;          // FP32 [padded]: the reduce-scatter's input
     Tensor target;             // FP32 [shard]: the gradient shard, or `partial`
-    Tensor partial;          // FP32 [shard]: added into the gradient shard when done (or undefined)
-    Tensor send, recv, sum;  // a quantized stage's buffers
+    Tensor partial;  // FP32 [shard]: added into the gradient shard when done (or undefined)
+    bool partial_shared = false;  // `partial` from replica_pool_ (summed over replicas in place)
+    Tensor send, recv, sum;       // a quantized stage's buffers
   };
 
   AllGatherOptions gather_options() const { return {options_.timeout_s}; }
@@ -286,6 +291,13 @@ class FsdpRuntime final : public UnitHooks {
                          ScheduleShape{}};       // made in the constructor
   size_t next_forward_ = 0, next_backward_ = 0;  // positions in its orders, for the check
   BufferPool pool_;
+  // Partial sums that replicas on one node all-reduce (reduce_each, replica_sync each), from
+  // their group's symmetric memory; replica_grads_shared_: the gradient shards are there too.
+  BufferPool replica_pool_;
+  bool replica_grads_shared_ = false;
+  // By shard size: the partial sums the room holds, and those alive now (issue_reduce waits for
+  // earlier reductions rather than exceed it, so every one of them is summed in place).
+  std::map<int64_t, int> partial_room_, partials_alive_;
   std::deque<Reduction> reductions_;
   int micro_batches_ = 1, micro_ = 0;
   CommStats comm_;
