@@ -60,8 +60,10 @@ struct SimOptions {
   int max_ring_steps = 6;
   // Simulate every node (else nodes that behave alike are simulated once: symmetry.hpp).
   bool every_node = false;
-  int timeline_ranks = 0;  // record the spans of ranks 0..timeline_ranks-1
-  std::string engine;      // the shardtrain-simgrid program; empty: beside this one
+  // Record the spans of ranks 0..timeline_ranks-1: the job's ranks, so under folding only
+  // those simulated appear (rank 0 always is; every_node for all of them).
+  int timeline_ranks = 0;
+  std::string engine;  // the shardtrain-simgrid program; empty: beside this one
 };
 
 struct SimSpan {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -328,7 +329,14 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
     ring(s, g, p - 1, n / p, 0);
     return;
   }
-  if (n < kSmallMessageBytes) {
+  const PlatformLinks& l = platform_.links;
+  // The replica sync's all-reduce of shards (or partial sums) in symmetric memory, whatever
+  // its size: each rank sums its part of every peer's in place and copies the others' sums (a
+  // reduce-scatter and an all-gather).
+  const bool shm_all_reduce = call.kind == CollectiveKind::all_reduce &&
+                              call.group == GroupKind::replicas && plan_.replicas_in_place &&
+                              l.shm_window && g.one_node;
+  if (n < kSmallMessageBytes && !shm_all_reduce) {
     recursive_doubling(s, g, n, call.kind != CollectiveKind::all_reduce);
     return;
   }
@@ -336,12 +344,7 @@ void World::run_collective(RankState& s, const CollectiveCall& call) {
   // carries only the loss's and the norm's few bytes, by recursive doubling.
   ST_CHECK(g.kind != GroupKind::world || layout_.pp == 1 || !folding_.folds(),
            "a world collective of {} bytes under folded pipeline stages", n);
-  const PlatformLinks& l = platform_.links;
-  // The replica sync's all-reduce of shards in symmetric memory: each rank sums its part of
-  // every peer's in place and copies the others' sums (a reduce-scatter and an all-gather).
-  const bool shm_all_reduce = call.kind == CollectiveKind::all_reduce &&
-                              call.group == GroupKind::replicas && plan_.replicas_in_place;
-  if ((call.kind != CollectiveKind::all_reduce || shm_all_reduce) && l.shm_window && g.one_node) {
+  if ((call.kind != CollectiveKind::all_reduce && l.shm_window && g.one_node) || shm_all_reduce) {
     g.barrier->wait();  // every rank has written its part into the window
     const double share = n * 2.0 * (p - 1) / p;
     double seconds = 0;  // copies and sums: CPU
@@ -383,7 +386,19 @@ void World::comm_loop(RankState& s, int group) {
     const Op op = s.queue[group].front();
     s.queue[group].pop_front();
     const double begin = sg4::Engine::get_clock();
+    // MPI's progress engine polls on the communication thread for as long as a collective
+    // between nodes is in flight: on modelled shared cores that thread competes with compute
+    // the whole time, not only for its copies (4 ranks on 2 emulated hosts of 2 cores:
+    // FSDP's rows went from 13-26% fast to within 9%, docs/simulate.md). A core to spare
+    // per thread leaves compute as fast as before.
+    sg4::ExecPtr poll;
+    if (!cpus_.empty() && !s.groups[group].one_node && s.groups[group].size() > 1) {
+      poll = sg4::this_actor::exec_init(1e12);  // seconds of one thread: cancelled when done
+      poll->set_host(cpu_of(s.rank));
+      poll->start();
+    }
     run_collective(s, op.call);
+    if (poll) poll->cancel();
     record(s.rank, true, op.call.label(), begin);
     std::unique_lock lock(*s.mutex);
     s.done[size_t(op.handle)] = 1;
