@@ -17,10 +17,10 @@ struct CalibrateOptions {
   std::vector<int> rows = {1, 2, 4, 8};  // per rank, up to training.global_batch / ranks
   int steps = 3;
   long long max_bytes = 16ll << 20;
-  bool tcp = false;                        // also emulated hosts (needs root: ip netns, tc)
-  std::vector<double> link_gbit = {1, 2};  // capped TCP links to fit as well (with --tcp)
-  std::vector<int> link_ranks = {2, 4};    // ranks each link class is measured at
-  std::string links_from;                  // take the links of this profile instead of measuring
+  bool tcp = false;                            // also emulated hosts (needs root: ip netns, tc)
+  std::vector<double> link_gbit = {1, 2, 10};  // capped TCP links to fit as well (with --tcp)
+  std::vector<int> link_ranks = {2, 4};        // ranks each link class is measured at
+  std::string links_from;      // take the links of this profile instead of measuring
   std::FILE* report = stdout;  // the closing line (stderr when `simulate` calibrates on first use)
 };
 int run_calibrate(const CalibrateOptions& options);
