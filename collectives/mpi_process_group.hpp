@@ -60,7 +60,7 @@ class MpiProcessGroup final : public ProcessGroup {
   Tensor symmetric_empty(std::string name, int64_t numel, DType dtype) override;
   // Bytes of symmetric memory reserved on this rank (0: none, see reserve_symmetric) and
   // operations done in place through it so far (tests check which path ran).
-  size_t symmetric_capacity() const { return heap_ ? heap_->capacity() : 0; }
+  size_t symmetric_capacity() const override { return heap_ ? heap_->capacity() : 0; }
   size_t symmetric_used() const { return heap_ ? heap_->used() : 0; }
   uint64_t symmetric_ops() const { return heap_ ? heap_->in_place_ops() : 0; }
   void abort(const std::string& reason) override;

@@ -130,6 +130,8 @@ class ProcessGroup {
   virtual Tensor symmetric_empty(std::string name, int64_t numel, DType dtype) {
     return Tensor::empty(std::move(name), {numel}, dtype);
   }
+  // Bytes of that room on this rank (0: none: one rank, across nodes, or no shared memory).
+  virtual size_t symmetric_capacity() const { return 0; }
 
   // c10d's abort(): ends the group. Its operations not yet begun and every later one fail at
   // once with an Error naming the group and `reason`; one already running fails at its next

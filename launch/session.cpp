@@ -225,9 +225,9 @@ std::string group_transports(const Config& c, ShardedTrainer& t, size_t unit_byt
                   transport_on(shard, OpType::all_gather, unit_bytes),
                   transport_on(shard, OpType::reduce_scatter, unit_bytes));
   if (ProcessGroup* replicas = mesh.replica_group()) {
-    // Its FP32 gradient shards lie in its symmetric memory on one node (FsdpRuntime).
-    const bool in_place =
-        c.sharding.symmetric_memory && replicas->size() > 1 && node_count(*replicas) == 1;
+    // Its FP32 gradient shards lie in its symmetric memory on one node (FsdpRuntime), where
+    // start-up reserved some.
+    const bool in_place = replicas->size() > 1 && replicas->symmetric_capacity() > 0;
     groups += fmt::format(
         "; {}: all-reduce {}", group_label("replica", *replicas),
         in_place ? std::string("shm in place") : transport_on(*replicas, OpType::all_reduce, 0));

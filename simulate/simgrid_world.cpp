@@ -386,11 +386,11 @@ void World::comm_loop(RankState& s, int group) {
     const Op op = s.queue[group].front();
     s.queue[group].pop_front();
     const double begin = sg4::Engine::get_clock();
-    // MPI's progress engine polls on the communication thread for as long as a collective
-    // between nodes is in flight: on modelled shared cores that thread competes with compute
-    // the whole time, not only for its copies (4 ranks on 2 emulated hosts of 2 cores:
-    // FSDP's rows went from 13-26% fast to within 9%, docs/simulate.md). A core to spare
-    // per thread leaves compute as fast as before.
+    // A collective between nodes takes CPU from compute for as long as it is in flight (the
+    // spinning start of each wait, MPI's TCP progress at every poll, the kernel's work): on
+    // modelled shared cores, one thread's work for its duration. Empirical, nothing fitted:
+    // with it FSDP's rows across 2 emulated hosts of 2 cores went from 11-26% fast to -15% to
+    // +9% (docs/simulate.md). A core to spare per thread leaves compute as fast as before.
     sg4::ExecPtr poll;
     if (!cpus_.empty() && !s.groups[group].one_node && s.groups[group].size() > 1) {
       poll = sg4::this_actor::exec_init(1e12);  // seconds of one thread: cancelled when done

@@ -375,10 +375,17 @@ void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& 
     const std::string what =
         fmt::format("{} {} symmetric_memory={}", mesh.name, fmt::join(extra, " "), k == 0);
     EXPECT_GT(replications, 0) << what;
-    // Every sync in place, later micro-batches' partial sums included.
-    EXPECT_EQ(int64_t(replicas->symmetric_ops() - before),
-              k == 0 && replicas->single_node() ? replications : 0)
-        << what;
+    const int64_t in_place = int64_t(replicas->symmetric_ops() - before);
+    if (k == 1 || !replicas->single_node()) {
+      EXPECT_EQ(in_place, 0) << what;
+    } else if (extra.empty()) {
+      EXPECT_EQ(in_place, replications) << what;  // every sync
+    } else {
+      // 3 micro-batches: the shards' syncs, and later micro-batches' partial sums as long as
+      // their room holds them (the first of each step's always does).
+      EXPECT_GT(in_place, replications / 3) << what;
+      EXPECT_LE(in_place, replications) << what;
+    }
     if (ddp_in_place) {
       EXPECT_EQ(scatters, 0) << what;
       EXPECT_EQ(t.budget().unsharded_grads, 0) << what;
@@ -398,8 +405,8 @@ void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& 
 }
 
 // Replicas on one node sum their FP32 gradient shards (and, under reduce_each with
-// replica_sync each, later micro-batches' partial sums) in place, in the replica group's
-// symmetric memory: every replica all-reduce is an in-place operation, and under DDP the
+// replica_sync each, later micro-batches' partial sums while their room lasts) in place, in the
+// replica group's symmetric memory: every shard's all-reduce is in place, and under DDP the
 // backward writes the shards themselves (no reduce-scatter, no unsharded gradient budgeted).
 // With symmetric memory off MPI's all-reduce sums the same values: the same losses and weights
 // (bit for bit at 2 replicas, where a sum has one order). Across nodes nothing is in place.

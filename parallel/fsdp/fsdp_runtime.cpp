@@ -200,6 +200,8 @@ bool FsdpRuntime::reserve_replica_gradients() {
     bytes += size_t(partial_room_[numel]) * room(numel);
   }
   replicas_->reserve_symmetric(bytes);
+  // Across nodes (or where the node's shared memory had no room) nothing was reserved.
+  if (replicas_->symmetric_capacity() < bytes) return false;
   replica_pool_.set_shared_allocator([this](std::string name, int64_t numel, DType dtype) {
     return replicas_->symmetric_empty(std::move(name), numel, dtype);
   });
@@ -522,15 +524,13 @@ void FsdpRuntime::issue_reduce(int u) {
   r.target = unit.grad;
   if (options_.accumulation == Accumulation::reduce_each && micro_ > 0) {
     // Summed over the replicas itself (replica_sync each): where their all-reduce reads it.
-    r.partial_shared =
-        sync_replicas && options_.replica_sync == ReplicaSync::each && replica_grads_shared_;
-    if (r.partial_shared) {
-      int& alive = partials_alive_[layout.shard_numel];
-      if (alive >= partial_room_[layout.shard_numel]) drain_reductions(true);
-      ST_CHECK(alive < partial_room_[layout.shard_numel], "{} partial sums of '{}' alive", alive,
-               layout.name);
-      alive += 1;
-    }
+    // Beyond the room reserved for them (earlier ones not yet drained), ordinary memory
+    // summed by MPI: waiting here for earlier reductions could wait on a peer that is itself
+    // waiting for this rank's next collective.
+    int& alive = partials_alive_[layout.shard_numel];
+    r.partial_shared = sync_replicas && options_.replica_sync == ReplicaSync::each &&
+                       replica_grads_shared_ && alive < partial_room_[layout.shard_numel];
+    if (r.partial_shared) alive += 1;
     const std::string name = layout.name + ".partial_grad";
     r.partial = r.partial_shared
                     ? replica_pool_.acquire_shared(name, layout.shard_numel, DType::f32)

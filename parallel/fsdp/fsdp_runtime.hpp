@@ -295,8 +295,8 @@ class FsdpRuntime final : public UnitHooks {
   // their group's symmetric memory; replica_grads_shared_: the gradient shards are there too.
   BufferPool replica_pool_;
   bool replica_grads_shared_ = false;
-  // By shard size: the partial sums the room holds, and those alive now (issue_reduce waits for
-  // earlier reductions rather than exceed it, so every one of them is summed in place).
+  // By shard size: the partial sums the room holds, and those alive now (beyond the room a
+  // partial sum is ordinary memory, so replica_pool_ only ever holds symmetric buffers).
   std::map<int64_t, int> partial_room_, partials_alive_;
   std::deque<Reduction> reductions_;
   int micro_batches_ = 1, micro_ = 0;
