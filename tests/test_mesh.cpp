@@ -355,8 +355,8 @@ void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& 
   std::vector<Config> configs;
   for (const char* symmetric : {"true", "false"})
     configs.push_back(test_config(
-        with(with(mesh.keys, extra),
-             {"training.max_steps=3", std::string("sharding.symmetric_memory=") + symmetric})));
+        with(with(mesh.keys, extra), {"training.max_steps=3", "precision.param_dtype=fp32",
+                                      std::string("sharding.symmetric_memory=") + symmetric})));
   std::vector<std::unique_ptr<ShardedTrainer>> trainers;
   for (size_t k = 0; k < 2; ++k) {
     trainers.push_back(
@@ -401,7 +401,11 @@ void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& 
     for (int64_t k = 0; k < a.numel(); ++k)
       worst = std::max(worst, double(std::fabs(a.data<float>()[k] - b.data<float>()[k])));
   }
-  EXPECT_LE(worst, mesh.replicas == 2 ? 0.0 : 1e-6) << mesh.name;
+  // More replicas sum in another order than MPI's, and AdamW's step on near-zero gradients
+  // magnifies the last bit (2.3e-4 in BF16 under the sanitizers): FP32, within the bar of the
+  // unsharded reference (ReplicaSyncLastEqualsEachAndTheReference).
+  EXPECT_LE(worst, mesh.replicas == 2 ? 0.0 : 1e-4)
+      << fmt::format("{} {}", mesh.name, fmt::join(extra, " "));
 }
 
 // Replicas on one node sum their FP32 gradient shards (and, under reduce_each with
@@ -409,7 +413,7 @@ void expect_replicas_in_place(const Mesh& mesh, const std::vector<std::string>& 
 // replica group's symmetric memory: every shard's all-reduce is in place, and under DDP the
 // backward writes the shards themselves (no reduce-scatter, no unsharded gradient budgeted).
 // With symmetric memory off MPI's all-reduce sums the same values: the same losses and weights
-// (bit for bit at 2 replicas, where a sum has one order). Across nodes nothing is in place.
+// (bit for bit at 2 replicas, where a sum has one order; FP32). Across nodes nothing is in place.
 TEST(Mesh, ReplicasOnANodeSumTheirGradientShardsInPlace) {
   std::vector<Mesh> with_replicas;
   for (const Mesh& mesh : meshes(world().size()))
