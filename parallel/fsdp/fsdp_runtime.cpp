@@ -175,6 +175,13 @@ FsdpRuntime::FsdpRuntime(Model& model, DeviceMesh& mesh, FsdpOptions options, ui
   reserve_symmetric_buffers();
 }
 
+namespace {
+// What a buffer of `bytes` takes in symmetric memory (the heap's 64-byte alignment).
+size_t heap_room(size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
+}  // namespace
+
 bool FsdpRuntime::reserve_replica_gradients() {
   // The replica sync's FP32 all-reduce of each gradient shard reads the peers' shards in place
   // when they lie in the replica group's symmetric memory (its replicas on one node: DDP, or
@@ -187,17 +194,16 @@ bool FsdpRuntime::reserve_replica_gradients() {
   // ordinary memory, summed by MPI: only slower).
   if (!replicas_ || !options_.symmetric_memory || quantized_.replicas) return false;
   const auto& held = options_.held_units;
-  const auto room = [](int64_t numel) { return (size_t(numel) * 4 + 63) / 64 * 64; };
   std::map<int64_t, int> units_of_size;
   size_t bytes = 0;  // before the shards exist, so by held_units rather than holds()
   for (size_t u = 0; u < layouts_.size(); ++u)
     if (held.empty() || std::find(held.begin(), held.end(), int(u)) != held.end()) {
-      bytes += room(layouts_[u].shard_numel);
+      bytes += heap_room(size_t(layouts_[u].shard_numel) * 4);
       units_of_size[layouts_[u].shard_numel] += 1;
     }
   for (const auto& [numel, units] : units_of_size) {
     partial_room_[numel] = std::min(units, options_.prefetch + 3);
-    bytes += size_t(partial_room_[numel]) * room(numel);
+    bytes += size_t(partial_room_[numel]) * heap_room(size_t(numel) * 4);
   }
   replicas_->reserve_symmetric(bytes);
   // Across nodes (or where the node's shared memory had no room) nothing was reserved.
@@ -232,9 +238,8 @@ void FsdpRuntime::reserve_symmetric_buffers() {
     const size_t params = size_t(bounded ? std::min(units, held) : units);
     const size_t grads =
         size_t(bounded && shape.reduce_each_micro_batch ? std::min(units, held) : units);
-    auto room = [](size_t b) { return (b + 63) / 64 * 64; };  // the heap's alignment
-    bytes += params * room(size_t(numel) * dtype_size(options_.param_dtype)) +
-             grads * room(size_t(numel) * 4);
+    bytes += params * heap_room(size_t(numel) * dtype_size(options_.param_dtype)) +
+             grads * heap_room(size_t(numel) * 4);
   }
   group_.reserve_symmetric(bytes);
   pool_.set_shared_allocator([this](std::string name, int64_t numel, DType dtype) {
